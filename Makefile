@@ -1,0 +1,40 @@
+# The README's two commands are `make run` and `make test`. Both install the
+# Debian packages they need (scripts/install-deps.sh) before anything else.
+
+GO                  ?= go
+BIN                 := bin/pgsketch-proxy
+STATICCHECK_VERSION := v0.8.2
+GO_FILES             = $(shell find . -name '*.go' -not -path './.git/*')
+
+.PHONY: run test deps build lint unit accuracy bench clean
+
+## run: start the demo (today: a throwaway PostgreSQL with hll and the catalog)
+run: deps build
+	./$(BIN) demo
+
+## test: lint, then every test (unit and end-to-end against a real PostgreSQL)
+test: deps lint
+	$(GO) test -count=1 -timeout 45m ./...
+
+deps:
+	@./scripts/install-deps.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/pgsketch-proxy
+
+## lint: gofmt, go vet, staticcheck (pinned)
+lint:
+	@out=$$(gofmt -l $(GO_FILES)); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+## accuracy: the estimator's bias and RSE table (docs/accuracy.md, docs/accuracy.png)
+accuracy:
+	$(GO) run ./scripts/accuracy
+
+## bench: the benchmarks recorded in docs/benchmarks.md
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./sketch/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/internal/localpg"
+	"github.com/pgsketch/pgsketch/migrations"
+)
+
+var demoCommand = &command{
+	name:    "demo",
+	summary: "start a throwaway PostgreSQL with hll and the pgsketch catalog; Ctrl-C removes it",
+	run:     runDemo,
+}
+
+const demoDB = "pgsketch_demo"
+
+func runDemo(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("[flags]")
+	keep := f.String("keep", "", "keep the cluster in this directory (reused by the next run) instead of a temporary one")
+	port := f.Int("pg-port", 0, "port for the throwaway PostgreSQL (0: a free one)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	cluster, err := localpg.Start(ctx, localpg.Options{Dir: *keep, Keep: *keep != "", Port: *port, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := cluster.Remove(); err != nil {
+			a.log.Error("remove cluster", "err", err)
+		}
+	}()
+	if err := prepareDemoDB(ctx, cluster); err != nil {
+		return err
+	}
+	m, err := migrations.Open(cluster.URL(demoDB), a.log)
+	if err != nil {
+		return err
+	}
+	err = m.Up()
+	m.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d).\n", migrations.Latest())
+	fmt.Fprintf(a.stdout, "Connect:\n  psql '%s'\n", cluster.URL(demoDB))
+	fmt.Fprintf(a.stdout, "The proxy's relay and rollups are not built yet: this demo serves PostgreSQL only.\n")
+	fmt.Fprintf(a.stdout, "Press Ctrl-C to stop%s.\n", map[bool]string{true: " (the cluster is kept in " + *keep + ")", false: " and remove the cluster"}[*keep != ""])
+	<-ctx.Done()
+	a.log.Info("stopping")
+	return nil
+}
+
+func prepareDemoDB(ctx context.Context, c *localpg.Cluster) error {
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, c.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("connect to the demo cluster: %w", err)
+	}
+	defer conn.Close(cctx)
+	var exists bool
+	if err := conn.QueryRow(cctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", demoDB).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := conn.Exec(cctx, "CREATE DATABASE "+demoDB); err != nil {
+			return fmt.Errorf("create database %s: %w", demoDB, err)
+		}
+	}
+	db, err := pgx.Connect(cctx, c.URL(demoDB))
+	if err != nil {
+		return err
+	}
+	defer db.Close(cctx)
+	if _, err := db.Exec(cctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
+		return fmt.Errorf("CREATE EXTENSION hll (%s): %w", localpg.InstallHint, err)
+	}
+	return nil
+}

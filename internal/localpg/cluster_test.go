@@ -1,0 +1,105 @@
+package localpg
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStartRemove(t *testing.T) {
+	c, err := Start(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", c.Port), 5*time.Second)
+	if err != nil {
+		c.Remove()
+		t.Fatalf("server not listening: %v", err)
+	}
+	conn.Close()
+	if err := c.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Fatalf("directory %s still there (stat: %v)", c.Dir, err)
+	}
+	if err := c.Remove(); err != nil {
+		t.Fatalf("second Remove: %v", err)
+	}
+}
+
+// TestWatchdogRemovesClusterOfKilledOwner starts a cluster in a child process,
+// kills the child with SIGKILL, and expects the watchdog to stop the server
+// and remove the directory.
+func TestWatchdogRemovesClusterOfKilledOwner(t *testing.T) {
+	if os.Getenv("LOCALPG_CHILD") == "1" {
+		c, err := Start(context.Background(), Options{})
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println("cluster", c.Dir, c.Port)
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWatchdogRemovesClusterOfKilledOwner$")
+	cmd.Env = append(os.Environ(), "LOCALPG_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	var port int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "cluster ") {
+			fmt.Sscanf(l, "cluster %s %d", &dir, &port)
+			break
+		} else if strings.HasPrefix(l, "error") {
+			t.Fatal(l)
+		}
+	}
+	if dir == "" {
+		cmd.Process.Kill()
+		t.Fatal("child printed no cluster")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, statErr := os.Stat(dir)
+		conn, dialErr := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if dialErr == nil {
+			conn.Close()
+		}
+		if os.IsNotExist(statErr) && dialErr != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after its owner died: directory stat %v, server dial %v", statErr, dialErr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestFindBinDirMessage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("PGSKETCH_PG_BINDIR", t.TempDir())
+	old := debianBinGlob
+	debianBinGlob = t.TempDir() + "/*/bin"
+	defer func() { debianBinGlob = old }()
+	_, err := FindBinDir()
+	if !errors.Is(err, ErrNoBinaries) || !strings.Contains(err.Error(), "postgresql-15-hll") {
+		t.Fatalf("want ErrNoBinaries saying what to install, got %v", err)
+	}
+}

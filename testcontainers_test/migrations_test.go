@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/migrations"
+)
+
+func openMigrator(t *testing.T, dsn string) *migrations.Migrator {
+	t.Helper()
+	m, err := migrations.Open(dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func wantVersion(t *testing.T, m *migrations.Migrator, want uint) {
+	t.Helper()
+	v, dirty, err := m.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != want || dirty {
+		t.Fatalf("version = %d (dirty %v), want %d clean", v, dirty, want)
+	}
+}
+
+// catalogObjects lists the objects in schema pgsketch with their definitions,
+// so that a no-op migration can be told from one that recreated things.
+func catalogObjects(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `
+		SELECT c.oid::text || ' ' || c.relname || ' ' || c.relkind::text
+		  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		 WHERE n.nspname = 'pgsketch'
+		UNION ALL
+		SELECT p.oid::text || ' ' || p.proname || ' ' || md5(p.prosrc)
+		  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		 WHERE n.nspname = 'pgsketch'
+		UNION ALL
+		SELECT con.oid::text || ' ' || con.conname || ' ' || pg_get_constraintdef(con.oid)
+		  FROM pg_constraint con JOIN pg_namespace n ON n.oid = con.connamespace
+		 WHERE n.nspname = 'pgsketch'
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(objs, "\n")
+}
+
+func schemaExists(t *testing.T, conn *pgx.Conn) bool {
+	t.Helper()
+	var ok bool
+	if err := conn.QueryRow(context.Background(),
+		`SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'pgsketch')`).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func TestMigrationsUpDownUp(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+
+	wantVersion(t, m, 0)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, migrations.Latest())
+	before := catalogObjects(t, conn)
+	if !strings.Contains(before, "rollup_defs") || !strings.Contains(before, "rollup_measures") {
+		t.Fatalf("catalog tables missing after up:\n%s", before)
+	}
+
+	// A second up is a no-op: same version, the very same objects (same OIDs).
+	if err := m.Up(); err != nil {
+		t.Fatalf("second up: %v", err)
+	}
+	wantVersion(t, m, migrations.Latest())
+	if after := catalogObjects(t, conn); after != before {
+		t.Fatalf("second up changed the catalog:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	if err := m.Down(-1); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 0)
+	if schemaExists(t, conn) {
+		t.Fatal("schema pgsketch still exists after down")
+	}
+	if err := m.Down(-1); err != nil {
+		t.Fatalf("down with nothing applied: %v", err)
+	}
+
+	if err := m.Up(); err != nil {
+		t.Fatalf("up after down: %v", err)
+	}
+	wantVersion(t, m, migrations.Latest())
+	if !schemaExists(t, conn) {
+		t.Fatal("schema pgsketch missing after up, down, up")
+	}
+}
+
+// TestMigrationsDownKeepsUserData: down refuses to drop schema pgsketch while
+// it holds a table that migrations did not create (a rollup's data).
+func TestMigrationsDownKeepsUserData(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, `CREATE TABLE pgsketch.events_daily (bucket date PRIMARY KEY, users bytea)`)
+	if err := m.Down(-1); err == nil {
+		t.Fatal("down succeeded although schema pgsketch holds a user table")
+	}
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pgsketch.events_daily`).Scan(&n); err != nil {
+		t.Fatalf("user table gone after refused down: %v", err)
+	}
+}
+
+func TestCatalogConstraints(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	insertDef := func(name, grain, tz, dims string) error {
+		_, err := conn.Exec(ctx, `INSERT INTO pgsketch.rollup_defs
+			(name, source_schema, source_table, rollup_schema, rollup_table, time_column, grain, time_zone, dimensions)
+			VALUES ($1, 'public', 'events', 'pgsketch', $1, 'ts', $2, $3, $4::text[])`, name, grain, tz, dims)
+		return err
+	}
+	if err := insertDef("events_daily", "day", "Europe/Berlin", "{country,device}"); err != nil {
+		t.Fatalf("a valid rollup was rejected: %v", err)
+	}
+	insertMeasure := func(col, kind, expr string, log2m, regwidth any, hash any) error {
+		_, err := conn.Exec(ctx, `INSERT INTO pgsketch.rollup_measures
+			(rollup, column_name, position, kind, expression, log2m, regwidth, hash)
+			VALUES ('events_daily', $1, (SELECT coalesce(max(position), 0) + 1 FROM pgsketch.rollup_measures), $2, $3, $4, $5, $6)`,
+			col, kind, expr, log2m, regwidth, hash)
+		return err
+	}
+	if err := insertMeasure("users", "hll", "user_id", 14, 5, "xxhash64"); err != nil {
+		t.Fatalf("a valid hll measure was rejected: %v", err)
+	}
+	if err := insertMeasure("n", "count", "*", nil, nil, nil); err != nil {
+		t.Fatalf("a valid count measure was rejected: %v", err)
+	}
+
+	const checkViolation = "23514"
+	for _, tc := range []struct {
+		name       string
+		err        error
+		constraint string
+	}{
+		{"unknown grain", insertDef("r1", "fortnight", "UTC", "{}"), "grain_known"},
+		{"unknown time zone", insertDef("r2", "day", "Mars/Olympus", "{}"), "time_zone_known"},
+		{"bad rollup name", insertDef("Bad Name", "day", "UTC", "{}"), "name_format"},
+		{"duplicate dimension", insertDef("r3", "day", "UTC", "{country,country}"), "dimensions_valid"},
+		{"empty dimension", insertDef("r4", "day", "UTC", `{""}`), "dimensions_valid"},
+		{"NULL dimension", insertDef("r5", "day", "UTC", "{NULL}"), "dimensions_valid"},
+		{"log2m too small", insertMeasure("u1", "hll", "user_id", 3, 5, "xxhash64"), "log2m_range"},
+		{"log2m too large", insertMeasure("u2", "hll", "user_id", 18, 5, "xxhash64"), "log2m_range"},
+		{"regwidth 0", insertMeasure("u3", "hll", "user_id", 14, 0, "xxhash64"), "regwidth_range"},
+		{"regwidth 6", insertMeasure("u4", "hll", "user_id", 14, 6, "xxhash64"), "regwidth_range"},
+		{"unknown hash", insertMeasure("u5", "hll", "user_id", 14, 5, "md5"), "hash_known"},
+		{"hll without params", insertMeasure("u6", "hll", "user_id", nil, nil, nil), "sketch_params"},
+		{"sum with sketch params", insertMeasure("s1", "sum", "amount", 14, 5, "xxhash64"), "sketch_params"},
+		{"unknown kind", insertMeasure("k1", "median", "amount", nil, nil, nil), "kind_known"},
+		{"star outside count", insertMeasure("k2", "sum", "*", nil, nil, nil), "expression_set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pgErr *pgconn.PgError
+			if !errors.As(tc.err, &pgErr) {
+				t.Fatalf("want a check violation, got %v", tc.err)
+			}
+			if pgErr.Code != checkViolation || pgErr.ConstraintName != tc.constraint {
+				t.Fatalf("got SQLSTATE %s constraint %q (%s), want %s %q",
+					pgErr.Code, pgErr.ConstraintName, pgErr.Message, checkViolation, tc.constraint)
+			}
+		})
+	}
+}
