@@ -32,6 +32,12 @@ type Options struct {
 	Port int
 	// Settings are extra server settings (postgresql.conf names).
 	Settings map[string]string
+	// HBA, when not empty, replaces pg_hba.conf with these lines (pg_hba.conf
+	// syntax, one record per line) before the server starts. Empty keeps
+	// initdb's file, which trusts every local and loopback connection. The
+	// superuser connects over TCP (URL), so keep a line that lets it in, such
+	// as "host all postgres 127.0.0.1/32 trust".
+	HBA []string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -111,6 +117,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.Remove()
 		return nil, err
 	}
+	if len(opts.HBA) > 0 {
+		if err := c.writeHBA(opts.HBA); err != nil {
+			c.Remove()
+			return nil, err
+		}
+	}
 	if err := c.start(ctx, opts.Settings); err != nil {
 		c.Remove()
 		return nil, err
@@ -142,6 +154,16 @@ func (c *Cluster) initdb(ctx context.Context) error {
 	_, err := c.run(ctx, "initdb", "-D", c.dataDir(), "-U", c.User, "--auth=trust",
 		"--encoding=UTF8", "--locale=C", "--no-sync")
 	return err
+}
+
+// writeHBA replaces the cluster's pg_hba.conf with lines.
+func (c *Cluster) writeHBA(lines []string) error {
+	path := filepath.Join(c.dataDir(), "pg_hba.conf")
+	text := "# written by localpg (Options.HBA)\n" + strings.Join(lines, "\n") + "\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		return fmt.Errorf("localpg: write pg_hba.conf: %w", err)
+	}
+	return c.chown(path)
 }
 
 func (c *Cluster) start(ctx context.Context, extra map[string]string) error {

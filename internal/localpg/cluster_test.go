@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestStartRemove(t *testing.T) {
@@ -101,5 +104,35 @@ func TestFindBinDirMessage(t *testing.T) {
 	_, err := FindBinDir()
 	if !errors.Is(err, ErrNoBinaries) || !strings.Contains(err.Error(), "postgresql-15-hll") {
 		t.Fatalf("want ErrNoBinaries saying what to install, got %v", err)
+	}
+}
+
+// TestHBA starts a cluster whose pg_hba.conf lets the superuser in and rejects
+// every other role over TCP, and checks that both lines take effect.
+func TestHBA(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{HBA: []string{
+		"host all postgres 127.0.0.1/32 trust",
+		"host all all 127.0.0.1/32 reject",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Remove()
+	admin, err := pgconn.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatalf("superuser refused by the HBA lines that trust it: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE ROLE bob LOGIN").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(c.URL("postgres"))
+	u.User = url.User("bob")
+	_, err = pgconn.Connect(ctx, u.String())
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "28000" || !strings.Contains(pgErr.Message, "pg_hba.conf rejects connection") {
+		t.Fatalf("bob over TCP: want the pg_hba.conf rejection (28000), got %v", err)
 	}
 }
