@@ -36,7 +36,7 @@ var errUsage = errors.New("usage")
 var commands []*command
 
 func init() {
-	commands = []*command{migrateCommand, demoCommand}
+	commands = []*command{serveCommand, migrateCommand, demoCommand}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/pgsketch/pgsketch/wire"
+)
+
+var serveCommand = &command{
+	name:    "serve",
+	summary: "accept PostgreSQL clients and relay them to the upstream server",
+	run:     runServe,
+}
+
+func runServe(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("--upstream URL [flags]")
+	listen := f.String("listen", "127.0.0.1:6432", "address to accept PostgreSQL clients on")
+	upstream := f.String("upstream", "", "upstream PostgreSQL, e.g. postgres://db.internal:5432/?sslmode=require; "+
+		"only host, port and TLS settings are used, user and database come from each client (required)")
+	tlsCert := f.String("tls-cert", "", "PEM certificate file: clients may use TLS, which ends at the proxy")
+	tlsKey := f.String("tls-key", "", "PEM private key file for --tls-cert")
+	connectTimeout := f.Duration("connect-timeout", 10*time.Second, "how long to try reaching the upstream for a client")
+	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long sessions may finish before they are closed")
+	maxMessage := f.Int("max-message-size", 1<<30, "largest message accepted from a client, in bytes")
+	maxStartup := f.Int("max-startup-size", 10000, "largest startup packet accepted, in bytes")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	if *upstream == "" {
+		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
+	}
+	cfg := wire.Config{
+		Upstream:       *upstream,
+		ConnectTimeout: *connectTimeout,
+		MaxMessageSize: *maxMessage,
+		MaxStartupSize: *maxStartup,
+		Logger:         a.log,
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	}
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv, err := wire.NewServer(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	a.log.Info("listening", "addr", ln.Addr().String(), "upstream", *upstream, "tls", cfg.TLS != nil)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down", "sessions", srv.Sessions(), "timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, wire.ErrServerClosed) {
+		return err
+	}
+	a.log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package wire is pgsketch's PostgreSQL protocol relay.
+//
+// A Server accepts PostgreSQL clients and gives each one its own upstream
+// connection (session mode). The startup phase is handled message by message:
+// SSLRequest (TLS ends at the proxy when configured), GSSENCRequest (refused),
+// CancelRequest (forwarded to the upstream backend that owns the key), and the
+// StartupMessage, which is forwarded unchanged. Authentication is relayed end
+// to end (trust, password, md5, SCRAM-SHA-256); SCRAM-SHA-256-PLUS is removed
+// from the mechanisms offered, because channel binding cannot cross a proxy.
+// The upstream's BackendKeyData is replaced by a key of the proxy's own, so
+// that cancel requests come to the proxy, which knows the session.
+//
+// After startup the relay copies bytes, looking only at message headers. In
+// the client-to-upstream direction it reads the bodies of the messages a
+// Handler may want: Query, and the extended-protocol messages Parse, Bind,
+// Describe, Execute, Close, Flush and Sync, which it groups up to Sync (or
+// Flush) so that a Handler sees whole requests. Everything else (COPY data,
+// function calls, large messages) is streamed without being buffered whole.
+// In the upstream-to-client direction it counts ReadyForQuery messages, so it
+// knows when the replies to everything forwarded have been relayed.
+//
+// The Handler is the seam for pgsketch's query rewriting: wire imports
+// neither rewrite nor aggregates. A Handler says, per Query or Parse, whether
+// it wants the request; a wanted request is handed to Handler.Serve once the
+// upstream has answered everything sent before it, with exclusive use of the
+// upstream connection (Session), so the client sees replies in request order.
+// Passthrough is the Handler that wants nothing.
+package wire

@@ -1,0 +1,185 @@
+package wire
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Config configures a Server. Zero durations and sizes take the defaults.
+type Config struct {
+	// Upstream is the libpq connection string (URL or key=value) of the
+	// PostgreSQL server; only its host, port and TLS settings are used.
+	Upstream string
+	// TLS, when set, lets clients upgrade with SSLRequest; TLS then ends at
+	// the proxy. Nil answers SSLRequest with 'N'.
+	TLS *tls.Config
+	// Handler answers the requests it wants; nil means Passthrough.
+	Handler Handler
+	// ConnectTimeout bounds dialling the upstream (default 10 s).
+	ConnectTimeout time.Duration
+	// StartupTimeout bounds the startup phase, authentication included (default 60 s,
+	// PostgreSQL's authentication_timeout).
+	StartupTimeout time.Duration
+	// MaxStartupSize caps a startup packet (default 10000 bytes, PostgreSQL's limit).
+	MaxStartupSize int
+	// MaxMessageSize caps any message, in either direction of the startup
+	// phase and from the client afterwards (default 1 GiB, PostgreSQL's limit).
+	MaxMessageSize int
+	// InspectSize is the largest Query or Parse whose SQL is shown to the
+	// Handler, and the most bytes of an extended-protocol group held back
+	// while it is incomplete (default 1 MiB). Larger ones go upstream unseen.
+	InspectSize int
+	// Logger receives session events; nil discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Handler == nil {
+		c.Handler = Passthrough{}
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.StartupTimeout <= 0 {
+		c.StartupTimeout = 60 * time.Second
+	}
+	if c.MaxStartupSize <= 0 {
+		c.MaxStartupSize = 10000
+	}
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = 1 << 30
+	}
+	if c.InspectSize <= 0 {
+		c.InspectSize = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server relays PostgreSQL clients to an upstream server.
+type Server struct {
+	cfg          Config
+	targets      []upstreamTarget
+	upstreamName string
+	cancels      cancelRegistry
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	sessions  map[*session]struct{}
+	closing   bool
+	wg        sync.WaitGroup
+}
+
+// NewServer checks cfg and returns a Server.
+func NewServer(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	targets, name, err := upstreamTargets(cfg.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg: cfg, targets: targets, upstreamName: name,
+		listeners: map[net.Listener]struct{}{}, sessions: map[*session]struct{}{},
+	}, nil
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("wire: server closed")
+
+// Serve accepts clients on ln until Shutdown; each runs in its own goroutine.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.cfg.Logger.Warn("accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("wire: accept: %w", err)
+		}
+		backoff = 0
+		sess := newSession(s, conn)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			conn.Close()
+			return ErrServerClosed
+		}
+		s.sessions[sess] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			sess.run()
+			s.mu.Lock()
+			delete(s.sessions, sess)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Shutdown stops accepting clients and waits for the sessions to end. When
+// ctx is done first, the remaining sessions are told (FATAL 57P01) and closed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	n := len(s.sessions)
+	s.mu.Unlock()
+	if n > 0 {
+		s.cfg.Logger.Info("waiting for sessions to end", "sessions", n)
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for sess := range s.sessions {
+		sess.abort(sqlstateAdminShutdown, "terminating connection: pgsketch-proxy is shutting down")
+	}
+	s.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// Sessions returns the number of client sessions open now.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
