@@ -35,6 +35,7 @@ type relayState struct {
 	pipeR   *io.PipeReader
 	pipeW   *io.PipeWriter
 	closed  bool
+	doneCh  chan struct{}
 }
 
 // errHandoverDone closes a handover pipe when the Handler returns.
@@ -47,7 +48,7 @@ func (rs *relayState) acquire(ctx context.Context) (*io.PipeReader, error) {
 	rs.mu.Lock()
 	if rs.closed {
 		rs.mu.Unlock()
-		return nil, net_ErrClosed
+		return nil, errSessionClosed
 	}
 	rs.pipeR, rs.pipeW = io.Pipe()
 	pr := rs.pipeR
@@ -63,6 +64,8 @@ func (rs *relayState) acquire(ctx context.Context) (*io.PipeReader, error) {
 	select {
 	case <-g:
 		return pr, nil
+	case <-rs.done():
+		return nil, errSessionClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -91,25 +94,45 @@ func (rs *relayState) release() {
 	}
 }
 
+// done returns a channel closed when the session closes.
+func (rs *relayState) done() chan struct{} {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.doneCh == nil {
+		rs.doneCh = make(chan struct{})
+		if rs.closed {
+			close(rs.doneCh)
+		}
+	}
+	return rs.doneCh
+}
+
 func (rs *relayState) closeHandover() {
 	rs.mu.Lock()
+	if !rs.closed && rs.doneCh != nil {
+		close(rs.doneCh)
+	}
 	rs.closed = true
 	pr, pw := rs.pipeR, rs.pipeW
 	rs.mu.Unlock()
 	if pr != nil {
-		pr.CloseWithError(net_ErrClosed)
-		pw.CloseWithError(net_ErrClosed)
+		pr.CloseWithError(errSessionClosed)
+		pw.CloseWithError(errSessionClosed)
 	}
 }
 
-var net_ErrClosed = errors.New("session closed")
+var errSessionClosed = errors.New("session closed")
 
 // relayLoop runs the steady state until either side leaves.
 func (ss *session) relayLoop() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	upDone := make(chan error, 1)
-	go func() { upDone <- ss.upstreamLoop() }()
+	go func() {
+		err := ss.upstreamLoop()
+		ss.close() // without its upstream the session cannot go on
+		upDone <- err
+	}()
 	err := ss.clientLoop(ctx)
 	cancel()
 	ss.close()
