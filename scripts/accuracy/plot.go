@@ -16,9 +16,9 @@ import (
 
 const (
 	plotW      = 1200
-	plotH      = 940
+	plotH      = 990
 	marginL    = 110
-	marginR    = 30
+	marginR    = 50
 	panelTop1  = 90
 	panelH     = 330
 	panelGap   = 110
@@ -199,19 +199,20 @@ func writePlot(path string, results []*result) error {
 		c.series(bot, r.ns, r.explicit, func(k int) float64 { return 100 * r.stats[k].oursBias }, col, 3, 0)
 	}
 
-	// Legend and axis title.
-	ly := plotH - 40
-	lx := marginL
+	// Axis title under the lower panel, legend at the bottom.
+	xt := "N (DISTINCT VALUES), LOG SCALE"
+	c.text((bot.x0+bot.x1)/2-textWidth(xt, textScale)/2, bot.y1+36, xt, axisGrey, textScale)
+	ly := plotH - 36
+	lx := 40
 	for i, r := range results {
 		col := lineColor[i%len(lineColor)]
 		var phase float64
 		c.line(float64(lx), float64(ly+7), float64(lx+40), float64(ly+7), 3, col, 0, nil)
-		c.line(float64(lx+50), float64(ly+7), float64(lx+90), float64(ly+7), 2, col, 7, &phase)
-		label := fmt.Sprintf("LOG2M %d (%d TRIALS)", r.cfg.log2m, r.cfg.trials)
-		c.text(lx+100, ly, label, black, textScale)
-		lx += 100 + textWidth(label, textScale) + 40
+		c.line(float64(lx+46), float64(ly+7), float64(lx+86), float64(ly+7), 2, col, 7, &phase)
+		label := fmt.Sprintf("LOG2M %d, %d TRIALS", r.cfg.log2m, r.cfg.trials)
+		c.text(lx+96, ly, label, black, textScale)
+		lx += 96 + textWidth(label, textScale) + 24
 	}
-	c.text(plotW-marginR-textWidth("N (DISTINCT VALUES)", textScale), ly, "N (DISTINCT VALUES)", axisGrey, textScale)
 
 	f, err := os.Create(path)
 	if err != nil {
