@@ -79,7 +79,9 @@ type rawConn struct {
 }
 
 // dialRaw connects and runs the startup. A server ErrorResponse during
-// startup is returned as *pgconn.PgError.
+// startup is returned as *pgconn.PgError. When the startup fails after the
+// connection was made, the returned rawConn is closed but not nil: it holds
+// what the server sent (Startup, SASLMechanisms).
 func dialRaw(ctx context.Context, t rawTarget) (*rawConn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", t.Addr)
@@ -93,8 +95,8 @@ func dialRaw(ctx context.Context, t rawTarget) (*rawConn, error) {
 	nc.SetDeadline(deadline)
 	c := &rawConn{conn: nc}
 	if err := c.startup(t); err != nil {
-		nc.Close()
-		return nil, err
+		c.conn.Close()
+		return c, err
 	}
 	nc.SetDeadline(time.Time{})
 	return c, nil
