@@ -36,5 +36,11 @@ accuracy:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./sketch/
 
+## bench-relay: pgbench -S direct, through PgBouncer and through pgsketch-proxy (docs/benchmarks.md);
+## BENCH_RELAY_ARGS=--quick for a 20-second check of the setup
+.PHONY: bench-relay
+bench-relay: deps
+	./scripts/bench-relay.sh $(BENCH_RELAY_ARGS)
+
 clean:
 	rm -rf bin

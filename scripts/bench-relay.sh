@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Relay benchmark (issue 4, must-show 6): pgbench -S against a throwaway
+# PostgreSQL 15 directly, through PgBouncer (session mode) and through
+# `pgsketch-proxy serve`, interleaved, several rounds; prints the TPS median
+# per target and mode and the ratios proxy/PgBouncer and proxy/direct.
+#
+#   scripts/bench-relay.sh [--quick] [--rounds N] [--duration S] [--clients N]
+#                          [--jobs N] [--scale N] [--modes "simple extended prepared"]
+#                          [--proxy-args "ARGS"] [--keep-going]
+#
+# Defaults: 3 rounds of 20 s runs, 8 clients, 2 pgbench threads, scale 10,
+# modes simple, extended and prepared. --quick: 1 round of 2 s runs, to check
+# the setup. Within a round, each mode runs on every target before the next
+# mode, and the order of the targets rotates from round to round.
+#
+# Everything it starts (PostgreSQL, PgBouncer, the proxy) lives in a temporary
+# directory and is stopped and removed on exit, also on Ctrl-C or an error.
+# It needs the Debian packages postgresql-15 and pgbouncer (installed with
+# apt-get when run as root and missing) and Go to build the proxy. As root,
+# PostgreSQL and PgBouncer run as the OS user postgres. Exit status: 0 when
+# every run completed, 1 on a setup failure or a failed run.
+set -euo pipefail
+
+rounds=3 duration=20 clients=8 jobs=2 scale=10
+modes="simple extended prepared"
+proxy_args=""
+keep_going=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) rounds=1 duration=2 ;;
+    --rounds) rounds=$2; shift ;;
+    --duration) duration=$2; shift ;;
+    --clients) clients=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
+    --scale) scale=$2; shift ;;
+    --modes) modes=$2; shift ;;
+    --proxy-args) proxy_args=$2; shift ;;
+    --keep-going) keep_going=1 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-relay: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+say() { echo "bench-relay: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+# --- tools -------------------------------------------------------------------
+pg_bin=""
+for d in "${PGSKETCH_PG_BINDIR:-}" /usr/lib/postgresql/15/bin "$(pg_config --bindir 2>/dev/null || true)"; do
+  if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ]; then pg_bin=$d; break; fi
+done
+[ -n "$pg_bin" ] || die "no PostgreSQL server binaries: install the Debian package postgresql-15 (make deps does)"
+pgbench=$pg_bin/pgbench; [ -x "$pgbench" ] || pgbench=$(command -v pgbench) || die "pgbench not found (Debian package postgresql-client-15 or postgresql-15)"
+pg_isready=$pg_bin/pg_isready; [ -x "$pg_isready" ] || pg_isready=$(command -v pg_isready) || die "pg_isready not found"
+psql=$pg_bin/psql; [ -x "$psql" ] || psql=$(command -v psql) || die "psql not found"
+
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+  [ "$(id -u)" -eq 0 ] || die "pgbouncer is not installed; as root: apt-get install -y pgbouncer"
+  say "installing pgbouncer with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends pgbouncer >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends pgbouncer >/dev/null; } ||
+    die "apt-get install pgbouncer failed"
+fi
+pgbouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+command -v go >/dev/null 2>&1 || die "go not found (needed to build pgsketch-proxy)"
+
+# As root, PostgreSQL and PgBouncer refuse to run: they run as user postgres.
+as_pg=()
+if [ "$(id -u)" -eq 0 ]; then
+  id postgres >/dev/null 2>&1 || die "running as root, but there is no OS user postgres (Debian package postgresql-15 creates it)"
+  as_pg=(runuser -u postgres --)
+fi
+
+# --- cleanup -----------------------------------------------------------------
+work=$(mktemp -d /tmp/pgsketch-bench-relay.XXXXXX)
+proxy_pid=""
+cleanup() {
+  local code=$?
+  trap - EXIT INT TERM
+  if [ -n "$proxy_pid" ]; then kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; fi
+  if [ -f "$work/pgbouncer.pid" ]; then kill "$(cat "$work/pgbouncer.pid")" 2>/dev/null || true; fi
+  if [ -f "$work/pg/postmaster.pid" ]; then "${as_pg[@]}" "$pg_bin/pg_ctl" stop -D "$work/pg" -m immediate >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+  exit "$code"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+chmod 755 "$work"
+[ ${#as_pg[@]} -eq 0 ] || chown postgres: "$work"
+
+# free_port prints a TCP port nothing listens on at 127.0.0.1.
+free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+  die "no free port found"
+}
+
+# wait_ready PORT NAME LOGFILE: until a connection to database bench answers.
+wait_ready() {
+  for _ in $(seq 1 100); do
+    if "$pg_isready" -q -h 127.0.0.1 -p "$1" -U postgres -d bench -t 1; then return 0; fi
+    sleep 0.2
+  done
+  say "$2 on port $1 is not ready; its log:"; tail -n 30 "$3" >&2 || true
+  exit 1
+}
+
+# --- PostgreSQL --------------------------------------------------------------
+pg_port=$(free_port)
+say "PostgreSQL ($pg_bin) on 127.0.0.1:$pg_port in $work"
+"${as_pg[@]}" "$pg_bin/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 --locale=C --no-sync >"$work/initdb.log" 2>&1 ||
+  { cat "$work/initdb.log" >&2; die "initdb failed"; }
+"${as_pg[@]}" "$pg_bin/pg_ctl" start -w -t 60 -D "$work/pg" -l "$work/postgres.log" -o "-c port=$pg_port \
+  -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c max_connections=100 -c shared_buffers=256MB \
+  -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null ||
+  { tail -n 30 "$work/postgres.log" >&2; die "PostgreSQL did not start"; }
+"$psql" -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -c "CREATE DATABASE bench" >/dev/null || die "create database bench failed"
+say "pgbench -i -s $scale"
+"$pgbench" -i -q -s "$scale" -h 127.0.0.1 -p "$pg_port" -U postgres bench >"$work/pgbench-init.log" 2>&1 ||
+  { cat "$work/pgbench-init.log" >&2; die "pgbench -i failed"; }
+"$psql" -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -d bench -c "VACUUM ANALYZE" >/dev/null
+
+# --- PgBouncer, session mode -------------------------------------------------
+bouncer_port=$(free_port)
+cat >"$work/userlist.txt" <<EOF
+"postgres" ""
+EOF
+cat >"$work/pgbouncer.ini" <<EOF
+[databases]
+bench = host=127.0.0.1 port=$pg_port dbname=bench
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bouncer_port
+unix_socket_dir =
+auth_type = trust
+auth_file = $work/userlist.txt
+pool_mode = session
+max_client_conn = 200
+default_pool_size = 20
+log_connections = 0
+log_disconnections = 0
+logfile = $work/pgbouncer.log
+pidfile = $work/pgbouncer.pid
+EOF
+[ ${#as_pg[@]} -eq 0 ] || chown postgres: "$work/pgbouncer.ini" "$work/userlist.txt"
+"${as_pg[@]}" "$pgbouncer" -d "$work/pgbouncer.ini" >"$work/pgbouncer.out" 2>&1 ||
+  { cat "$work/pgbouncer.out" "$work/pgbouncer.log" >&2 2>/dev/null; die "PgBouncer did not start"; }
+say "PgBouncer $("$pgbouncer" --version | head -n 1 | awk '{print $2}') (session mode) on 127.0.0.1:$bouncer_port"
+wait_ready "$bouncer_port" PgBouncer "$work/pgbouncer.log"
+
+# --- pgsketch-proxy ----------------------------------------------------------
+say "building pgsketch-proxy"
+(cd "$repo" && go build -o "$work/pgsketch-proxy" ./cmd/pgsketch-proxy) || die "go build ./cmd/pgsketch-proxy failed"
+proxy_port=$(free_port)
+# shellcheck disable=SC2086 # --proxy-args is split into words on purpose
+"$work/pgsketch-proxy" serve --listen "127.0.0.1:$proxy_port" \
+  --upstream "postgres://127.0.0.1:$pg_port/?sslmode=disable" --log-level warn $proxy_args 2>"$work/proxy.log" &
+proxy_pid=$!
+say "pgsketch-proxy serve on 127.0.0.1:$proxy_port"
+wait_ready "$proxy_port" pgsketch-proxy "$work/proxy.log"
+
+# --- runs --------------------------------------------------------------------
+targets=(direct pgbouncer proxy)
+declare -A port=([direct]=$pg_port [pgbouncer]=$bouncer_port [proxy]=$proxy_port)
+results=$work/results.txt
+: >"$results"
+failed=0
+total=$((rounds * $(wc -w <<<"$modes") * ${#targets[@]}))
+n=0
+say "$total runs of ${duration} s: pgbench -S, $clients clients, $jobs threads"
+for round in $(seq 1 "$rounds"); do
+  for mode in $modes; do
+    for i in 0 1 2; do
+      target=${targets[$(((i + round - 1) % 3))]}
+      n=$((n + 1))
+      out=$work/run-$round-$mode-$target.log
+      if "$pgbench" -S -n -M "$mode" -c "$clients" -j "$jobs" -T "$duration" \
+          -h 127.0.0.1 -p "${port[$target]}" -U postgres bench >"$out" 2>&1 &&
+        tps=$(awk '/^tps = /{print $3; exit}' "$out") && [ -n "$tps" ]; then
+        echo "$target $mode $round $tps" >>"$results"
+        say "[$n/$total] round $round $mode $target: $tps TPS"
+      else
+        say "[$n/$total] round $round $mode $target: pgbench FAILED:"; tail -n 15 "$out" >&2
+        if [ "$target" = proxy ]; then say "proxy log:"; tail -n 20 "$work/proxy.log" >&2; fi
+        failed=1
+        [ "$keep_going" -eq 1 ] || die "a run failed (--keep-going to continue)"
+      fi
+    done
+  done
+done
+
+# --- report ------------------------------------------------------------------
+median() { # target mode
+  awk -v t="$1" -v m="$2" '$1 == t && $2 == m {print $4}' "$results" | sort -g |
+    awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.3f", a / b}'; }
+
+commit=$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(cd "$repo" && git status --porcelain -- wire cmd 2>/dev/null)" ]; then commit="$commit (wire/ or cmd/ modified)"; fi
+cpu=$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+echo
+echo "machine: $(nproc) cores${cpu:+, $cpu}, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
+echo "software: $("$pg_bin/postgres" --version), PgBouncer $("$pgbouncer" --version | head -n 1 | awk '{print $2}'), $(go version | awk '{print $3}'), pgsketch-proxy at $commit${proxy_args:+ with $proxy_args}"
+echo "command: pgbench -S -n -M MODE -c $clients -j $jobs -T $duration (scale $scale), $rounds round(s), targets interleaved"
+echo
+echo "| mode | direct TPS | PgBouncer TPS | pgsketch-proxy TPS | proxy / PgBouncer | proxy / direct |"
+echo "|---|---:|---:|---:|---:|---:|"
+for mode in $modes; do
+  d=$(median direct "$mode"); b=$(median pgbouncer "$mode"); p=$(median proxy "$mode")
+  printf '| %s | %.0f | %.0f | %.0f | %s | %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")"
+done
+echo
+echo "TPS medians over $rounds round(s); every run (target mode round TPS):"
+sed 's/^/    /' "$results"
+exit "$failed"
