@@ -177,6 +177,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// UpstreamAddr is the address of the upstream server, without credentials.
+func (s *Server) UpstreamAddr() string { return s.upstreamName }
+
 // Sessions returns the number of client sessions open now.
 func (s *Server) Sessions() int {
 	s.mu.Lock()

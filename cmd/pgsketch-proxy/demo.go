@@ -3,17 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/wire"
 )
 
 var demoCommand = &command{
 	name:    "demo",
-	summary: "start a throwaway PostgreSQL with hll and the pgsketch catalog; Ctrl-C removes it",
+	summary: "start a throwaway PostgreSQL with hll and the pgsketch catalog behind the proxy; Ctrl-C removes it",
 	run:     runDemo,
 }
 
@@ -23,6 +25,7 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("[flags]")
 	keep := f.String("keep", "", "keep the cluster in this directory (reused by the next run) instead of a temporary one")
 	port := f.Int("pg-port", 0, "port for the throwaway PostgreSQL (0: a free one)")
+	listen := f.String("listen", "127.0.0.1:6432", "address the proxy accepts clients on")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -50,13 +53,29 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d).\n", migrations.Latest())
-	fmt.Fprintf(a.stdout, "Connect:\n  psql '%s'\n", cluster.URL(demoDB))
-	fmt.Fprintf(a.stdout, "The proxy's relay and rollups are not built yet: this demo serves PostgreSQL only.\n")
-	fmt.Fprintf(a.stdout, "Press Ctrl-C to stop%s.\n", map[bool]string{true: " (the cluster is kept in " + *keep + ")", false: " and remove the cluster"}[*keep != ""])
-	<-ctx.Done()
-	a.log.Info("stopping")
-	return nil
+	stopNote := " and remove the cluster"
+	if *keep != "" {
+		stopNote = " (the cluster is kept in " + *keep + ")"
+	}
+	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log}
+	return serveUntilDone(ctx, a, cfg, *listen, 5*time.Second, func(addr string) {
+		fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d),\n", migrations.Latest())
+		fmt.Fprintf(a.stdout, "and pgsketch-proxy relays to it on %s.\n\n", addr)
+		fmt.Fprintf(a.stdout, "Connect through the proxy:\n  psql '%s'\n", proxyURL(cluster.URL(demoDB), addr))
+		fmt.Fprintf(a.stdout, "or directly:\n  psql '%s'\n\n", cluster.URL(demoDB))
+		fmt.Fprintf(a.stdout, "Rollups and approximate answers are not built yet: the proxy relays every query unchanged.\n")
+		fmt.Fprintf(a.stdout, "Press Ctrl-C to stop%s.\n", stopNote)
+	})
+}
+
+// proxyURL is dsn with its host and port replaced by addr.
+func proxyURL(dsn, addr string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return dsn
+	}
+	u.Host = addr
+	return u.String()
 }
 
 func prepareDemoDB(ctx context.Context, c *localpg.Cluster) error {

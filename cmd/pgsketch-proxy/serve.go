@@ -54,15 +54,25 @@ func runServe(ctx context.Context, a *app, args []string) error {
 		}
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	return serveUntilDone(ctx, a, cfg, *listen, *shutdownTimeout, nil)
+}
+
+// serveUntilDone listens on addr and relays clients until ctx is done, then
+// shuts down, giving sessions up to shutdownTimeout. ready, if set, is called
+// with the address once listening.
+func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr string, shutdownTimeout time.Duration, ready func(addr string)) error {
 	srv, err := wire.NewServer(cfg)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	a.log.Info("listening", "addr", ln.Addr().String(), "upstream", *upstream, "tls", cfg.TLS != nil)
+	a.log.Info("listening", "addr", ln.Addr().String(), "upstream", srv.UpstreamAddr(), "tls", cfg.TLS != nil)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -71,7 +81,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	case <-ctx.Done():
 	}
 	a.log.Info("shutting down", "sessions", srv.Sessions(), "timeout", shutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
