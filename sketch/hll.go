@@ -53,6 +53,11 @@ type HLL struct {
 	maxVal   uint8 // 2^regwidth - 1, the register value cap
 	kind     kind
 
+	// value maps the trailing-zero count of hash >> log2m (64 when it is 0)
+	// to the register value, so the hot path has no branch for the cap or
+	// for a zero shifted hash.
+	value [65]uint8
+
 	// explicit holds the distinct hash values while kind == kindExplicit,
 	// ascending by signed (int64) comparison.
 	explicit []uint64
@@ -73,7 +78,7 @@ func NewHLL(log2m, regwidth int) (*HLL, error) {
 }
 
 func newHLL(log2m, regwidth, cutoff uint8, sparseOn bool) *HLL {
-	return &HLL{
+	h := &HLL{
 		log2m:    log2m,
 		regwidth: regwidth,
 		cutoff:   cutoff,
@@ -81,6 +86,11 @@ func newHLL(log2m, regwidth, cutoff uint8, sparseOn bool) *HLL {
 		maxVal:   uint8(1)<<regwidth - 1,
 		kind:     kindEmpty,
 	}
+	for tz := range 64 {
+		h.value[tz] = min(uint8(tz)+1, h.maxVal)
+	}
+	h.value[64] = 0 // the bits above the index are all zero: no trace
+	return h
 }
 
 func checkParams(log2m, regwidth int) error {
@@ -128,18 +138,15 @@ func registerValue(x uint64, log2m, maxVal uint8) (idx uint64, val uint8) {
 // AddHash adds a 64-bit hash value. It never allocates once the sketch uses
 // registers.
 func (h *HLL) AddHash(x uint64) {
-	if h.regs == nil {
+	regs := h.regs
+	if regs == nil {
 		h.addSlow(x)
 		return
 	}
-	w := x >> h.log2m
-	var v uint8
-	if w != 0 {
-		v = min(uint8(bits.TrailingZeros64(w))+1, h.maxVal)
-	}
-	i := x & uint64(len(h.regs)-1)
-	if v > h.regs[i] {
-		h.regs[i] = v
+	v := h.value[bits.TrailingZeros64(x>>h.log2m)]
+	i := x & uint64(len(regs)-1)
+	if v > regs[i] {
+		regs[i] = v
 	}
 }
 
