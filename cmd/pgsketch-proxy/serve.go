@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/pgsketch/pgsketch/wire"
@@ -28,6 +30,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long sessions may finish before they are closed")
 	maxMessage := f.Int("max-message-size", 1<<30, "largest message accepted from a client, in bytes")
 	maxStartup := f.Int("max-startup-size", 10000, "largest startup packet accepted, in bytes")
+	pprofListen := f.String("pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -53,6 +56,11 @@ func runServe(ctx context.Context, a *app, args []string) error {
 			return fmt.Errorf("load TLS certificate: %w", err)
 		}
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if *pprofListen != "" {
+		if err := startPprof(a, *pprofListen); err != nil {
+			return err
+		}
 	}
 	return serveUntilDone(ctx, a, cfg, *listen, *shutdownTimeout, nil)
 }
@@ -90,5 +98,21 @@ func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr string, s
 		return err
 	}
 	a.log.Info("stopped")
+	return nil
+}
+
+// startPprof serves net/http/pprof on addr, for profiling the relay.
+func startPprof(a *app, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("pprof listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	a.log.Info("pprof listening", "addr", ln.Addr().String())
+	go http.Serve(ln, mux)
 	return nil
 }
