@@ -32,8 +32,8 @@
 //     sparse encoding is enabled and the SPARSE data bits (filled registers ×
 //     (log2m + regwidth)) are strictly fewer than the FULL data bits
 //     (m × regwidth); otherwise FULL. This is decided at every
-//     serialization from the number of non-zero registers, so a sketch never
-//     returns from FULL to EXPLICIT but may be written SPARSE after a union.
+//     serialization from the number of non-zero registers at that moment. A
+//     register sketch never returns to EXPLICIT.
 //   - Union. Undefined absorbs everything; EMPTY is the identity; two
 //     EXPLICIT sets stay EXPLICIT while their union gains no values or stays
 //     within the threshold, else they become registers; EXPLICIT with
