@@ -176,6 +176,11 @@ results=$work/results.txt
 : >"$results"
 failed=0
 total=$((rounds * $(wc -w <<<"$modes") * ${#targets[@]}))
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+clk_tck=$(getconf CLK_TCK)
+declare -A relay_pid=([pgbouncer]=$(cat "$work/pgbouncer.pid") [proxy]=$proxy_pid)
+# cpu_ticks PID: user + system CPU time the process has used, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 n=0
 say "$total runs of ${duration} s: pgbench -S, $clients clients, $jobs threads"
 for round in $(seq 1 "$rounds"); do
@@ -184,14 +189,29 @@ for round in $(seq 1 "$rounds"); do
       target=${targets[$(((i + round - 1) % 3))]}
       n=$((n + 1))
       out=$work/run-$round-$mode-$target.log
+      rpid=${relay_pid[$target]:-}
+      ticks0=0; [ -z "$rpid" ] || ticks0=$(cpu_ticks "$rpid")
       if "$pgbench" -S -n -M "$mode" -c "$clients" -j "$jobs" -T "$duration" \
           -h 127.0.0.1 -p "${port[$target]}" -U postgres bench >"$out" 2>&1 &&
         tps=$(awk '/^tps = /{print $3; exit}' "$out") && [ -n "$tps" ]; then
-        echo "$target $mode $round $tps" >>"$results"
-        say "[$n/$total] round $round $mode $target: $tps TPS"
+        # The relay's own CPU time per transaction, in microseconds.
+        cpu=-
+        if [ -n "$rpid" ]; then
+          txs=$(awk -F': ' '/^number of transactions actually processed/{print $2; exit}' "$out")
+          cpu=$(awk -v a="$ticks0" -v b="$(cpu_ticks "$rpid")" -v hz="$clk_tck" -v n="${txs%%/*}" \
+            'BEGIN {if (n > 0) printf "%.1f", (b - a) * 1e6 / hz / n; else print "-"}')
+        fi
+        echo "$target $mode $round $tps $cpu" >>"$results"
+        say "[$n/$total] round $round $mode $target: $tps TPS${rpid:+, relay CPU $cpu µs/transaction}"
       else
         say "[$n/$total] round $round $mode $target: pgbench FAILED:"; tail -n 15 "$out" >&2
-        if [ "$target" = proxy ]; then say "proxy log:"; tail -n 20 "$work/proxy.log" >&2; fi
+        if [ "$target" = proxy ]; then
+          if ! kill -0 "$proxy_pid" 2>/dev/null; then
+            st=0; wait "$proxy_pid" || st=$?; proxy_pid=""
+            say "pgsketch-proxy is gone (exit status $st; 137 = SIGKILL, 143 = SIGTERM from outside this script)"
+          fi
+          say "proxy log:"; tail -n 20 "$work/proxy.log" >&2
+        fi
         failed=1
         [ "$keep_going" -eq 1 ] || die "a run failed (--keep-going to continue)"
       fi
@@ -200,11 +220,19 @@ for round in $(seq 1 "$rounds"); do
 done
 
 # --- report ------------------------------------------------------------------
-median() { # target mode
-  awk -v t="$1" -v m="$2" '$1 == t && $2 == m {print $4}' "$results" | sort -g |
+median() { # target mode [column: 4 TPS (default), 5 relay CPU]
+  awk -v t="$1" -v m="$2" -v c="${3:-4}" '$1 == t && $2 == m && $c != "-" {print $c}' "$results" | sort -g |
     awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.3f", a / b}'; }
+# round_ratios MODE A B: the ratio A/B in each round (the two runs were
+# minutes apart at most), then their median: steadier than the ratio of
+# medians when the machine's background load drifts between rounds.
+round_ratios() {
+  awk -v m="$1" -v a="$2" -v b="$3" '$2 == m && $1 == a {x[$3] = $4} $2 == m && $1 == b {y[$3] = $4}
+    END {for (r in x) if ((r in y) && y[r] > 0) printf "%.3f\n", x[r] / y[r]}' "$results" | sort -g | tr '\n' ' '
+}
+median_of() { tr ' ' '\n' | awk 'NF {v[++n] = $1} END {if (n == 0) print "n/a"; else if (n % 2) printf "%.3f", v[(n + 1) / 2]; else printf "%.3f", (v[n / 2] + v[n / 2 + 1]) / 2}'; }
 
 commit=$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(cd "$repo" && git status --porcelain -- wire cmd 2>/dev/null)" ]; then commit="$commit (wire/ or cmd/ modified)"; fi
@@ -214,13 +242,17 @@ echo "machine: $(nproc) cores${cpu:+, $cpu}, $(awk '/MemTotal/{printf "%.0f GiB"
 echo "software: $("$pg_bin/postgres" --version), PgBouncer $("$pgbouncer" --version | head -n 1 | awk '{print $2}'), $(go version | awk '{print $3}'), pgsketch-proxy at $commit${proxy_args:+ with $proxy_args}"
 echo "command: pgbench -S -n -M MODE -c $clients -j $jobs -T $duration (scale $scale), $rounds round(s), targets interleaved"
 echo
-echo "| mode | direct TPS | PgBouncer TPS | pgsketch-proxy TPS | proxy / PgBouncer | proxy / direct |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "load average (1, 5, 15 min): $load_before before the runs, $(cut -d' ' -f1-3 /proc/loadavg) after"
+echo
+echo "| mode | direct TPS | PgBouncer TPS | pgsketch-proxy TPS | proxy / PgBouncer | proxy / direct | proxy / PgBouncer, per round (median) | relay CPU µs/transaction, PgBouncer / proxy |"
+echo "|---|---:|---:|---:|---:|---:|---|---|"
 for mode in $modes; do
   d=$(median direct "$mode"); b=$(median pgbouncer "$mode"); p=$(median proxy "$mode")
-  printf '| %s | %.0f | %.0f | %.0f | %s | %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")"
+  rr=$(round_ratios "$mode" proxy pgbouncer)
+  printf '| %s | %.0f | %.0f | %.0f | %s | %s | %s(%s) | %s / %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")" \
+    "$rr" "$(median_of <<<"$rr")" "$(median pgbouncer "$mode" 5)" "$(median proxy "$mode" 5)"
 done
 echo
-echo "TPS medians over $rounds round(s); every run (target mode round TPS):"
+echo "TPS medians over $rounds round(s); every run (target mode round TPS relay-CPU-µs/transaction):"
 sed 's/^/    /' "$results"
 exit "$failed"
