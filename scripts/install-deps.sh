@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need and a fresh Debian 12 machine
-# with Go lacks: PostgreSQL 15 and its hll extension, from Debian's packages.
+# with Go lacks, from Debian's packages: PostgreSQL 15 and its hll extension,
+# psql, and Node.js with npm (the node-postgres client test).
 # As root it runs apt-get; otherwise it names the packages and exits 1.
 set -euo pipefail
 
@@ -11,6 +12,9 @@ missing=()
 [ -x "$pg_bin/initdb" ] && [ -x "$pg_bin/pg_ctl" ] && [ -x "$pg_bin/postgres" ] || missing+=(postgresql-15)
 [ -f "$pg_ext/hll.control" ] || missing+=(postgresql-15-hll)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client-15)
+# node-postgres runs in the end-to-end tests (npm ci of testcontainers_test/testdata/node).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
