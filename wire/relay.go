@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -19,11 +20,13 @@ const readBufSize = 32 << 10
 // session goroutine) and the upstream loop.
 type relayState struct {
 	mu sync.Mutex
-	// forwarded counts the requests (Query, Sync, FunctionCall) the client loop
-	// has written upstream; answered counts the ReadyForQuery messages the
-	// upstream loop has relayed to the client. Equal means caught up.
-	forwarded uint64
-	answered  uint64
+	// pending holds the requests forwarded upstream whose ReadyForQuery has
+	// not come back, oldest first: 'Q' (Query), 'F' (FunctionCall), 'S' (Sync).
+	// Empty means the upstream has answered everything.
+	pending []byte
+	// copyIn: the upstream is reading COPY data; it ignores the Syncs (and
+	// Flushes) it reads until CopyDone or CopyFail, so those are not pending.
+	copyIn bool
 	// idle: the upstream loop is between messages, waiting for bytes.
 	idle bool
 	// handover: a Handler owns the upstream; its bytes go to pipeW.
@@ -38,13 +41,56 @@ type relayState struct {
 	doneCh  chan struct{}
 }
 
+// forwarded records a request written upstream that ReadyForQuery will answer.
+func (rs *relayState) forwarded(kind byte) {
+	rs.mu.Lock()
+	if kind != 'S' || !rs.copyIn {
+		rs.pending = append(rs.pending, kind)
+	}
+	rs.mu.Unlock()
+}
+
+// copyEnded records a CopyDone or CopyFail written upstream.
+func (rs *relayState) copyEnded() {
+	rs.mu.Lock()
+	rs.copyIn = false
+	rs.mu.Unlock()
+}
+
+// answeredLocked records a ReadyForQuery from the upstream.
+func (rs *relayState) answeredLocked() {
+	if len(rs.pending) > 0 {
+		rs.pending = rs.pending[:copy(rs.pending, rs.pending[1:])]
+	}
+}
+
+// copyStartedLocked records CopyInResponse or CopyBothResponse. Every Sync
+// still pending was written after the command that started the COPY (the
+// ReadyForQuery of earlier ones comes before this message), so the upstream
+// reads them during the COPY and ignores them.
+func (rs *relayState) copyStartedLocked() {
+	rs.copyIn = true
+	k := 0
+	for _, kind := range rs.pending {
+		if kind != 'S' {
+			rs.pending[k] = kind
+			k++
+		}
+	}
+	rs.pending = rs.pending[:k]
+}
+
 // errHandoverDone closes a handover pipe when the Handler returns.
 var errHandoverDone = errors.New("handover done")
 
+// errNotCaughtUp: the upstream did not answer everything forwarded within
+// the wait; the request goes upstream unseen instead.
+var errNotCaughtUp = errors.New("upstream still busy")
+
 // acquire waits until the upstream has answered everything forwarded, then
 // switches the upstream loop to hand its bytes to a pipe, whose reader it
-// returns.
-func (rs *relayState) acquire(ctx context.Context) (*io.PipeReader, error) {
+// returns. It gives up after wait with errNotCaughtUp.
+func (rs *relayState) acquire(ctx context.Context, wait time.Duration) (*io.PipeReader, error) {
 	rs.mu.Lock()
 	if rs.closed {
 		rs.mu.Unlock()
@@ -52,7 +98,7 @@ func (rs *relayState) acquire(ctx context.Context) (*io.PipeReader, error) {
 	}
 	rs.pipeR, rs.pipeW = io.Pipe()
 	pr := rs.pipeR
-	if rs.answered >= rs.forwarded && rs.idle {
+	if len(rs.pending) == 0 && rs.idle {
 		rs.handover = true
 		rs.mu.Unlock()
 		return pr, nil
@@ -61,6 +107,8 @@ func (rs *relayState) acquire(ctx context.Context) (*io.PipeReader, error) {
 	g := rs.granted
 	rs.want.Store(true)
 	rs.mu.Unlock()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case <-g:
 		return pr, nil
@@ -68,19 +116,29 @@ func (rs *relayState) acquire(ctx context.Context) (*io.PipeReader, error) {
 		return nil, errSessionClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-timer.C:
 	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.handover { // granted just now
+		return pr, nil
+	}
+	rs.want.Store(false)
+	pr.Close()
+	return nil, errNotCaughtUp
 }
 
-// grantLocked hands the upstream over if a handover is wanted and the
-// upstream has caught up. The upstream loop calls it at message boundaries.
-func (rs *relayState) grantLocked() bool {
-	if !rs.want.Load() || rs.answered < rs.forwarded {
-		return false
-	}
+// canGrantLocked reports whether a wanted handover may happen now.
+func (rs *relayState) canGrantLocked() bool {
+	return rs.want.Load() && len(rs.pending) == 0
+}
+
+// grantLocked hands the upstream over and returns the pipe to write to.
+func (rs *relayState) grantLocked() *io.PipeWriter {
 	rs.want.Store(false)
 	rs.handover = true
 	close(rs.granted)
-	return true
+	return rs.pipeW
 }
 
 // release gives the upstream back to the relay.
@@ -141,7 +199,8 @@ func (ss *session) relayLoop() error {
 }
 
 // upstreamLoop copies the upstream's bytes to the client (or, during a
-// handover, to the Handler), walking message headers to count ReadyForQuery.
+// handover, to the Handler), walking message headers to count ReadyForQuery
+// and to notice COPY.
 func (ss *session) upstreamLoop() error {
 	rs := &ss.relay
 	buf := make([]byte, readBufSize)
@@ -155,32 +214,35 @@ func (ss *session) upstreamLoop() error {
 	for {
 		rs.mu.Lock()
 		rs.idle = hdrN == 0 && need == 0
-		if rs.idle {
+		granted := rs.idle && rs.canGrantLocked()
+		if granted {
 			rs.grantLocked()
 		}
 		rs.mu.Unlock()
 		n, err := ss.up.Read(buf)
 		rs.mu.Lock()
 		rs.idle = false
-		handover := rs.handover
+		// The pipe is captured with the mode: a later handover has a pipe of
+		// its own that this chunk's leftovers must not reach.
+		handover, pw := rs.handover, rs.pipeW
 		rs.mu.Unlock()
 
 		chunk := buf[:n]
 		start := 0 // first byte of chunk not yet delivered
-		deliver := func(end int) error {
+		deliver := func(end int, boundary bool) error {
 			if end <= start {
 				return nil
 			}
 			part := chunk[start:end]
 			start = end
 			if handover {
-				k, werr := rs.pipeW.Write(part)
+				k, werr := pw.Write(part)
 				if werr == nil {
 					return nil
 				}
 				// The Handler is done: what it did not read goes to the client.
 				rs.mu.Lock()
-				handover = rs.handover
+				handover = rs.handover && rs.pipeW == pw
 				closed := rs.closed
 				rs.mu.Unlock()
 				if closed || handover {
@@ -188,7 +250,7 @@ func (ss *session) upstreamLoop() error {
 				}
 				part = part[k:]
 			}
-			return ss.writeClient(part)
+			return ss.writeClient(part, boundary)
 		}
 		for pos := 0; pos < n; {
 			if need > 0 {
@@ -218,25 +280,40 @@ func (ss *session) upstreamLoop() error {
 			// A message ended at pos.
 			lastType = typ
 			if handover {
-				if err := deliver(pos); err != nil {
+				// One message per pipe write, so the Handler never reads past
+				// the last reply it waits for.
+				if err := deliver(pos, true); err != nil {
 					return err
 				}
 				continue
 			}
-			if typ == 'Z' {
+			switch typ {
+			case 'Z':
 				rs.mu.Lock()
-				rs.answered++
-				granted := rs.grantLocked()
+				rs.answeredLocked()
+				grant := rs.canGrantLocked()
 				rs.mu.Unlock()
-				if granted {
-					if err := deliver(pos); err != nil {
+				if grant {
+					// The client gets this reply before the Handler may write.
+					if err := deliver(pos, true); err != nil {
 						return err
 					}
+					rs.mu.Lock()
+					pw = rs.grantLocked()
+					rs.mu.Unlock()
 					handover = true
 				}
+			case 'G', 'W': // CopyInResponse, CopyBothResponse
+				rs.mu.Lock()
+				rs.copyStartedLocked()
+				rs.mu.Unlock()
+			case 'E':
+				rs.mu.Lock()
+				rs.copyIn = false // an error ends COPY; later copy messages are dropped
+				rs.mu.Unlock()
 			}
 		}
-		if err := deliver(n); err != nil {
+		if err := deliver(n, need == 0 && hdrN == 0); err != nil {
 			return err
 		}
 		if err != nil {
@@ -260,11 +337,105 @@ func (ss *session) upstreamLoop() error {
 }
 
 // statementTracker remembers the prepared statements and portals whose
-// Parse a Handler intercepted, so that Bind, Describe, Execute and Close on
-// them go to the Handler too.
+// Parse or Bind a Handler took, so that later Bind, Describe, Execute and
+// Close on them go to the Handler too. Names marked in the open group count
+// only once the group is served; if it goes upstream instead, the upstream
+// holds those names and the marks are dropped.
 type statementTracker struct {
 	stmts   map[string]bool
 	portals map[string]bool
+	marks   []trackMark
+}
+
+type trackMark struct {
+	portal bool
+	name   string
+}
+
+func (tr *statementTracker) has(portal bool, name []byte) bool {
+	m := tr.stmts
+	if portal {
+		m = tr.portals
+	}
+	if m[string(name)] {
+		return true
+	}
+	for _, mk := range tr.marks {
+		if mk.portal == portal && mk.name == string(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// served applies the open group's marks; passed drops them.
+func (tr *statementTracker) served() {
+	for _, mk := range tr.marks {
+		if mk.portal {
+			tr.portals[mk.name] = true
+		} else {
+			tr.stmts[mk.name] = true
+		}
+	}
+	tr.marks = tr.marks[:0]
+}
+
+func (tr *statementTracker) passed() {
+	for _, mk := range tr.marks {
+		if mk.portal {
+			delete(tr.portals, mk.name)
+		} else {
+			delete(tr.stmts, mk.name)
+		}
+	}
+	tr.marks = tr.marks[:0]
+}
+
+// forget drops everything: used when a message that names a statement or
+// portal goes upstream unread (too big to inspect).
+func (tr *statementTracker) forget() {
+	clear(tr.stmts)
+	clear(tr.portals)
+	tr.marks = tr.marks[:0]
+}
+
+// wants updates the tracker with an extended-protocol message and reports
+// whether the Handler wants it.
+func (tr *statementTracker) wants(h Handler, typ byte, body []byte, inspectSize int) bool {
+	switch typ {
+	case 'P':
+		name, rest := cstring(body)
+		query, _ := cstring(rest)
+		if len(query) <= inspectSize && h.Intercept(query) {
+			tr.marks = append(tr.marks, trackMark{false, string(name)})
+			return true
+		}
+		delete(tr.stmts, string(name))
+	case 'B':
+		if len(tr.stmts) == 0 && len(tr.portals) == 0 && len(tr.marks) == 0 {
+			return false
+		}
+		portal, rest := cstring(body)
+		stmt, _ := cstring(rest)
+		if tr.has(false, stmt) {
+			tr.marks = append(tr.marks, trackMark{true, string(portal)})
+			return true
+		}
+		delete(tr.portals, string(portal))
+	case 'D', 'C':
+		if len(body) < 1 || len(tr.stmts) == 0 && len(tr.portals) == 0 && len(tr.marks) == 0 {
+			return false
+		}
+		name, _ := cstring(body[1:])
+		return tr.has(body[0] != 'S', name)
+	case 'E':
+		if len(tr.portals) == 0 && len(tr.marks) == 0 {
+			return false
+		}
+		portal, _ := cstring(body)
+		return tr.has(true, portal)
+	}
+	return false
 }
 
 // clientLoop reads the client's messages and forwards them upstream, handing
@@ -282,6 +453,10 @@ func (ss *session) clientLoop(ctx context.Context) error {
 		groupStart     = -1   // where the open extended-protocol group starts in out
 		groupWanted    bool   // the open group holds a message the Handler wants
 		groupCommitted bool   // the open group goes upstream whatever comes
+		// unsynced: extended-protocol messages went upstream since the last
+		// Sync, so the upstream owes replies no ReadyForQuery will mark; a
+		// wanted request then goes upstream too.
+		unsynced bool
 	)
 	inspectLimit := cfg.InspectSize + 5
 	flush := func(all bool) error {
@@ -302,23 +477,62 @@ func (ss *session) clientLoop(ctx context.Context) error {
 		}
 		return nil
 	}
+	// commitGroup sends the open group upstream as it is, whatever comes.
 	commitGroup := func() {
-		groupCommitted = true
-		groupWanted = false
+		if groupStart >= 0 && !groupCommitted {
+			groupCommitted, groupWanted = true, false
+			tr.passed()
+			unsynced = true
+		}
 	}
+	// sent records a message of type typ as forwarded upstream.
+	sent := func(typ byte) {
+		switch typ {
+		case 'Q', 'F':
+			rs.forwarded(typ)
+		case 'S':
+			rs.forwarded(typ)
+			unsynced = false
+		case 'P', 'B', 'D', 'E', 'C', 'H':
+			unsynced = true
+		}
+	}
+	// passthrough records whole messages (a group or a Query) as forwarded.
+	passthrough := func(msgs []byte) {
+		for len(msgs) >= 5 {
+			sent(msgs[0])
+			msgs = msgs[1+int(binary.BigEndian.Uint32(msgs[1:])):]
+		}
+	}
+	// serve hands a wanted request to the Handler, or sends it upstream when
+	// the upstream cannot be handed over.
 	serve := func(msgs []byte) error {
 		if err := flush(true); err != nil {
 			return err
+		}
+		if unsynced {
+			tr.passed()
+			out = append(out, msgs...)
+			passthrough(msgs)
+			return nil
 		}
 		req, err := decodeRequest(msgs)
 		if err != nil {
 			ss.abort(sqlstateProtocolViolation, err.Error())
 			return err
 		}
-		pr, err := rs.acquire(ctx)
+		pr, err := rs.acquire(ctx, cfg.HandoverWait)
+		if errors.Is(err, errNotCaughtUp) {
+			ss.log.Info("upstream still busy: request passed through unseen", "waited", cfg.HandoverWait.String())
+			tr.passed()
+			out = append(out, msgs...)
+			passthrough(msgs)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
+		tr.served()
 		sess := &Session{ss: ss, Frontend: pgproto3.NewFrontend(pr, ss.up)}
 		err = h.Serve(ctx, req, sess)
 		rs.release()
@@ -358,16 +572,15 @@ func (ss *session) clientLoop(ctx context.Context) error {
 				if isInspected(typ) && total <= inspectLimit {
 					break // read the rest of it
 				}
-				// Too big to inspect: stream it; its group can no longer be held back.
-				if groupStart >= 0 {
-					commitGroup()
-				}
-				if typ == 'Q' || typ == 'F' {
-					rs.mu.Lock()
-					rs.forwarded++
-					rs.mu.Unlock()
+				// Too big to inspect: stream it; its group can no longer be
+				// held back, and what it names is no longer known.
+				commitGroup()
+				switch typ {
+				case 'P', 'B', 'C':
+					tr.forget()
 				}
 				out = append(out, buf[r:w]...)
+				sent(typ)
 				stream = total - (w - r)
 				r = w
 				break
@@ -377,10 +590,11 @@ func (ss *session) clientLoop(ctx context.Context) error {
 			body := msg[5:]
 			switch typ {
 			case 'Q':
-				if groupStart >= 0 { // a Query inside a group: the group goes as it is
-					commitGroup()
-					groupStart = -1
-				}
+				commitGroup() // a Query inside a group: the group goes as it is
+				groupStart = -1
+				// A Query drops the unnamed statement and portal.
+				delete(tr.stmts, "")
+				delete(tr.portals, "")
 				if len(body) > 0 && h.Intercept(body[:len(body)-1]) {
 					if err := serve(bytes.Clone(msg)); err != nil {
 						return err
@@ -388,9 +602,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 					continue
 				}
 				out = append(out, msg...)
-				rs.mu.Lock()
-				rs.forwarded++
-				rs.mu.Unlock()
+				passthrough(msg)
 			case 'P', 'B', 'D', 'E', 'C', 'H', 'S':
 				if groupStart < 0 {
 					groupStart, groupWanted, groupCommitted = len(out), false, false
@@ -400,38 +612,37 @@ func (ss *session) clientLoop(ctx context.Context) error {
 				}
 				out = append(out, msg...)
 				if typ != 'S' && typ != 'H' {
-					if !groupCommitted && len(out)-groupStart > cfg.InspectSize {
+					if len(out)-groupStart > cfg.InspectSize {
 						commitGroup()
 					}
 					continue
 				}
-				if groupWanted {
-					group := bytes.Clone(out[groupStart:])
-					out = out[:groupStart]
-					groupStart = -1
-					if err := serve(group); err != nil {
-						return err
-					}
+				group := out[groupStart:]
+				wanted := groupWanted
+				groupStart = -1
+				if !wanted {
+					tr.passed()
+					passthrough(group)
 					continue
 				}
-				groupStart = -1
-				if typ == 'S' {
-					rs.mu.Lock()
-					rs.forwarded++
-					rs.mu.Unlock()
+				group = bytes.Clone(group)
+				out = out[:len(out)-len(group)]
+				if err := serve(group); err != nil {
+					return err
 				}
 			case 'X':
 				ss.terminating.Store(true)
 				out = append(out, msg...)
 				flush(true)
 				return nil
-			default:
-				if typ == 'F' {
-					rs.mu.Lock()
-					rs.forwarded++
-					rs.mu.Unlock()
-				}
+			default: // COPY data, FunctionCall, anything else: it goes as it comes
+				commitGroup()
+				groupStart = -1
 				out = append(out, msg...)
+				passthrough(msg)
+				if typ == 'c' || typ == 'f' {
+					rs.copyEnded()
+				}
 			}
 		}
 		if err := flush(false); err != nil {
@@ -473,55 +684,6 @@ func isInspected(typ byte) bool {
 	switch typ {
 	case 'Q', 'P', 'B', 'D', 'E', 'C', 'H', 'S':
 		return true
-	}
-	return false
-}
-
-// wants updates the tracker with an extended-protocol message and reports
-// whether the Handler wants it.
-func (tr *statementTracker) wants(h Handler, typ byte, body []byte, inspectSize int) bool {
-	switch typ {
-	case 'P':
-		name, rest := cstring(body)
-		query, _ := cstring(rest)
-		if len(query) <= inspectSize && h.Intercept(query) {
-			tr.stmts[string(name)] = true
-			return true
-		}
-		if len(tr.stmts) > 0 {
-			delete(tr.stmts, string(name))
-		}
-	case 'B':
-		if len(tr.stmts) == 0 && len(tr.portals) == 0 {
-			return false
-		}
-		portal, rest := cstring(body)
-		stmt, _ := cstring(rest)
-		if tr.stmts[string(stmt)] {
-			tr.portals[string(portal)] = true
-			return true
-		}
-		delete(tr.portals, string(portal))
-	case 'D', 'C':
-		if len(body) < 1 || len(tr.stmts) == 0 && len(tr.portals) == 0 {
-			return false
-		}
-		name, _ := cstring(body[1:])
-		m := tr.portals
-		if body[0] == 'S' {
-			m = tr.stmts
-		}
-		wanted := m[string(name)]
-		if typ == 'C' {
-			delete(m, string(name))
-		}
-		return wanted
-	case 'E':
-		if len(tr.portals) == 0 {
-			return false
-		}
-		portal, _ := cstring(body)
-		return tr.portals[string(portal)]
 	}
 	return false
 }
@@ -602,7 +764,7 @@ func (s *Session) Flush() error {
 	if len(s.out) == 0 {
 		return nil
 	}
-	err := s.ss.writeClient(s.out)
+	err := s.ss.reply(s.out)
 	s.out = s.out[:0]
 	return err
 }

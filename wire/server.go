@@ -35,6 +35,10 @@ type Config struct {
 	// Handler, and the most bytes of an extended-protocol group held back
 	// while it is incomplete (default 1 MiB). Larger ones go upstream unseen.
 	InspectSize int
+	// HandoverWait bounds how long a request the Handler wants waits for the
+	// upstream to answer everything before it (default 30 s); after that it
+	// goes upstream unseen, as with Passthrough.
+	HandoverWait time.Duration
 	// Logger receives session events; nil discards them.
 	Logger *slog.Logger
 }
@@ -57,6 +61,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.InspectSize <= 0 {
 		c.InspectSize = 1 << 20
+	}
+	if c.HandoverWait <= 0 {
+		c.HandoverWait = 30 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -168,11 +175,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	// Abort outside s.mu (ending sessions take it) and in parallel (an abort
+	// may wait up to a second on a client that does not read).
 	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.sessions))
 	for sess := range s.sessions {
-		sess.abort(sqlstateAdminShutdown, "terminating connection: pgsketch-proxy is shutting down")
+		sessions = append(sessions, sess)
 	}
 	s.mu.Unlock()
+	for _, sess := range sessions {
+		go sess.abort(sqlstateAdminShutdown, "terminating connection: pgsketch-proxy is shutting down")
+	}
 	<-done
 	return ctx.Err()
 }

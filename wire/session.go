@@ -35,20 +35,40 @@ const (
 type session struct {
 	srv    *Server
 	log    *slog.Logger
+	params map[string]string
+
+	// mu guards the connection fields while startup may still replace them
+	// (TLS, the upstream dial) and Shutdown may close them.
+	mu     sync.Mutex
 	client net.Conn // becomes a *tls.Conn after SSLRequest
 	up     net.Conn
-	params map[string]string
 	key    cancelKey // the key the client knows, 0 pid until registered
+	closed bool
 
-	clientMu    sync.Mutex // serialises writes to the client
-	closeOnce   sync.Once
-	terminating atomic.Bool // the client said Terminate or left: upstream EOF is expected
+	clientMu       sync.Mutex  // serialises writes to the client
+	clientBoundary atomic.Bool // the bytes written to the client end at a message boundary
+	terminating    atomic.Bool // the client said Terminate or left: upstream EOF is expected
 
 	relay relayState
 }
 
 func newSession(s *Server, c net.Conn) *session {
-	return &session{srv: s, client: c, log: s.cfg.Logger.With("client", c.RemoteAddr().String())}
+	ss := &session{srv: s, client: c, log: s.cfg.Logger.With("client", c.RemoteAddr().String())}
+	ss.clientBoundary.Store(true)
+	return ss
+}
+
+// setConn installs a connection made during startup, unless the session was
+// closed meanwhile, in which case it closes c and reports errSessionDone.
+func (ss *session) setConn(field *net.Conn, c net.Conn) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		c.Close()
+		return errSessionDone
+	}
+	*field = c
+	return nil
 }
 
 // errSessionDone ends a session that had nothing more to do (a cancel
@@ -73,34 +93,58 @@ func (ss *session) run() {
 
 // close closes both connections, once.
 func (ss *session) close() {
-	ss.closeOnce.Do(func() {
-		if ss.key.pid != 0 {
-			ss.srv.cancels.unregister(ss.key.pid)
-		}
-		ss.client.Close()
-		if ss.up != nil {
-			ss.up.Close()
-		}
-		ss.relay.closeHandover()
-	})
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return
+	}
+	ss.closed = true
+	client, up, key := ss.client, ss.up, ss.key
+	ss.mu.Unlock()
+	if key.pid != 0 {
+		ss.srv.cancels.unregister(key.pid)
+	}
+	client.Close()
+	if up != nil {
+		up.Close()
+	}
+	ss.relay.closeHandover()
 }
 
-// abort tells the client why (FATAL) and closes the session.
+// abort tells the client why (a FATAL ErrorResponse, if the bytes it got so
+// far end at a message boundary) and closes the session. A writer blocked on
+// a client that does not read is released first.
 func (ss *session) abort(code, msg string) {
+	ss.mu.Lock()
+	client := ss.client
+	ss.mu.Unlock()
+	client.SetWriteDeadline(time.Now())
 	ss.clientMu.Lock()
-	ss.client.SetWriteDeadline(time.Now().Add(time.Second))
-	ss.client.Write(fatal(code, msg))
+	if ss.clientBoundary.Load() {
+		client.SetWriteDeadline(time.Now().Add(time.Second))
+		client.Write(fatal(code, msg))
+	}
 	ss.clientMu.Unlock()
 	ss.close()
 }
 
-// writeClient writes b to the client under the client write lock.
-func (ss *session) writeClient(b []byte) error {
+// writeClient writes b to the client under the client write lock. boundary
+// tells whether b ends at a message boundary.
+func (ss *session) writeClient(b []byte, boundary bool) error {
 	ss.clientMu.Lock()
-	_, err := ss.client.Write(b)
+	n, err := ss.client.Write(b)
+	if err != nil && n > 0 {
+		boundary = false
+	}
+	if n > 0 || err == nil {
+		ss.clientBoundary.Store(boundary)
+	}
 	ss.clientMu.Unlock()
 	return err
 }
+
+// reply writes whole messages to the client.
+func (ss *session) reply(b []byte) error { return ss.writeClient(b, true) }
 
 func (ss *session) startup() error {
 	cfg := &ss.srv.cfg
@@ -111,7 +155,7 @@ func (ss *session) startup() error {
 		body, err = readStartupPacket(ss.client, cfg.MaxStartupSize)
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
-				ss.writeClient(fatal(sqlstateProtocolViolation, "invalid startup packet: "+err.Error()))
+				ss.reply(fatal(sqlstateProtocolViolation, "invalid startup packet: "+err.Error()))
 				return err
 			}
 			if errors.Is(err, io.EOF) {
@@ -123,25 +167,28 @@ func (ss *session) startup() error {
 		switch {
 		case code == codeSSLRequest && len(body) == 4:
 			if tlsDone {
-				ss.writeClient(fatal(sqlstateProtocolViolation, "SSLRequest inside TLS"))
+				ss.reply(fatal(sqlstateProtocolViolation, "SSLRequest inside TLS"))
 				return fmt.Errorf("%w: SSLRequest inside TLS", ErrProtocol)
 			}
 			if cfg.TLS == nil {
-				if err := ss.writeClient([]byte{'N'}); err != nil {
+				if err := ss.reply([]byte{'N'}); err != nil {
 					return err
 				}
 				continue
 			}
-			if err := ss.writeClient([]byte{'S'}); err != nil {
+			if err := ss.reply([]byte{'S'}); err != nil {
 				return err
 			}
 			tc := tls.Server(ss.client, cfg.TLS)
 			if err := tc.Handshake(); err != nil {
 				return fmt.Errorf("client TLS handshake: %w", err)
 			}
-			ss.client, tlsDone = tc, true
+			if err := ss.setConn(&ss.client, tc); err != nil {
+				return err
+			}
+			tlsDone = true
 		case code == codeGSSENCRequest && len(body) == 4:
-			if err := ss.writeClient([]byte{'N'}); err != nil {
+			if err := ss.reply([]byte{'N'}); err != nil {
 				return err
 			}
 		case code == codeCancelRequest:
@@ -150,14 +197,14 @@ func (ss *session) startup() error {
 		case code>>16 == protocolMajor3:
 			params, err := startupParams(body)
 			if err != nil {
-				ss.writeClient(fatal(sqlstateProtocolViolation, "invalid startup packet: "+err.Error()))
+				ss.reply(fatal(sqlstateProtocolViolation, "invalid startup packet: "+err.Error()))
 				return err
 			}
 			ss.params = params
 			return ss.authenticate(body)
 		default:
 			msg := fmt.Sprintf("unsupported frontend protocol %d.%d: pgsketch-proxy supports 3.x", code>>16, code&0xffff)
-			ss.writeClient(fatal(sqlstateFeatureNotSupp, msg))
+			ss.reply(fatal(sqlstateFeatureNotSupp, msg))
 			return fmt.Errorf("%w: %s", ErrProtocol, msg)
 		}
 	}
@@ -186,14 +233,16 @@ func (ss *session) handleCancel(body []byte) {
 func (ss *session) authenticate(startup []byte) error {
 	cfg := &ss.srv.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ConnectTimeout)
-	up, err := dialUpstream(ctx, ss.srv.targets, cfg.ConnectTimeout)
+	up, target, err := dialUpstream(ctx, ss.srv.targets, cfg.ConnectTimeout)
 	cancel()
 	if err != nil {
-		ss.writeClient(fatal(sqlstateCannotConnect,
+		ss.reply(fatal(sqlstateCannotConnect,
 			fmt.Sprintf("pgsketch-proxy could not connect to the upstream server %s: %v", ss.srv.upstreamName, err)))
 		return fmt.Errorf("connect upstream: %w", err)
 	}
-	ss.up = up
+	if err := ss.setConn(&ss.up, up); err != nil {
+		return err
+	}
 	up.SetDeadline(time.Now().Add(cfg.StartupTimeout))
 	pkt := binary.BigEndian.AppendUint32(make([]byte, 0, len(startup)+4), uint32(len(startup)+4))
 	if _, err := up.Write(append(pkt, startup...)); err != nil {
@@ -203,7 +252,7 @@ func (ss *session) authenticate(startup []byte) error {
 	for {
 		typ, body, err := readMessage(up, cfg.MaxMessageSize)
 		if err != nil {
-			ss.writeClient(out)
+			ss.reply(out)
 			return ss.upstreamLost(err)
 		}
 		switch typ {
@@ -219,7 +268,7 @@ func (ss *session) authenticate(startup []byte) error {
 				}
 				sasl.AuthMechanisms = slices.DeleteFunc(sasl.AuthMechanisms, func(m string) bool { return m == scramPlus })
 				if len(sasl.AuthMechanisms) == 0 {
-					ss.writeClient(append(out, fatal(sqlstateFeatureNotSupp,
+					ss.reply(append(out, fatal(sqlstateFeatureNotSupp,
 						"the upstream server offers only SCRAM-SHA-256-PLUS, and channel binding cannot pass through pgsketch-proxy")...))
 					return errSessionDone
 				}
@@ -230,7 +279,7 @@ func (ss *session) authenticate(startup []byte) error {
 			switch sub {
 			case authCleartext, authMD5, authGSS, authGSSContinue, authSSPI, authSASL, authSASLContinue:
 				// The client answers; relay its answer.
-				if err := ss.writeClient(out); err != nil {
+				if err := ss.reply(out); err != nil {
 					return err
 				}
 				out = out[:0]
@@ -240,7 +289,7 @@ func (ss *session) authenticate(startup []byte) error {
 						return errSessionDone // e.g. psql leaving to prompt for a password
 					}
 					if errors.Is(err, ErrProtocol) {
-						ss.writeClient(fatal(sqlstateProtocolViolation, err.Error()))
+						ss.reply(fatal(sqlstateProtocolViolation, err.Error()))
 					}
 					return err
 				}
@@ -253,13 +302,21 @@ func (ss *session) authenticate(startup []byte) error {
 			if err := k.Decode(body); err != nil {
 				return ss.upstreamLost(fmt.Errorf("%w: %v", ErrProtocol, err))
 			}
-			ss.key = ss.srv.cancels.register(cancelKey{pid: k.ProcessID, secret: k.SecretKey})
-			out, _ = (&pgproto3.BackendKeyData{ProcessID: ss.key.pid, SecretKey: ss.key.secret}).Encode(out)
+			key := ss.srv.cancels.register(cancelKey{pid: k.ProcessID, secret: k.SecretKey}, target)
+			ss.mu.Lock()
+			ss.key = key
+			closed := ss.closed
+			ss.mu.Unlock()
+			if closed {
+				ss.srv.cancels.unregister(key.pid)
+				return errSessionDone
+			}
+			out, _ = (&pgproto3.BackendKeyData{ProcessID: key.pid, SecretKey: key.secret}).Encode(out)
 		case 'E':
-			ss.writeClient(appendMessage(out, typ, body))
+			ss.reply(appendMessage(out, typ, body))
 			return errSessionDone // the upstream refused; it closes the connection
 		case 'Z':
-			return ss.writeClient(appendMessage(out, typ, body))
+			return ss.reply(appendMessage(out, typ, body))
 		default: // ParameterStatus, NegotiateProtocolVersion, NoticeResponse
 			out = appendMessage(out, typ, body)
 		}
@@ -268,7 +325,7 @@ func (ss *session) authenticate(startup []byte) error {
 
 // upstreamLost tells the client the upstream went away and returns err.
 func (ss *session) upstreamLost(err error) error {
-	ss.writeClient(fatal(sqlstateConnectionFailure,
+	ss.reply(fatal(sqlstateConnectionFailure,
 		fmt.Sprintf("pgsketch-proxy lost the upstream server %s: %v", ss.srv.upstreamName, err)))
 	return fmt.Errorf("upstream: %w", err)
 }

@@ -56,19 +56,19 @@ func redact(s string) string {
 var errUpstreamNoTLS = errors.New("upstream refused TLS")
 
 // dialUpstream connects to the first target that accepts, negotiating TLS
-// where the target asks for it.
-func dialUpstream(ctx context.Context, targets []upstreamTarget, timeout time.Duration) (net.Conn, error) {
+// where the target asks for it, and returns the connection and that target.
+func dialUpstream(ctx context.Context, targets []upstreamTarget, timeout time.Duration) (net.Conn, upstreamTarget, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var errs []error
 	for _, t := range targets {
 		c, err := dialTarget(ctx, t)
 		if err == nil {
-			return c, nil
+			return c, t, nil
 		}
 		errs = append(errs, err)
 	}
-	return nil, errors.Join(errs...)
+	return nil, upstreamTarget{}, errors.Join(errs...)
 }
 
 func dialTarget(ctx context.Context, t upstreamTarget) (net.Conn, error) {

@@ -42,6 +42,10 @@ func init() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second SIGINT/SIGTERM ends the process at once
+	}()
 	a := &app{stdout: stdout, stderr: stderr, log: slog.New(slog.DiscardHandler)}
 	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		printUsage(stdout)

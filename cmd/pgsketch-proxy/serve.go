@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"runtime"
 	"time"
 
 	"github.com/pgsketch/pgsketch/wire"
@@ -30,6 +32,8 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long sessions may finish before they are closed")
 	maxMessage := f.Int("max-message-size", 1<<30, "largest message accepted from a client, in bytes")
 	maxStartup := f.Int("max-startup-size", 10000, "largest startup packet accepted, in bytes")
+	procs := f.Int("procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: half the CPUs available, "+
+		"at least 1, unless the GOMAXPROCS environment variable is set (the relay mostly waits in system calls; see docs/benchmarks.md)")
 	pprofListen := f.String("pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
 	if err := f.parse(args); err != nil {
 		return err
@@ -57,6 +61,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 		}
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	setProcs(a, *procs)
 	if *pprofListen != "" {
 		if err := startPprof(a, *pprofListen); err != nil {
 			return err
@@ -115,4 +120,20 @@ func startPprof(a *app, addr string) error {
 	a.log.Info("pprof listening", "addr", ln.Addr().String())
 	go http.Serve(ln, mux)
 	return nil
+}
+
+// setProcs sets GOMAXPROCS: n when positive; otherwise half of what the Go
+// runtime chose (at least 1), unless GOMAXPROCS is set in the environment.
+// On a 2-core machine shared with PostgreSQL and the clients, one thread cut
+// the relay's CPU per transaction by about a fifth and raised pgbench TPS
+// (docs/benchmarks.md).
+func setProcs(a *app, n int) {
+	if n <= 0 {
+		if os.Getenv("GOMAXPROCS") != "" {
+			return
+		}
+		n = max(1, runtime.GOMAXPROCS(0)/2)
+	}
+	runtime.GOMAXPROCS(n)
+	a.log.Debug("GOMAXPROCS", "procs", n)
 }

@@ -1,0 +1,384 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// readMsgs reads typed messages from r and sends their types on ch.
+func readMsgs(r io.Reader, ch chan<- byte) {
+	for {
+		var hdr [5]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			close(ch)
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[1:])) - 4
+		if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+			close(ch)
+			return
+		}
+		ch <- hdr[0]
+	}
+}
+
+func newRelay(t *testing.T, h Handler) (sess *session, client, up net.Conn, done chan struct{}) {
+	srv := fuzzServer(t, h)
+	client, clientEnd := net.Pipe()
+	up, upEnd := net.Pipe()
+	sess = newSession(srv, clientEnd)
+	sess.up = upEnd
+	done = make(chan struct{})
+	go func() { sess.relayLoop(); close(done) }()
+	return
+}
+
+// Regression tests for defects an independent review found in the relay,
+// each with a fake upstream on a net.Pipe.
+
+// A Flush-terminated group has no ReadyForQuery: a wanted request behind it
+// must not take the upstream while that group's replies are due; it goes
+// upstream unseen, and the client gets the replies in order.
+func TestRelayFlushGroupHandover(t *testing.T) {
+	sess, client, up, done := newRelay(t, interceptX{})
+	_ = sess
+	got := make(chan byte, 100)
+	go readMsgs(client, got)
+	upGot := make(chan byte, 100)
+	upR, upW := io.Pipe()
+	go func() { io.Copy(upW, up) }()
+	go readMsgs(upR, upGot)
+	go func() {
+		client.Write(bytes.Join([][]byte{
+			msg('P', "\x00select pg_sleep(1)\x00\x00\x00"), msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('H', ""),
+			msg('P', "\x00x\x00\x00\x00"), msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('S', ""),
+		}, nil))
+	}()
+	for range 4 {
+		<-upGot
+	}
+	time.Sleep(100 * time.Millisecond) // the "slow" query runs
+	up.Write(bytes.Join([][]byte{msg('1', ""), msg('2', ""), msg('C', "SELECT 1\x00")}, nil))
+	var order []byte
+	timeout := time.After(2 * time.Second)
+loop:
+	for {
+		select {
+		case b, ok := <-got:
+			if !ok {
+				break loop
+			}
+			order = append(order, b)
+			if len(order) == 3 {
+				break loop
+			}
+		case <-timeout:
+			break loop
+		}
+	}
+	if string(order[:min(3, len(order))]) != "12C" {
+		t.Errorf("client saw %q first, want the Flush group's replies \"12C\"", order)
+	}
+	for i := range 4 { // P B E S of the wanted group reach the upstream
+		select {
+		case <-upGot:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("wanted group behind an unsynced Flush group: %d of 4 messages reached the upstream", i)
+		}
+	}
+	client.Close()
+	up.Close()
+	<-done
+}
+
+// Messages the relay does not inspect must not pile up behind a held-back
+// group: they end the group and go upstream.
+func TestRelayHeldGroupUnbounded(t *testing.T) {
+	_, client, up, done := newRelay(t, Passthrough{})
+	var upBytes int64
+	var mu sync.Mutex
+	go func() {
+		buf := make([]byte, 1<<16)
+		for {
+			n, err := up.Read(buf)
+			mu.Lock()
+			upBytes += int64(n)
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go io.Copy(io.Discard, client)
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapInuse
+	client.Write(msg('P', "\x00select 1\x00\x00\x00"))
+	d := msg('d', string(make([]byte, 16000)))
+	chunk := bytes.Repeat(d, 64) // ~1 MB
+	for range 64 * 64 {
+		client.Write(d) // one message per write: each read holds whole messages
+	}
+	time.Sleep(100 * time.Millisecond)
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	mu.Lock()
+	got := upBytes
+	mu.Unlock()
+	grew := int64(ms.HeapInuse) - int64(before)
+	if sent := int64(64 * len(chunk)); got < sent || grew > 16<<20 {
+		t.Errorf("client sent %d bytes after one Parse; upstream received %d; heap grew by %d MB", sent, got, grew>>20)
+	}
+	client.Close()
+	up.Close()
+	<-done
+}
+
+// Shutdown must end a session whose client does not read, although the
+// upstream loop is blocked writing to it.
+func TestRelayShutdownStalledClient(t *testing.T) {
+	srv := fuzzServer(t, nil)
+	client, clientEnd := net.Pipe()
+	up, upEnd := net.Pipe()
+	_ = client // never read
+	sess := newSession(srv, clientEnd)
+	sess.up = upEnd
+	srv.mu.Lock()
+	srv.sessions[sess] = struct{}{}
+	srv.wg.Add(1)
+	srv.mu.Unlock()
+	go func() {
+		defer srv.wg.Done()
+		sess.relayLoop()
+		srv.mu.Lock()
+		delete(srv.sessions, sess)
+		srv.mu.Unlock()
+	}()
+	go func() { // a big result the client is not reading
+		for {
+			if _, err := up.Write(msg('D', string(make([]byte, 8000)))); err != nil {
+				return
+			}
+		}
+	}()
+	go io.Copy(io.Discard, up)
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	ret := make(chan error, 1)
+	go func() { ret <- srv.Shutdown(ctx) }()
+	select {
+	case <-ret:
+	case <-time.After(3 * time.Second):
+		client.Close() // unblock, to clean up
+		up.Close()
+		<-ret
+		t.Fatal("Shutdown still blocked 3 s after a 100 ms timeout")
+	}
+}
+
+// The reply before a handover reaches the client before the Handler can
+// write: a Handler that answers at once must not overtake it.
+func TestRelayGrantBeforeDeliver(t *testing.T) {
+	bad := 0
+	const runs = 1000
+	for range runs {
+		_, client, up, done := newRelay(t, interceptX{})
+		got := make(chan byte, 100)
+		go readMsgs(client, got)
+		upR, upW := io.Pipe()
+		go func() { io.Copy(upW, up) }()
+		upGot := make(chan byte, 10)
+		go readMsgs(upR, upGot)
+		go client.Write(append(msg('Q', "select 1\x00"), msg('Q', "x\x00")...))
+		<-upGot
+		up.Write(bytes.Join([][]byte{msg('C', "SELECT 1\x00"), msg('Z', "I")}, nil))
+		var order []byte
+		for range 4 {
+			order = append(order, <-got)
+		}
+		if string(order) != "CZIZ" {
+			bad++
+			if bad == 1 {
+				t.Logf("client saw %q, want \"CZIZ\"", order)
+			}
+		}
+		client.Close()
+		up.Close()
+		<-done
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d misordered", bad, runs)
+	}
+}
+
+// fwdHandler forwards the request and relays the replies up to ReadyForQuery.
+type fwdHandler struct{}
+
+func (fwdHandler) Intercept(sql []byte) bool { return len(sql) > 0 && sql[0] == 'x' }
+func (fwdHandler) Serve(_ context.Context, req *Request, s *Session) error {
+	for _, m := range req.Messages {
+		s.Frontend.Send(m)
+	}
+	if err := s.Frontend.Flush(); err != nil {
+		return err
+	}
+	for {
+		m, err := s.Frontend.Receive()
+		if err != nil {
+			return err
+		}
+		s.Send(m)
+		if _, ok := m.(*pgproto3.ReadyForQuery); ok {
+			return s.Flush()
+		}
+	}
+}
+
+// Leftovers of one handover's chunk (an async notice after its
+// ReadyForQuery) must go to the client, not into the next handover's pipe.
+func TestRelayPipeSwap(t *testing.T) {
+	hung := 0
+	for range 100 {
+		_, client, up, done := newRelay(t, fwdHandler{})
+		go io.Copy(io.Discard, client)
+		upR, upW := io.Pipe()
+		go func() { io.Copy(upW, up) }()
+		upGot := make(chan byte, 10)
+		go readMsgs(upR, upGot)
+		go client.Write(append(msg('Q', "x1\x00"), msg('Q', "x2\x00")...))
+		<-upGot
+		// Z of the first request and an async notice in one chunk.
+		go up.Write(bytes.Join([][]byte{msg('C', "SELECT 1\x00"), msg('Z', "I"), msg('N', "SNOTICE\x00Mhello world\x00\x00")}, nil))
+		select {
+		case <-upGot: // the second request reached the upstream
+			up.Write(bytes.Join([][]byte{msg('C', "SELECT 1\x00"), msg('Z', "I")}, nil))
+		case <-time.After(time.Second):
+			hung++
+		}
+		client.Close()
+		up.Close()
+		<-done
+	}
+	if hung > 0 {
+		t.Errorf("%d of 100 hung", hung)
+	}
+}
+
+// COPY FROM STDIN through the extended protocol as libpq sends it: the
+// server ignores the Sync after Execute during copy-in, so one ReadyForQuery
+// answers two Syncs; the relay must not wait for a second one.
+func TestRelayCopySyncCount(t *testing.T) {
+	sess, client, up, done := newRelay(t, fwdHandler{})
+	got := make(chan byte, 100)
+	go readMsgs(client, got)
+	upR, upW := io.Pipe()
+	go func() { io.Copy(upW, up) }()
+	upGot := make(chan byte, 100)
+	go readMsgs(upR, upGot)
+	client.Write(bytes.Join([][]byte{
+		msg('P', "\x00copy t from stdin\x00\x00\x00"), msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"),
+		msg('D', "P\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('S', ""),
+	}, nil))
+	for range 5 {
+		<-upGot
+	}
+	up.Write(bytes.Join([][]byte{msg('1', ""), msg('2', ""), msg('n', ""), msg('G', "\x00\x00\x00")}, nil))
+	for range 4 {
+		<-got
+	}
+	client.Write(bytes.Join([][]byte{msg('d', "1\n"), msg('c', ""), msg('S', "")}, nil))
+	for range 3 {
+		<-upGot
+	}
+	up.Write(bytes.Join([][]byte{msg('C', "COPY 1\x00"), msg('Z', "I")}, nil))
+	<-got
+	<-got
+	sess.relay.mu.Lock()
+	pending := string(sess.relay.pending)
+	sess.relay.mu.Unlock()
+	if pending != "" {
+		t.Errorf("after the COPY, pending requests %q, want none", pending)
+	}
+	go client.Write(msg('Q', "x\x00"))
+	select {
+	case <-upGot:
+		up.Write(bytes.Join([][]byte{msg('I', ""), msg('Z', "I")}, nil))
+	case <-time.After(time.Second):
+		t.Error("the wanted query never reached the upstream")
+	}
+	client.Close()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		up.Close()
+		<-done
+		t.Error("session still running 1 s after the client left")
+	}
+}
+
+type recHandler struct {
+	mu   sync.Mutex
+	reqs [][]string
+}
+
+func (h *recHandler) Intercept(sql []byte) bool { return len(sql) > 0 && sql[0] == 'x' }
+func (h *recHandler) Serve(_ context.Context, req *Request, s *Session) error {
+	var names []string
+	for _, m := range req.Messages {
+		switch m := m.(type) {
+		case *pgproto3.Parse:
+			names = append(names, "Parse("+m.Query[:min(10, len(m.Query))]+")")
+		case *pgproto3.Bind:
+			names = append(names, "Bind(stmt="+m.PreparedStatement+")")
+		case *pgproto3.Execute:
+			names = append(names, "Execute")
+		case *pgproto3.Sync:
+			names = append(names, "Sync")
+		}
+	}
+	h.mu.Lock()
+	h.reqs = append(h.reqs, names)
+	h.mu.Unlock()
+	s.Send(&pgproto3.ParseComplete{})
+	s.Send(&pgproto3.BindComplete{})
+	s.Send(&pgproto3.EmptyQueryResponse{})
+	s.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	return s.Flush()
+}
+
+// A Parse too big to inspect replaces the unnamed statement upstream: later
+// Binds of it go upstream, not to the Handler that had the old one.
+func TestRelayStaleUnnamed(t *testing.T) {
+	h := &recHandler{}
+	_, client, up, done := newRelay(t, h)
+	go io.Copy(io.Discard, client)
+	go io.Copy(io.Discard, up)
+	bes := bytes.Join([][]byte{msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('S', "")}, nil)
+	client.Write(append(msg('P', "\x00x small\x00\x00\x00"), bes...))
+	big := "select 1 /*" + string(bytes.Repeat([]byte("a"), 50000)) + "*/"
+	_, err := client.Write(msg('P', "\x00"+big+"\x00\x00\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.Write(bes)
+	time.Sleep(200 * time.Millisecond)
+	h.mu.Lock()
+	if len(h.reqs) != 1 {
+		t.Errorf("handler got %d requests, want only the first: %v", len(h.reqs), h.reqs)
+	}
+	h.mu.Unlock()
+	client.Close()
+	up.Close()
+	<-done
+}
