@@ -25,4 +25,9 @@
 // upstream has answered everything sent before it, with exclusive use of the
 // upstream connection (Session), so the client sees replies in request order.
 // Passthrough is the Handler that wants nothing.
+//
+// Differences from a direct connection a client can see: the cancel secret
+// in BackendKeyData; SCRAM-SHA-256-PLUS never offered; and an extended-
+// protocol group that is neither synced nor flushed (up to InspectSize bytes)
+// reaches the upstream only when its Sync or Flush arrives.
 package wire

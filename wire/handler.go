@@ -16,9 +16,11 @@ type Handler interface {
 	// Serve answers an intercepted request. It runs with exclusive use of the
 	// session's upstream connection and owes the client the complete reply,
 	// ending with ReadyForQuery when the request ends with Sync or is a
-	// Query. An error that is the client's (a bad query) belongs in an
-	// ErrorResponse to the client and a nil return; a non-nil error ends the
-	// session.
+	// Query. Asynchronous messages the upstream sends meanwhile
+	// (NotificationResponse, NoticeResponse, ParameterStatus) arrive among
+	// its replies and must be passed on to the client. An error that is the
+	// client's (a bad query) belongs in an ErrorResponse to the client and a
+	// nil return; a non-nil error ends the session.
 	Serve(ctx context.Context, req *Request, s *Session) error
 }
 
