@@ -14,7 +14,7 @@ run: deps build
 
 ## test: lint, then every test (unit and end-to-end against a real PostgreSQL)
 test: deps lint
-	$(GO) test -count=1 -timeout 45m ./...
+	$(GO) test -race -count=1 -timeout 45m ./...
 
 deps:
 	@./scripts/install-deps.sh

@@ -110,7 +110,7 @@ func TestDemoStopsOnSIGINT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
+	var stderr lockedBuffer // written by exec's copier while the test reads it
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -199,4 +199,22 @@ func clusterDir(t *testing.T, log string) string {
 	}
 	t.Fatalf("no cluster directory in the demo log:\n%s", log)
 	return ""
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a process writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -225,6 +225,7 @@ func simulate(c config, o options, logw io.Writer) (*result, error) {
 	var done atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
+	var logMu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range o.workers {
@@ -274,7 +275,9 @@ func simulate(c config, o options, logw io.Writer) (*result, error) {
 				}
 				d := done.Add(1)
 				if step := max(1, int64(c.trials)/10); d%step == 0 || d == int64(c.trials) {
+					logMu.Lock() // the workers share logw
 					fmt.Fprintf(logw, "log2m %d: %d/%d trials, %v\n", c.log2m, d, c.trials, time.Since(start).Round(100*time.Millisecond))
+					logMu.Unlock()
 				}
 			}
 		}()
