@@ -383,7 +383,8 @@ func TestSCRAMThroughProxy(t *testing.T) {
 				if up.sslmode != "disable" {
 					// The known limitation above, as PostgreSQL words it.
 					r = runPsql(t, scramURL(proxy.Addr, scramPassword, "sslmode=require"), "SELECT 1")
-					if r.code != 2 || !strings.Contains(r.stderr, "FATAL:  SCRAM channel binding negotiation error") {
+					if r.code != 2 || !strings.Contains(r.stderr, "FATAL:  SCRAM channel binding negotiation error") ||
+						!strings.Contains(r.stderr, "HINT:  pgsketch-proxy ends TLS") {
 						t.Fatalf("psql with channel_binding=prefer (libpq's default), TLS on both hops: exit %d, stderr %q;\n"+
 							"want the upstream's refusal of the \"y\" gs2 header (if this now works, the proxy found a way: update this test and README)", r.code, r.stderr)
 					}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,7 +314,7 @@ func (ss *session) authenticate(startup []byte) error {
 			}
 			out, _ = (&pgproto3.BackendKeyData{ProcessID: key.pid, SecretKey: key.secret}).Encode(out)
 		case 'E':
-			ss.reply(appendMessage(out, typ, body))
+			ss.reply(append(out, explainAuthError(body)...))
 			return errSessionDone // the upstream refused; it closes the connection
 		case 'Z':
 			return ss.reply(appendMessage(out, typ, body))
@@ -328,4 +329,29 @@ func (ss *session) upstreamLost(err error) error {
 	ss.reply(fatal(sqlstateConnectionFailure,
 		fmt.Sprintf("pgsketch-proxy lost the upstream server %s: %v", ss.srv.upstreamName, err)))
 	return fmt.Errorf("upstream: %w", err)
+}
+
+// channelBindingHint explains the one refusal the proxy itself causes: a
+// client on TLS to the proxy says it could bind SCRAM to the channel but was
+// not offered it (the proxy removes SCRAM-SHA-256-PLUS), and an upstream on
+// TLS too refuses that as a possible downgrade.
+const channelBindingHint = "pgsketch-proxy ends TLS and cannot pass SCRAM channel binding through, " +
+	"so the client must not offer it: connect with channel_binding=disable, " +
+	"or run the proxy's upstream connection without TLS on a trusted network"
+
+// explainAuthError returns the upstream's ErrorResponse (body) to relay,
+// with channelBindingHint added when the upstream refused SCRAM channel
+// binding negotiation and gave no hint of its own.
+func explainAuthError(body []byte) []byte {
+	var e pgproto3.ErrorResponse
+	if err := e.Decode(body); err != nil || e.Hint != "" ||
+		!strings.Contains(e.Message, "SCRAM channel binding negotiation error") {
+		return appendMessage(nil, 'E', body)
+	}
+	e.Hint = channelBindingHint
+	b, err := e.Encode(nil)
+	if err != nil {
+		return appendMessage(nil, 'E', body)
+	}
+	return b
 }
