@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,18 +15,23 @@ import (
 	"time"
 )
 
-// psql runs psql against url with args and returns stdout, stderr and the exit code.
+// psql runs psql against url with args, never prompting, and returns stdout,
+// stderr and the exit code.
 func psql(t *testing.T, url string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "psql", append([]string{"-X", "--no-psqlrc", "-d", url}, args...)...)
-	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=10")
+	cmd := exec.CommandContext(ctx, "psql", append([]string{"-X", "-w", "-d", url}, args...)...)
+	// No password file, and PGSSLROOTCERT names no file: a root.crt in
+	// ~/.postgresql would turn sslmode=require into verify-ca.
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=20", "PGPASSFILE="+os.DevNull,
+		"PGSSLROOTCERT="+filepath.Join(os.TempDir(), "pgsketch-no-such-root.crt"))
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("psql: %v", err)
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run psql (the Debian package postgresql-client-15): %v", err)
 	}
 	return o.String(), e.String(), cmd.ProcessState.ExitCode()
 }

@@ -182,27 +182,16 @@ type psqlResult struct {
 	stdout, stderr string
 }
 
-// runPsql runs psql with a connection URL and commands, never prompting.
+// runPsql runs psql commands (-c each) against connURL, unaligned and
+// tuples only, stopping at the first error.
 func runPsql(t *testing.T, connURL string, commands ...string) psqlResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args := []string{"-X", "-w", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", connURL}
+	args := []string{"-A", "-t", "-v", "ON_ERROR_STOP=1"}
 	for _, c := range commands {
 		args = append(args, "-c", c)
 	}
-	cmd := exec.CommandContext(ctx, "psql", args...)
-	// PGSSLROOTCERT names no file: a root.crt in ~/.postgresql would turn
-	// sslmode=require into verify-ca.
-	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=20", "PGPASSFILE="+os.DevNull, "PGSSLROOTCERT="+filepath.Join(os.TempDir(), "pgsketch-no-such-root.crt"))
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run psql (the Debian package postgresql-client-15): %v", err)
-	}
-	return psqlResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	stdout, stderr, code := psql(t, connURL, args...)
+	return psqlResult{code, stdout, stderr}
 }
 
 // psqlServerError is what psql printed after "connection to server at ...
