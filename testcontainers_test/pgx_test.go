@@ -217,6 +217,15 @@ func TestPgxThroughProxy(t *testing.T) {
 		if _, err := proxied.Exec(ctx, "INSERT INTO kv (k, b) VALUES (-1, $1)", big); err != nil {
 			t.Fatal(err)
 		}
+		// Parse, Bind and Execute in one group, as libpq's PQexecParams sends
+		// them: the 64 MB Bind streams through the middle of the group.
+		if _, err := proxied.Exec(ctx, "INSERT INTO kv (k, b) VALUES (-2, $1)", pgx.QueryExecModeExec, big); err != nil {
+			t.Fatal(err)
+		}
+		var same bool
+		if err := proxied.QueryRow(ctx, "SELECT (SELECT b FROM kv WHERE k = -1) = (SELECT b FROM kv WHERE k = -2)").Scan(&same); err != nil || !same {
+			t.Fatalf("the two 64 MB inserts differ: %v %v", same, err)
+		}
 		var back []byte
 		if err := proxied.QueryRow(ctx, "SELECT b FROM kv WHERE k = -1").Scan(&back); err != nil {
 			t.Fatal(err)

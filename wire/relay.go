@@ -57,8 +57,10 @@ func (rs *relayState) copyEnded() {
 	rs.mu.Unlock()
 }
 
-// answeredLocked records a ReadyForQuery from the upstream.
+// answeredLocked records a ReadyForQuery from the upstream, which is also
+// never sent during a COPY.
 func (rs *relayState) answeredLocked() {
+	rs.copyIn = false
 	if len(rs.pending) > 0 {
 		rs.pending = rs.pending[:copy(rs.pending, rs.pending[1:])]
 	}
@@ -109,14 +111,16 @@ func (rs *relayState) acquire(ctx context.Context, wait time.Duration) (*io.Pipe
 	rs.mu.Unlock()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	var giveUp error
 	select {
 	case <-g:
 		return pr, nil
 	case <-rs.done():
 		return nil, errSessionClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		giveUp = ctx.Err()
 	case <-timer.C:
+		giveUp = errNotCaughtUp
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -125,7 +129,7 @@ func (rs *relayState) acquire(ctx context.Context, wait time.Duration) (*io.Pipe
 	}
 	rs.want.Store(false)
 	pr.Close()
-	return nil, errNotCaughtUp
+	return nil, giveUp
 }
 
 // canGrantLocked reports whether a wanted handover may happen now.
@@ -185,6 +189,13 @@ var errSessionClosed = errors.New("session closed")
 func (ss *session) relayLoop() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	ss.mu.Lock()
+	ss.cancel = cancel
+	closed := ss.closed
+	ss.mu.Unlock()
+	if closed {
+		return errSessionClosed
+	}
 	upDone := make(chan error, 1)
 	go func() {
 		err := ss.upstreamLoop()
@@ -298,10 +309,14 @@ func (ss *session) upstreamLoop() error {
 					if err := deliver(pos, true); err != nil {
 						return err
 					}
+					// Check again: the waiting request may have given up
+					// meanwhile (HandoverWait) and gone upstream.
 					rs.mu.Lock()
-					pw = rs.grantLocked()
+					if rs.canGrantLocked() {
+						pw = rs.grantLocked()
+						handover = true
+					}
 					rs.mu.Unlock()
-					handover = true
 				}
 			case 'G', 'W': // CopyInResponse, CopyBothResponse
 				rs.mu.Lock()
@@ -391,12 +406,43 @@ func (tr *statementTracker) passed() {
 	tr.marks = tr.marks[:0]
 }
 
-// forget drops everything: used when a message that names a statement or
-// portal goes upstream unread (too big to inspect).
-func (tr *statementTracker) forget() {
+// streamed updates the tracker for a message that goes upstream unread (too
+// big to inspect); head is the start of its body. Parse and Bind replace the
+// statement or portal they name, a Close removes one: that name is no longer
+// the Handler's. If the name is not in head, everything is forgotten. It
+// reports a Bind of a statement the Handler owns: the upstream does not have
+// that statement (or has an older one of the same name), so the session
+// cannot go on.
+func (tr *statementTracker) streamed(typ byte, head []byte) (conflict bool) {
+	switch typ {
+	case 'P', 'B':
+		if i := bytes.IndexByte(head, 0); i >= 0 {
+			if typ == 'P' {
+				delete(tr.stmts, string(head[:i]))
+				return false
+			}
+			delete(tr.portals, string(head[:i]))
+			stmt, _ := cstring(head[i+1:])
+			return tr.stmts[string(stmt)]
+		}
+	case 'C':
+		if len(head) > 1 {
+			if i := bytes.IndexByte(head[1:], 0); i >= 0 {
+				if head[0] == 'S' {
+					delete(tr.stmts, string(head[1:1+i]))
+				} else {
+					delete(tr.portals, string(head[1:1+i]))
+				}
+				return false
+			}
+		}
+	default:
+		return false
+	}
 	clear(tr.stmts)
 	clear(tr.portals)
 	tr.marks = tr.marks[:0]
+	return false
 }
 
 // wants updates the tracker with an extended-protocol message and reports
@@ -488,8 +534,9 @@ func (ss *session) clientLoop(ctx context.Context) error {
 	// sent records a message of type typ as forwarded upstream.
 	sent := func(typ byte) {
 		switch typ {
-		case 'Q', 'F':
+		case 'Q', 'F': // their ReadyForQuery also settles what came before
 			rs.forwarded(typ)
+			unsynced = false
 		case 'S':
 			rs.forwarded(typ)
 			unsynced = false
@@ -572,12 +619,14 @@ func (ss *session) clientLoop(ctx context.Context) error {
 				if isInspected(typ) && total <= inspectLimit {
 					break // read the rest of it
 				}
-				// Too big to inspect: stream it; its group can no longer be
-				// held back, and what it names is no longer known.
+				// Too big to inspect: stream it. Its group can no longer be
+				// held back; later messages start a group of their own.
 				commitGroup()
-				switch typ {
-				case 'P', 'B', 'C':
-					tr.forget()
+				groupStart = -1
+				if tr.streamed(typ, buf[r+5:w]) {
+					msg := fmt.Sprintf("pgsketch-proxy: a Bind of more than %d bytes for a statement pgsketch answers is not supported", cfg.InspectSize)
+					ss.abort(sqlstateProgramLimit, msg)
+					return fmt.Errorf("%w: %s", ErrProtocol, msg)
 				}
 				out = append(out, buf[r:w]...)
 				sent(typ)

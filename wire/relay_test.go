@@ -382,3 +382,70 @@ func TestRelayStaleUnnamed(t *testing.T) {
 	up.Close()
 	<-done
 }
+
+// A Bind too big to inspect inside a group that began with a small Parse
+// (libpq's PQexecParams with a large parameter) streams through, and the
+// relay counts the group's Sync: no panic, every byte upstream.
+func TestRelayBigBindInGroup(t *testing.T) {
+	sess, client, up, done := newRelay(t, Passthrough{})
+	go io.Copy(io.Discard, client)
+	var upBuf bytes.Buffer
+	upDone := make(chan struct{})
+	go func() { io.Copy(&upBuf, up); close(upDone) }()
+	param := bytes.Repeat([]byte{0xab}, 50000) // over the test config's InspectSize of 1 KiB
+	bind := append([]byte("\x00\x00\x00\x00\x00\x01"), binary.BigEndian.AppendUint32(nil, uint32(len(param)))...)
+	bind = append(append(bind, param...), 0, 0)
+	in := bytes.Join([][]byte{msg('P', "\x00insert into t values ($1)\x00\x00\x00"), msg('D', "S\x00"),
+		appendMessage(nil, 'B', bind), msg('D', "P\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('S', "")}, nil)
+	for i := 0; i < len(in); i += 4096 { // arrive in pieces, as over TCP
+		client.Write(in[i:min(i+4096, len(in))])
+	}
+	time.Sleep(100 * time.Millisecond)
+	sess.relay.mu.Lock()
+	pending := string(sess.relay.pending)
+	sess.relay.mu.Unlock()
+	client.Close()
+	<-done
+	up.Close()
+	<-upDone
+	if !bytes.Equal(upBuf.Bytes(), append(in, 'X', 0, 0, 0, 4)) {
+		t.Errorf("upstream got %d bytes, want the %d sent and a Terminate", upBuf.Len(), len(in))
+	}
+	if pending != "S" {
+		t.Errorf("pending %q, want the group's Sync", pending)
+	}
+}
+
+// pgx's CopyFrom sends CopyData and CopyDone before the CopyInResponse comes
+// back; the ReadyForQuery that ends the COPY must end copy-in for the relay.
+func TestRelayCopyDoneBeforeCopyInResponse(t *testing.T) {
+	sess, client, up, done := newRelay(t, Passthrough{})
+	got := make(chan byte, 100)
+	go readMsgs(client, got)
+	upR, upW := io.Pipe()
+	go func() { io.Copy(upW, up) }()
+	upGot := make(chan byte, 100)
+	go readMsgs(upR, upGot)
+	client.Write(bytes.Join([][]byte{msg('Q', "copy t from stdin\x00"), msg('d', "1\n"), msg('c', "")}, nil))
+	for range 3 {
+		<-upGot
+	}
+	up.Write(bytes.Join([][]byte{msg('G', "\x00\x00\x00"), msg('C', "COPY 1\x00"), msg('Z', "I")}, nil))
+	for range 3 {
+		<-got
+	}
+	client.Write(bytes.Join([][]byte{msg('P', "\x00select 1\x00\x00\x00"), msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"),
+		msg('E', "\x00\x00\x00\x00\x00"), msg('S', "")}, nil))
+	for range 4 {
+		<-upGot
+	}
+	sess.relay.mu.Lock()
+	pending, copyIn := string(sess.relay.pending), sess.relay.copyIn
+	sess.relay.mu.Unlock()
+	if pending != "S" || copyIn {
+		t.Errorf("after the COPY and a group: pending %q, copyIn %v; want \"S\", false", pending, copyIn)
+	}
+	client.Close()
+	up.Close()
+	<-done
+}

@@ -45,6 +45,8 @@ type session struct {
 	up     net.Conn
 	key    cancelKey // the key the client knows, 0 pid until registered
 	closed bool
+	// cancel ends the context a Handler serves under; set by relayLoop.
+	cancel context.CancelFunc
 
 	clientMu       sync.Mutex  // serialises writes to the client
 	clientBoundary atomic.Bool // the bytes written to the client end at a message boundary
@@ -100,8 +102,11 @@ func (ss *session) close() {
 		return
 	}
 	ss.closed = true
-	client, up, key := ss.client, ss.up, ss.key
+	client, up, key, cancel := ss.client, ss.up, ss.key, ss.cancel
 	ss.mu.Unlock()
+	if cancel != nil {
+		cancel() // a Handler still serving gives up
+	}
 	if key.pid != 0 {
 		ss.srv.cancels.unregister(key.pid)
 	}
