@@ -31,6 +31,14 @@ func readMsgs(r io.Reader, ch chan<- byte) {
 	}
 }
 
+// watch reads c's messages in the background and sends their types on the
+// channel it returns, closed when c ends.
+func watch(c net.Conn) chan byte {
+	ch := make(chan byte, 100)
+	go readMsgs(c, ch)
+	return ch
+}
+
 func newRelay(t *testing.T, h Handler) (sess *session, client, up net.Conn, done chan struct{}) {
 	srv := fuzzServer(t, h)
 	client, clientEnd := net.Pipe()
@@ -51,12 +59,8 @@ func newRelay(t *testing.T, h Handler) (sess *session, client, up net.Conn, done
 func TestRelayFlushGroupHandover(t *testing.T) {
 	sess, client, up, done := newRelay(t, interceptX{})
 	_ = sess
-	got := make(chan byte, 100)
-	go readMsgs(client, got)
-	upGot := make(chan byte, 100)
-	upR, upW := io.Pipe()
-	go func() { io.Copy(upW, up) }()
-	go readMsgs(upR, upGot)
+	got := watch(client)
+	upGot := watch(up)
 	go func() {
 		client.Write(bytes.Join([][]byte{
 			msg('P', "\x00select pg_sleep(1)\x00\x00\x00"), msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('H', ""),
@@ -194,12 +198,8 @@ func TestRelayGrantBeforeDeliver(t *testing.T) {
 	const runs = 1000
 	for range runs {
 		_, client, up, done := newRelay(t, interceptX{})
-		got := make(chan byte, 100)
-		go readMsgs(client, got)
-		upR, upW := io.Pipe()
-		go func() { io.Copy(upW, up) }()
-		upGot := make(chan byte, 10)
-		go readMsgs(upR, upGot)
+		got := watch(client)
+		upGot := watch(up)
 		go client.Write(append(msg('Q', "select 1\x00"), msg('Q', "x\x00")...))
 		<-upGot
 		up.Write(bytes.Join([][]byte{msg('C', "SELECT 1\x00"), msg('Z', "I")}, nil))
@@ -252,10 +252,7 @@ func TestRelayPipeSwap(t *testing.T) {
 	for range 100 {
 		_, client, up, done := newRelay(t, fwdHandler{})
 		go io.Copy(io.Discard, client)
-		upR, upW := io.Pipe()
-		go func() { io.Copy(upW, up) }()
-		upGot := make(chan byte, 10)
-		go readMsgs(upR, upGot)
+		upGot := watch(up)
 		go client.Write(append(msg('Q', "x1\x00"), msg('Q', "x2\x00")...))
 		<-upGot
 		// Z of the first request and an async notice in one chunk.
@@ -280,12 +277,8 @@ func TestRelayPipeSwap(t *testing.T) {
 // answers two Syncs; the relay must not wait for a second one.
 func TestRelayCopySyncCount(t *testing.T) {
 	sess, client, up, done := newRelay(t, fwdHandler{})
-	got := make(chan byte, 100)
-	go readMsgs(client, got)
-	upR, upW := io.Pipe()
-	go func() { io.Copy(upW, up) }()
-	upGot := make(chan byte, 100)
-	go readMsgs(upR, upGot)
+	got := watch(client)
+	upGot := watch(up)
 	client.Write(bytes.Join([][]byte{
 		msg('P', "\x00copy t from stdin\x00\x00\x00"), msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"),
 		msg('D', "P\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('S', ""),
@@ -420,12 +413,8 @@ func TestRelayBigBindInGroup(t *testing.T) {
 // back; the ReadyForQuery that ends the COPY must end copy-in for the relay.
 func TestRelayCopyDoneBeforeCopyInResponse(t *testing.T) {
 	sess, client, up, done := newRelay(t, Passthrough{})
-	got := make(chan byte, 100)
-	go readMsgs(client, got)
-	upR, upW := io.Pipe()
-	go func() { io.Copy(upW, up) }()
-	upGot := make(chan byte, 100)
-	go readMsgs(upR, upGot)
+	got := watch(client)
+	upGot := watch(up)
 	client.Write(bytes.Join([][]byte{msg('Q', "copy t from stdin\x00"), msg('d', "1\n"), msg('c', "")}, nil))
 	for range 3 {
 		<-upGot
