@@ -1,0 +1,223 @@
+package catalog
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Grain is the width of a rollup's time buckets.
+type Grain string
+
+// The grains a rollup can have, finest first.
+const (
+	Hour  Grain = "hour"
+	Day   Grain = "day"
+	Week  Grain = "week"
+	Month Grain = "month"
+)
+
+// Grains lists the valid grains, finest first.
+var Grains = []Grain{Hour, Day, Week, Month}
+
+// ParseGrain returns the Grain named s.
+func ParseGrain(s string) (Grain, error) {
+	for _, g := range Grains {
+		if string(g) == s {
+			return g, nil
+		}
+	}
+	return "", fmt.Errorf("unknown grain %q (want hour, day, week or month)", s)
+}
+
+// Rank orders grains: a bucket of grain g is contained in exactly one bucket
+// of every grain h with h.Rank() > g.Rank(), except that weeks do not nest in
+// months. It is -1 for an unknown grain.
+func (g Grain) Rank() int {
+	for i, x := range Grains {
+		if x == g {
+			return i
+		}
+	}
+	return -1
+}
+
+// TimeType is the PostgreSQL type of a rollup's time column.
+type TimeType string
+
+// The time column types a rollup supports.
+const (
+	Date        TimeType = "date"
+	Timestamp   TimeType = "timestamp without time zone"
+	Timestamptz TimeType = "timestamp with time zone"
+)
+
+// Kind is what a measure column stores.
+type Kind string
+
+// Measure kinds.
+const (
+	// HLL is a HyperLogLog sketch (postgresql-hll storage format, bytea) of
+	// the distinct non-NULL values of the expression.
+	HLL Kind = "hll"
+	// Count is count(expression); with expression "*" the bucket's row count.
+	Count Kind = "count"
+	// Sum, Min and Max are the partial aggregates of the expression.
+	Sum Kind = "sum"
+	Min Kind = "min"
+	Max Kind = "max"
+)
+
+// Measure is one stored aggregate column of a rollup table.
+type Measure struct {
+	// Column is the column of the rollup table that holds the measure.
+	Column string
+	Kind   Kind
+	// Expression is the base table expression aggregated: a column name,
+	// or "*" for the row count.
+	Expression string
+	// Type is the PostgreSQL type of Expression in the base table
+	// (format_type spelling, e.g. "bigint", "numeric(12,2)"); empty for "*".
+	Type string
+	// Log2m, Regwidth and Hash describe an HLL measure; zero otherwise.
+	Log2m    int
+	Regwidth int
+	Hash     string
+}
+
+// StdErr is the relative standard error of an HLL measure's estimates,
+// 1.04/√m; 0 for other kinds.
+func (m Measure) StdErr() float64 {
+	if m.Kind != HLL || m.Log2m <= 0 {
+		return 0
+	}
+	return 1.04 / math.Sqrt(float64(uint64(1)<<m.Log2m))
+}
+
+// Table names a relation by schema and name, both unquoted.
+type Table struct {
+	Schema string
+	Name   string
+}
+
+// String returns the table as a schema-qualified, quoted SQL identifier.
+func (t Table) String() string { return QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) }
+
+// Dimension is a grouping column of a rollup, copied from the base table.
+type Dimension struct {
+	Column string
+	// Type is the column's PostgreSQL type (format_type spelling).
+	Type string
+}
+
+// Rollup is one row of the catalog with everything needed to plan against
+// it, query it and refresh it.
+type Rollup struct {
+	Name   string
+	Source Table
+	// Table is the rollup table: one row per (bucket, dimensions...).
+	Table Table
+	// TimeColumn is the base table's time column and TimeType its type.
+	TimeColumn string
+	TimeType   TimeType
+	Grain      Grain
+	// TimeZone is the zone whose calendar cuts buckets of a timestamptz
+	// time column; buckets of date and timestamp columns are cut on the
+	// values themselves and TimeZone is UTC.
+	TimeZone   string
+	Dimensions []Dimension
+	// Measures are the stored aggregates. The first is always the row
+	// count (Kind Count, Expression "*", Column "row_count").
+	Measures []Measure
+	// Watermark is the end of the newest bucket the last refresh read;
+	// buckets starting before it are materialized. Zero before the first
+	// refresh.
+	Watermark time.Time
+	// LateWindow is how far before the watermark an incremental refresh
+	// re-reads base rows (at least one bucket).
+	LateWindow time.Duration
+	// Version is bumped by every refresh that changes the rollup's rows.
+	Version int64
+	// Rows is the rollup table's estimated row count (pg_class.reltuples,
+	// or the exact count after a refresh), used to prefer smaller rollups.
+	Rows int64
+}
+
+// BucketColumn is the name of the rollup table column holding each row's
+// bucket start.
+const BucketColumn = "bucket"
+
+// RowCountColumn is the name of the rollup table column holding each
+// bucket's row count.
+const RowCountColumn = "row_count"
+
+// Refreshed reports whether the rollup has been refreshed at least once.
+func (r *Rollup) Refreshed() bool { return !r.Watermark.IsZero() }
+
+// Dimension returns the dimension named col, if the rollup has it.
+func (r *Rollup) Dimension(col string) (Dimension, bool) {
+	for _, d := range r.Dimensions {
+		if d.Column == col {
+			return d, true
+		}
+	}
+	return Dimension{}, false
+}
+
+// Measure returns the measure of kind k over expression expr.
+func (r *Rollup) Measure(k Kind, expr string) (Measure, bool) {
+	for _, m := range r.Measures {
+		if m.Kind == k && m.Expression == expr {
+			return m, true
+		}
+	}
+	return Measure{}, false
+}
+
+// Snapshot is the whole catalog at one instant. It is immutable once built.
+type Snapshot struct {
+	rollups  []*Rollup
+	bySource map[Table][]*Rollup
+}
+
+// NewSnapshot builds a snapshot from rollups, which it keeps; callers must
+// not modify them afterwards.
+func NewSnapshot(rollups []*Rollup) *Snapshot {
+	s := &Snapshot{rollups: rollups, bySource: make(map[Table][]*Rollup)}
+	sort.Slice(s.rollups, func(i, j int) bool { return s.rollups[i].Name < s.rollups[j].Name })
+	for _, r := range s.rollups {
+		s.bySource[r.Source] = append(s.bySource[r.Source], r)
+	}
+	return s
+}
+
+// Rollups returns every rollup, sorted by name.
+func (s *Snapshot) Rollups() []*Rollup {
+	if s == nil {
+		return nil
+	}
+	return s.rollups
+}
+
+// Rollup returns the rollup called name.
+func (s *Snapshot) Rollup(name string) (*Rollup, bool) {
+	for _, r := range s.Rollups() {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// ForSource returns the rollups over the base table t, sorted by name.
+func (s *Snapshot) ForSource(t Table) []*Rollup {
+	if s == nil {
+		return nil
+	}
+	return s.bySource[t]
+}
+
+// HasSource reports whether any rollup reads table t; a rewriter uses it to
+// resolve an unqualified table name against a search_path.
+func (s *Snapshot) HasSource(t Table) bool { return len(s.ForSource(t)) > 0 }
