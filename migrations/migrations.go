@@ -38,7 +38,12 @@ func Open(dsn string, log *slog.Logger) (*Migrator, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrations: connect: %w", err)
 	}
-	src, err := iofs.New(files, ".")
+	exp, err := source()
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrations: expand embedded files: %w", err)
+	}
+	src, err := iofs.New(exp, ".")
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrations: read embedded files: %w", err)

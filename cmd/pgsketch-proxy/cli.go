@@ -36,7 +36,7 @@ var errUsage = errors.New("usage")
 var commands []*command
 
 func init() {
-	commands = []*command{serveCommand, migrateCommand, demoCommand}
+	commands = []*command{serveCommand, migrateCommand, rollupCommand, demoCommand}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

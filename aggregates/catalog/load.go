@@ -1,0 +1,85 @@
+package catalog
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Query returns the whole catalog as one JSON value (function
+// pgsketch.catalog, installed by the migrations); Parse reads it.
+const Query = "SELECT pgsketch.catalog()"
+
+type jsonRollup struct {
+	Name         string `json:"name"`
+	SourceSchema string `json:"source_schema"`
+	SourceTable  string `json:"source_table"`
+	RollupSchema string `json:"rollup_schema"`
+	RollupTable  string `json:"rollup_table"`
+	TimeColumn   string `json:"time_column"`
+	TimeType     string `json:"time_type"`
+	Grain        string `json:"grain"`
+	TimeZone     string `json:"time_zone"`
+	Dimensions   []struct {
+		Column string `json:"column"`
+		Type   string `json:"type"`
+	} `json:"dimensions"`
+	Measures []struct {
+		Column     string `json:"column"`
+		Kind       string `json:"kind"`
+		Expression string `json:"expression"`
+		Type       string `json:"type"`
+		Log2m      int    `json:"log2m"`
+		Regwidth   int    `json:"regwidth"`
+		Hash       string `json:"hash"`
+	} `json:"measures"`
+	Watermark   string  `json:"watermark"`
+	LateSeconds float64 `json:"late_window_seconds"`
+	Version     int64   `json:"version"`
+	Rows        int64   `json:"rows"`
+}
+
+// Parse reads the JSON that Query returns. A rollup whose source table or
+// columns have disappeared is kept, with empty types, so that the rewriter
+// can say why it does not use it.
+func Parse(b []byte) (*Snapshot, error) {
+	var in []jsonRollup
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	out := make([]*Rollup, 0, len(in))
+	for _, j := range in {
+		r := &Rollup{
+			Name:       j.Name,
+			Source:     Table{Schema: j.SourceSchema, Name: j.SourceTable},
+			Table:      Table{Schema: j.RollupSchema, Name: j.RollupTable},
+			TimeColumn: j.TimeColumn,
+			TimeType:   TimeType(j.TimeType),
+			TimeZone:   j.TimeZone,
+			LateWindow: time.Duration(j.LateSeconds * float64(time.Second)),
+			Version:    j.Version,
+			Rows:       j.Rows,
+		}
+		g, err := ParseGrain(j.Grain)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: rollup %s: %w", j.Name, err)
+		}
+		r.Grain = g
+		if j.Watermark != "" {
+			wm, err := time.Parse("2006-01-02T15:04:05.999999Z", j.Watermark)
+			if err != nil {
+				return nil, fmt.Errorf("catalog: rollup %s: watermark: %w", j.Name, err)
+			}
+			r.Watermark = wm
+		}
+		for _, d := range j.Dimensions {
+			r.Dimensions = append(r.Dimensions, Dimension{Column: d.Column, Type: d.Type})
+		}
+		for _, m := range j.Measures {
+			r.Measures = append(r.Measures, Measure{Column: m.Column, Kind: Kind(m.Kind), Expression: m.Expression,
+				Type: m.Type, Log2m: m.Log2m, Regwidth: m.Regwidth, Hash: m.Hash})
+		}
+		out = append(out, r)
+	}
+	return NewSnapshot(out), nil
+}

@@ -1,0 +1,17 @@
+// Package refresh builds and refreshes rollup tables.
+//
+// A refresh runs in one transaction on one session (Conn). SQL in schema
+// pgsketch (pgsketch.refresh_begin) takes the rollup's advisory lock, picks
+// the buckets to rebuild, deletes their rows and hands back a query; this
+// package streams that query's rows out with COPY TO, sketches the values
+// (xxhash64 of their canonical text, DESIGN §2.2) into one HLL per bucket
+// and dimension values, writes the rebuilt rows back with COPY FROM, and
+// pgsketch.refresh_finish advances the watermark and version, re-syncs the
+// grants and queues the pgsketch_rollups NOTIFY. Any failure, cancellation
+// or crash before COMMIT leaves the rollup as it was.
+//
+// The data flow within a refresh:
+//
+//	COPY (read_sql) TO STDOUT ─► copyReader (lines, fields) ─► groups (sketch.HLL, partials)
+//	                                                          ─► COPY rollup FROM STDIN
+package refresh

@@ -1,0 +1,239 @@
+package refresh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+)
+
+// PinnedSettings are the session settings under which values are printed
+// for hashing (DESIGN §2.2), set LOCAL in every refresh transaction. The
+// client encoding is pinned as well: the hash is of UTF-8 text.
+var PinnedSettings = []struct{ Name, Value string }{
+	{"DateStyle", "ISO, MDY"},
+	{"TimeZone", "UTC"},
+	{"IntervalStyle", "postgres"},
+	{"extra_float_digits", "3"},
+	{"bytea_output", "hex"},
+	{"client_encoding", "UTF8"},
+}
+
+// Options say which buckets a refresh rebuilds.
+type Options struct {
+	// Full rebuilds every bucket.
+	Full bool
+	// From and To, when either is set, rebuild exactly the buckets that
+	// overlap [From, To), read in the rollup's time zone (any text
+	// PostgreSQL accepts as a timestamptz, e.g. 2026-01-05).
+	From, To string
+	// Progress, when set, is called about every ProgressEvery while base rows
+	// are read, and once when reading ends.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+}
+
+// Progress reports a running refresh.
+type Progress struct {
+	Rollup string
+	// Rows is the number of rows read so far; Estimate the planner's
+	// estimate of the total (0 when unknown).
+	Rows, Estimate int64
+	Elapsed        time.Duration
+	Done           bool
+}
+
+// Result describes a committed refresh.
+type Result struct {
+	Rollup string
+	// Mode is full, incremental or range.
+	Mode string
+	// From and To bound the rebuilt buckets (empty = unbounded).
+	From, To string
+	// RowsRead counts the base rows streamed (for sketches) or, for a
+	// rollup without sketches, the partials rows.
+	RowsRead int64
+	// Written is the number of rollup rows rebuilt; RollupRows the rollup
+	// table's rows after the refresh.
+	Written, RollupRows int64
+	Version             int64
+	Watermark           string
+	Elapsed             time.Duration
+}
+
+func (r Result) String() string {
+	rng := "all buckets"
+	switch {
+	case r.From != "" && r.To != "":
+		rng = "buckets from " + r.From + " to " + r.To
+	case r.From != "":
+		rng = "buckets from " + r.From
+	}
+	wm := r.Watermark
+	if wm == "" {
+		wm = "none"
+	}
+	return fmt.Sprintf("%s: %s refresh of %s: %d rows read, %d rollup rows written (%d in total), version %d, watermark %s, %s",
+		r.Rollup, r.Mode, rng, r.RowsRead, r.Written, r.RollupRows, r.Version, wm, r.Elapsed.Round(time.Millisecond))
+}
+
+// Refresh refreshes rollup name on conn in one transaction of its own: conn
+// must not be inside a transaction block. On any error the transaction is
+// rolled back and the rollup is unchanged.
+func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Result, err error) {
+	start := time.Now()
+	res = Result{Rollup: name, Mode: "incremental"}
+	switch {
+	case opt.Full && (opt.From != "" || opt.To != ""):
+		return res, errors.New("a refresh is either full or a time range, not both")
+	case opt.Full:
+		res.Mode = "full"
+	case opt.From != "" || opt.To != "":
+		res.Mode = "range"
+	}
+	var b strings.Builder
+	b.WriteString("BEGIN ISOLATION LEVEL READ COMMITTED")
+	for _, s := range PinnedSettings {
+		fmt.Fprintf(&b, "; SET LOCAL %s = %s", s.Name, catalog.QuoteLiteral(s.Value))
+	}
+	if err := conn.Exec(ctx, b.String()); err != nil {
+		return res, fmt.Errorf("refresh %s: begin: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			// The context may be what failed; the rollback must still go out.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = conn.Exec(rctx, "ROLLBACK")
+		}
+	}()
+
+	var from, to any
+	if opt.From != "" {
+		from = opt.From
+	}
+	if opt.To != "" {
+		to = opt.To
+	}
+	rows, err := conn.Query(ctx, `SELECT lo, hi, read_sql, ndims, array_to_json(fields), write_sql, ranged
+		FROM pgsketch.refresh_begin($1, $2, $3, $4)`, name, strconv.FormatBool(opt.Full), from, to)
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: %w", name, err)
+	}
+	if len(rows) != 1 || len(rows[0]) != 7 {
+		return res, fmt.Errorf("refresh %s: refresh_begin returned %d rows", name, len(rows))
+	}
+	row := rows[0]
+	lo, hi, readSQL, writeSQL := row[0], row[1], string(row[2]), string(row[5])
+	res.From, res.To = string(lo), string(hi)
+	ndims, err := strconv.Atoi(string(row[3]))
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: ndims: %w", name, err)
+	}
+	var kinds []string
+	if err := json.Unmarshal(row[4], &kinds); err != nil {
+		return res, fmt.Errorf("refresh %s: fields: %w", name, err)
+	}
+	fields, err := parseFields(kinds)
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: %w", name, err)
+	}
+
+	estimate := int64(0)
+	if opt.Progress != nil {
+		estimate = planRows(ctx, conn, readSQL)
+	}
+	g := newGroups(ndims, fields)
+	pipe := newPipeline(g.add)
+	stop := make(chan struct{})
+	ticked := make(chan struct{})
+	if opt.Progress != nil {
+		every := opt.ProgressEvery
+		if every <= 0 {
+			every = 200 * time.Millisecond
+		}
+		go func() {
+			defer close(ticked)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					opt.Progress(Progress{Rollup: name, Rows: pipe.lines.Load(), Estimate: estimate, Elapsed: time.Since(start)})
+				}
+			}
+		}()
+	} else {
+		close(ticked)
+	}
+	cerr := conn.CopyTo(ctx, pipe, "COPY ("+readSQL+") TO STDOUT")
+	perr := pipe.close()
+	close(stop)
+	<-ticked
+	if cerr != nil {
+		return res, fmt.Errorf("refresh %s: read base rows: %w", name, cerr)
+	}
+	if perr != nil {
+		return res, fmt.Errorf("refresh %s: read base rows: %w", name, perr)
+	}
+	res.RowsRead = g.rows
+	if g.rows == 0 {
+		res.RowsRead = g.line
+	}
+	if opt.Progress != nil {
+		opt.Progress(Progress{Rollup: name, Rows: g.line, Estimate: estimate, Elapsed: time.Since(start), Done: true})
+	}
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(g.writeTo(pw)) }()
+	res.Written, err = conn.CopyFrom(ctx, pr, writeSQL)
+	pr.Close()
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: write rollup rows: %w", name, err)
+	}
+
+	var loArg any
+	if lo != nil {
+		loArg = string(lo)
+	}
+	rows, err = conn.Query(ctx, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
+		name, loArg, string(row[6]))
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: finish: %w", name, err)
+	}
+	if len(rows) == 1 && len(rows[0]) == 3 {
+		res.Version, _ = strconv.ParseInt(string(rows[0][0]), 10, 64)
+		res.Watermark = string(rows[0][1])
+		res.RollupRows, _ = strconv.ParseInt(string(rows[0][2]), 10, 64)
+	}
+	if err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return res, fmt.Errorf("refresh %s: commit: %w", name, err)
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// planRows returns the planner's row estimate for query, or 0.
+func planRows(ctx context.Context, conn Conn, query string) int64 {
+	rows, err := conn.Query(ctx, "EXPLAIN (FORMAT JSON) "+query)
+	if err != nil || len(rows) != 1 || len(rows[0]) != 1 {
+		return 0
+	}
+	var plan []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	if json.Unmarshal(rows[0][0], &plan) != nil || len(plan) != 1 {
+		return 0
+	}
+	return int64(plan[0].Plan.Rows)
+}

@@ -1,0 +1,236 @@
+package refresh
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/sketch"
+)
+
+// Check compares one rollup row's sketch estimate with the exact distinct
+// count recomputed from the base table.
+type Check struct {
+	// Key is the row's bucket and dimension values, as PostgreSQL prints
+	// them, tab separated.
+	Key     string
+	Measure string
+	Exact   int64
+	// Estimate is the sketch's estimate; StdErrs the error in standard
+	// errors of the estimate (1.04/√m · exact), 0 when exact is 0.
+	Estimate float64
+	StdErrs  float64
+	// RowCount and ExactRows are the stored and the recomputed row count.
+	RowCount, ExactRows int64
+}
+
+// Verify recomputes up to buckets materialized buckets of rollup name
+// exactly from the base table (spread evenly over the rollup's range) and
+// returns one Check per rollup row and sketch measure in them. It only
+// reads, in a transaction of its own, and does not take the refresh lock:
+// run it when no refresh is running, or it may report rows of buckets that
+// a refresh is rebuilding.
+func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []Check, err error) {
+	var b strings.Builder
+	b.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+	for _, s := range PinnedSettings {
+		fmt.Fprintf(&b, "; SET LOCAL %s = %s", s.Name, catalog.QuoteLiteral(s.Value))
+	}
+	if err := conn.Exec(ctx, b.String()); err != nil {
+		return nil, fmt.Errorf("verify %s: %w", name, err)
+	}
+	defer func() { _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") }()
+	rows, err := conn.Query(ctx, catalog.Query)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: read catalog: %w", name, err)
+	}
+	snap, err := catalog.Parse(rows[0][0])
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", name, err)
+	}
+	r, ok := snap.Rollup(name)
+	if !ok {
+		return nil, fmt.Errorf("verify %s: no such rollup", name)
+	}
+	if !r.Refreshed() {
+		return nil, fmt.Errorf("verify %s: the rollup has never been refreshed", name)
+	}
+	rt := r.Table.String()
+	// Evenly spread materialized buckets.
+	rows, err = conn.Query(ctx, fmt.Sprintf(`
+		WITH b AS (SELECT DISTINCT bucket FROM %s),
+		     n AS (SELECT bucket, row_number() OVER (ORDER BY bucket) AS i, count(*) OVER () AS c FROM b)
+		SELECT bucket FROM n WHERE c <= $1::int OR (i - 1) %% ceil(c::numeric / $1::int)::int = 0 ORDER BY bucket`, rt),
+		strconv.Itoa(buckets))
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: pick buckets: %w", name, err)
+	}
+	var bucketList []string
+	for _, row := range rows {
+		bucketList = append(bucketList, catalog.QuoteLiteral(string(row[0])))
+	}
+	if len(bucketList) == 0 {
+		return nil, nil
+	}
+	bucketType := map[catalog.TimeType]string{catalog.Date: "date", catalog.Timestamp: "timestamp",
+		catalog.Timestamptz: "timestamptz"}[r.TimeType]
+	if bucketType == "" {
+		return nil, fmt.Errorf("verify %s: time column %s has type %q", name, r.TimeColumn, r.TimeType)
+	}
+	tc := catalog.QuoteIdent(r.TimeColumn)
+	var bucketExpr string
+	switch r.TimeType {
+	case catalog.Timestamptz:
+		bucketExpr = fmt.Sprintf("date_trunc(%s, %s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc, catalog.QuoteLiteral(r.TimeZone))
+	case catalog.Timestamp:
+		bucketExpr = fmt.Sprintf("date_trunc(%s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc)
+	default:
+		bucketExpr = fmt.Sprintf("date_trunc(%s, %s::timestamp)::date", catalog.QuoteLiteral(string(r.Grain)), tc)
+	}
+	var dims, joinOn []string
+	for _, d := range r.Dimensions {
+		q := catalog.QuoteIdent(d.Column)
+		dims = append(dims, q)
+		joinOn = append(joinOn, fmt.Sprintf("r.%s IS NOT DISTINCT FROM e.%s", q, q))
+	}
+	var hlls []catalog.Measure
+	var exactCols, rollCols []string
+	for _, m := range r.Measures {
+		if m.Kind == catalog.HLL {
+			hlls = append(hlls, m)
+			exactCols = append(exactCols, fmt.Sprintf("count(DISTINCT %s) AS %s", catalog.QuoteIdent(m.Expression), catalog.QuoteIdent("x_"+m.Column)))
+			rollCols = append(rollCols, fmt.Sprintf("r.%s, e.%s", catalog.QuoteIdent(m.Column), catalog.QuoteIdent("x_"+m.Column)))
+		}
+	}
+	if len(hlls) == 0 {
+		return nil, fmt.Errorf("verify %s: the rollup has no sketches", name)
+	}
+	keyCols := append([]string{"bucket"}, dims...)
+	keyText := make([]string, len(keyCols))
+	for i, k := range keyCols {
+		keyText[i] = fmt.Sprintf("coalesce(r.%s::text, 'NULL')", k)
+	}
+	q := fmt.Sprintf(`
+		WITH e AS (SELECT %s AS bucket%s, count(*) AS x_rows, %s FROM %s
+		            WHERE %s IN (%s) GROUP BY 1%s)
+		SELECT concat_ws(E'\t', %s), r.row_count, e.x_rows, %s
+		  FROM %s r JOIN e ON r.bucket = e.bucket%s
+		 WHERE r.bucket IN (%s) ORDER BY 1`,
+		bucketExpr, prefixComma(dims), strings.Join(exactCols, ", "), r.Source.String(),
+		bucketExpr, strings.Join(withType(bucketList, bucketType), ", "), groupPositions(len(dims)),
+		strings.Join(keyText, ", "), strings.Join(rollCols, ", "),
+		rt, prefixAnd(joinOn),
+		strings.Join(withType(bucketList, bucketType), ", "))
+	rows, err = conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: recompute: %w", name, err)
+	}
+	for _, row := range rows {
+		stored, _ := strconv.ParseInt(string(row[1]), 10, 64)
+		exactRows, _ := strconv.ParseInt(string(row[2]), 10, 64)
+		for i, m := range hlls {
+			raw, exactText := row[3+2*i], row[4+2*i]
+			exact, _ := strconv.ParseInt(string(exactText), 10, 64)
+			c := Check{Key: string(row[0]), Measure: m.Column, Exact: exact, RowCount: stored, ExactRows: exactRows}
+			h := new(sketch.HLL)
+			b, err := decodeHexBytea(raw)
+			if err == nil {
+				err = h.UnmarshalBinary(b)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("verify %s: row %s: %s: %w", name, c.Key, m.Column, err)
+			}
+			c.Estimate = h.Estimate()
+			if exact > 0 {
+				c.StdErrs = (c.Estimate - float64(exact)) / (m.StdErr() * float64(exact))
+			}
+			checks = append(checks, c)
+		}
+	}
+	return checks, nil
+}
+
+// Summary condenses checks: how many, the largest error in standard
+// errors, the share within 3, and rows whose row count differs.
+type Summary struct {
+	Checks      int
+	MaxStdErrs  float64
+	Within3     float64
+	Beyond5     int
+	CountErrors int
+}
+
+// Summarize computes the Summary of checks.
+func Summarize(checks []Check) Summary {
+	s := Summary{Checks: len(checks)}
+	within := 0
+	for _, c := range checks {
+		a := math.Abs(c.StdErrs)
+		s.MaxStdErrs = math.Max(s.MaxStdErrs, a)
+		if a <= 3 {
+			within++
+		}
+		if a > 5 {
+			s.Beyond5++
+		}
+		if c.RowCount != c.ExactRows {
+			s.CountErrors++
+		}
+	}
+	if len(checks) > 0 {
+		s.Within3 = float64(within) / float64(len(checks))
+	}
+	return s
+}
+
+func decodeHexBytea(b []byte) ([]byte, error) {
+	s, ok := strings.CutPrefix(string(b), `\x`)
+	if !ok {
+		return nil, fmt.Errorf("bytea %.10q is not in hex format", b)
+	}
+	out := make([]byte, len(s)/2)
+	for i := range out {
+		hi, lo := hexVal(s[2*i]), hexVal(s[2*i+1])
+		if hi < 0 || lo < 0 {
+			return nil, fmt.Errorf("bad hex in bytea at byte %d", i)
+		}
+		out[i] = byte(hi<<4 | lo)
+	}
+	if len(s)%2 != 0 {
+		return nil, fmt.Errorf("odd hex length %d in bytea", len(s))
+	}
+	return out, nil
+}
+
+func withType(lits []string, typ string) []string {
+	out := make([]string, len(lits))
+	for i, l := range lits {
+		out[i] = l + "::" + typ
+	}
+	return out
+}
+
+func prefixComma(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(xs, ", ")
+}
+
+func prefixAnd(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return " AND " + strings.Join(xs, " AND ")
+}
+
+func groupPositions(ndims int) string {
+	var b strings.Builder
+	for i := 0; i < ndims; i++ {
+		fmt.Fprintf(&b, ", %d", i+2)
+	}
+	return b.String()
+}

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+)
+
+var rollupCommand = &command{
+	name:    "rollup",
+	summary: "create, refresh, list, drop or verify sketch rollup tables",
+	run:     runRollup,
+}
+
+const rollupUsage = `create NAME --table T --time COL --distinct COLS [flags]
+       pgsketch-proxy rollup refresh NAME|--all [--full | --from T --to T] [flags]
+       pgsketch-proxy rollup list [flags]
+       pgsketch-proxy rollup drop NAME [flags]
+       pgsketch-proxy rollup verify NAME [--buckets N] [flags]`
+
+func runRollup(ctx context.Context, a *app, args []string) error {
+	if len(args) == 0 || isHelp(args[0]) {
+		f := a.newFlags(rollupUsage)
+		f.Usage()
+		if len(args) == 0 {
+			return fmt.Errorf("%w: missing create, refresh, list, drop or verify", errUsage)
+		}
+		return nil
+	}
+	action, rest := args[0], args[1:]
+	a.cmdPath += " " + action
+	switch action {
+	case "create":
+		return rollupCreate(ctx, a, rest)
+	case "refresh":
+		return rollupRefresh(ctx, a, rest)
+	case "list":
+		return rollupList(ctx, a, rest)
+	case "drop":
+		return rollupDrop(ctx, a, rest)
+	case "verify":
+		return rollupVerify(ctx, a, rest)
+	}
+	return fmt.Errorf("%w: unknown action %q: want create, refresh, list, drop or verify", errUsage, action)
+}
+
+// nameFirst lets the rollup name come before the flags, as in
+// "rollup create events_daily --table events ...": Go's flag package stops
+// at the first argument that is not a flag.
+func nameFirst(args []string) (name string, rest []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return "", args
+}
+
+// parseNamed parses flags and returns the one rollup name given before or
+// after them ("" when none and optional).
+func parseNamed(f *flags, args []string, required bool) (string, error) {
+	name, rest := nameFirst(args)
+	if err := f.parse(rest); err != nil {
+		return "", err
+	}
+	if name == "" && f.NArg() > 0 {
+		name = f.Arg(0)
+		if f.NArg() > 1 {
+			return "", fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(1))
+		}
+	} else if f.NArg() > 0 {
+		return "", fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	if required && name == "" {
+		return "", fmt.Errorf("%w: missing the rollup name", errUsage)
+	}
+	return name, nil
+}
+
+func dsnFlag(f *flags) *string {
+	return f.String("dsn", "", "PostgreSQL connection string of the database holding the rollup (required)")
+}
+
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	if dsn == "" {
+		return nil, fmt.Errorf("%w: --dsn (or PGSKETCH_DSN) is required", errUsage)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// explain adds what to do to the errors a missing catalog causes.
+func explain(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "3F000" || (pe.Code == "42883" && strings.Contains(pe.Message, "pgsketch."))) {
+		return fmt.Errorf("%w (the pgsketch catalog is missing or old: run pgsketch-proxy migrate up --dsn ...)", err)
+	}
+	return err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func rollupCreate(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("NAME --dsn URL --table SCHEMA.TABLE --time COLUMN --distinct COLS [flags]")
+	dsn := dsnFlag(f)
+	table := f.String("table", "", "base table, optionally schema-qualified (required)")
+	timeCol := f.String("time", "", "time column of the base table: date, timestamp or timestamptz (required)")
+	grain := f.String("grain", "day", "bucket width: hour, day, week or month")
+	tz := f.String("tz", "UTC", "time zone whose calendar cuts the buckets of a timestamptz column")
+	dims := f.String("dims", "", "comma-separated dimension columns")
+	distinct := f.String("distinct", "", "comma-separated columns to sketch for COUNT(DISTINCT)")
+	f.Bool("count", true, "store the row count per bucket (always on: every rollup has row_count)")
+	sum := f.String("sum", "", "comma-separated columns to store SUM partials of")
+	minCols := f.String("min", "", "comma-separated columns to store MIN partials of")
+	maxCols := f.String("max", "", "comma-separated columns to store MAX partials of")
+	log2m := f.Int("log2m", 14, "sketch registers 2^log2m (4..17); standard error 1.04/sqrt(2^log2m)")
+	regwidth := f.Int("regwidth", 5, "bits per sketch register (1..5)")
+	late := f.String("late-window", "", "how far before the watermark refreshes re-read late rows, as a PostgreSQL interval (default one bucket)")
+	noBuild := f.Bool("no-build", false, "only define the rollup; do not fill it now")
+	name, err := parseNamed(f, args, true)
+	if err != nil {
+		return err
+	}
+	if *table == "" || *timeCol == "" {
+		return fmt.Errorf("%w: --table and --time are required", errUsage)
+	}
+	conn, err := connect(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var lateArg any
+	if *late != "" {
+		lateArg = *late
+	}
+	var rel string
+	err = conn.QueryRow(ctx, `SELECT pgsketch.create_rollup($1, $2, $3, grain => $4, time_zone => $5,
+		dimensions => $6, distinct_columns => $7, sum_columns => $8, min_columns => $9, max_columns => $10,
+		log2m => $11, regwidth => $12, late_window => $13::interval)::text`,
+		name, *table, *timeCol, *grain, *tz, nonNil(splitList(*dims)), nonNil(splitList(*distinct)),
+		nonNil(splitList(*sum)), nonNil(splitList(*minCols)), nonNil(splitList(*maxCols)), *log2m, *regwidth, lateArg).Scan(&rel)
+	if err != nil {
+		return explain(err)
+	}
+	fmt.Fprintf(a.stdout, "created rollup %s (table %s)\n", name, rel)
+	if *noBuild {
+		return nil
+	}
+	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, name, refresh.Options{Full: true, Progress: progressReporter(a)})
+	if err != nil {
+		return fmt.Errorf("%w; the rollup is defined but empty: run pgsketch-proxy rollup refresh %s", err, name)
+	}
+	fmt.Fprintln(a.stdout, res)
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func rollupRefresh(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("NAME|--all --dsn URL [--full | --from T --to T] [flags]")
+	dsn := dsnFlag(f)
+	all := f.Bool("all", false, "refresh every rollup of the database")
+	full := f.Bool("full", false, "rebuild every bucket")
+	from := f.String("from", "", "rebuild the buckets from this time (a timestamp in the rollup's time zone) ...")
+	to := f.String("to", "", "... up to this time, exclusive; the buckets it cuts through are rebuilt whole")
+	name, err := parseNamed(f, args, false)
+	if err != nil {
+		return err
+	}
+	if (name == "") == !*all {
+		return fmt.Errorf("%w: give a rollup name or --all", errUsage)
+	}
+	if *full && (*from != "" || *to != "") {
+		return fmt.Errorf("%w: --full and --from/--to exclude each other", errUsage)
+	}
+	conn, err := connect(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	names := []string{name}
+	if *all {
+		rows, err := conn.Query(ctx, "SELECT name FROM pgsketch.rollup_defs ORDER BY name")
+		if err != nil {
+			return explain(err)
+		}
+		if names, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return explain(err)
+		}
+	}
+	for _, n := range names {
+		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, n,
+			refresh.Options{Full: *full, From: *from, To: *to, Progress: progressReporter(a)})
+		if err != nil {
+			return explain(err)
+		}
+		fmt.Fprintln(a.stdout, res)
+	}
+	return nil
+}
+
+func rollupList(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("--dsn URL [flags]")
+	dsn := dsnFlag(f)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	conn, err := connect(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT name, source, grain, time_zone, array_to_string(dimensions, ','),
+		array_to_string(measures, '; '), coalesce(to_char(watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI"Z"'), 'never'),
+		coalesce(rows, 0), pg_size_pretty(bytes), coalesce(to_char(last_refresh AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'never'),
+		coalesce(justify_interval(date_trunc('second', lag))::text, '')
+		FROM pgsketch.rollups ORDER BY name`)
+	if err != nil {
+		return explain(err)
+	}
+	defer rows.Close()
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLAST REFRESH\tLAG")
+	for rows.Next() {
+		var s [10]string
+		var n int64
+		if err := rows.Scan(&s[0], &s[1], &s[2], &s[3], &s[4], &s[5], &s[6], &n, &s[7], &s[8], &s[9]); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6], n, s[7], s[8], s[9])
+	}
+	if err := rows.Err(); err != nil {
+		return explain(err)
+	}
+	return w.Flush()
+}
+
+func rollupDrop(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("NAME --dsn URL [flags]")
+	dsn := dsnFlag(f)
+	ifExists := f.Bool("if-exists", false, "succeed when the rollup does not exist")
+	name, err := parseNamed(f, args, true)
+	if err != nil {
+		return err
+	}
+	conn, err := connect(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1, $2)", name, *ifExists); err != nil {
+		return explain(err)
+	}
+	fmt.Fprintf(a.stdout, "dropped rollup %s\n", name)
+	return nil
+}
+
+func rollupVerify(ctx context.Context, a *app, args []string) error {
+	f := a.newFlags("NAME --dsn URL [--buckets N] [flags]")
+	dsn := dsnFlag(f)
+	buckets := f.Int("buckets", 10, "how many buckets to recompute exactly, spread over the rollup's range")
+	verbose := f.Bool("v", false, "print every checked row, not only the summary and the worst rows")
+	name, err := parseNamed(f, args, true)
+	if err != nil {
+		return err
+	}
+	if *buckets < 1 {
+		return fmt.Errorf("%w: --buckets must be at least 1", errUsage)
+	}
+	conn, err := connect(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	checks, err := refresh.Verify(ctx, refresh.PgConn{C: conn.PgConn()}, name, *buckets)
+	if err != nil {
+		return explain(err)
+	}
+	printChecks(a.stdout, checks, *verbose)
+	s := refresh.Summarize(checks)
+	fmt.Fprintf(a.stdout, "%d rows checked: largest error %.2f standard errors, %.1f%% within 3, %d beyond 5, %d row counts wrong\n",
+		s.Checks, s.MaxStdErrs, 100*s.Within3, s.Beyond5, s.CountErrors)
+	if s.Beyond5 > 0 || s.CountErrors > 0 {
+		return fmt.Errorf("rollup %s failed verification: rebuild it with pgsketch-proxy rollup refresh %s --full", name, name)
+	}
+	return nil
+}
+
+func printChecks(out io.Writer, checks []refresh.Check, all bool) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "BUCKET AND DIMENSIONS\tMEASURE\tEXACT\tESTIMATE\tERROR (SE)\tROWS\t")
+	shown := 0
+	for _, c := range checks {
+		if !all && (c.StdErrs < 3 && c.StdErrs > -3) && c.RowCount == c.ExactRows && shown >= 10 {
+			continue
+		}
+		shown++
+		fmt.Fprintf(w, "%s\t%s\t%d\t%.0f\t%+.2f\t%d\t\n", strings.ReplaceAll(c.Key, "\t", " | "), c.Measure, c.Exact, c.Estimate, c.StdErrs, c.RowCount)
+	}
+	w.Flush()
+}
+
+// progressReporter shows a refresh's progress: a bar redrawn in place on a
+// terminal, a log line every 10 seconds otherwise.
+func progressReporter(a *app) func(refresh.Progress) {
+	if isTerminal(a.stderr) {
+		return func(p refresh.Progress) { drawBar(a.stderr, p) }
+	}
+	var last time.Time
+	return func(p refresh.Progress) {
+		if p.Done || time.Since(last) >= 10*time.Second {
+			last = time.Now()
+			a.log.Info("refreshing", "rollup", p.Rollup, "rows", p.Rows, "estimated_rows", p.Estimate,
+				"rows_per_s", int64(rate(p)), "elapsed", p.Elapsed.Round(time.Second).String(), "done", p.Done)
+		}
+	}
+}
+
+func rate(p refresh.Progress) float64 {
+	if p.Elapsed <= 0 {
+		return 0
+	}
+	return float64(p.Rows) / p.Elapsed.Seconds()
+}
+
+// drawBar redraws one line: [#####.....] 45% 9.0M/20.0M rows 1.2M rows/s ETA 9s.
+func drawBar(w io.Writer, p refresh.Progress) {
+	const width = 30
+	r := rate(p)
+	line := fmt.Sprintf("%s: %s rows  %s rows/s", p.Rollup, human(float64(p.Rows)), human(r))
+	if p.Estimate > 0 {
+		frac := min(float64(p.Rows)/float64(p.Estimate), 1)
+		n := int(frac * width)
+		eta := "?"
+		if r > 0 && p.Rows < p.Estimate {
+			eta = (time.Duration(float64(p.Estimate-p.Rows)/r) * time.Second).Round(time.Second).String()
+		} else if p.Rows >= p.Estimate {
+			eta = "0s"
+		}
+		line = fmt.Sprintf("%s: [%s%s] %3.0f%%  %s/~%s rows  %s rows/s  ETA %s", p.Rollup,
+			strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac,
+			human(float64(p.Rows)), human(float64(p.Estimate)), human(r), eta)
+	}
+	if p.Done {
+		line = fmt.Sprintf("%s: read %s rows in %s (%s rows/s)", p.Rollup, human(float64(p.Rows)),
+			p.Elapsed.Round(100*time.Millisecond), human(r))
+	}
+	end := ""
+	if p.Done {
+		end = "\n"
+	}
+	fmt.Fprintf(w, "\r\033[K%s%s", line, end)
+}
+
+func human(x float64) string {
+	switch {
+	case x >= 1e9:
+		return fmt.Sprintf("%.1fG", x/1e9)
+	case x >= 1e6:
+		return fmt.Sprintf("%.1fM", x/1e6)
+	case x >= 1e4:
+		return fmt.Sprintf("%.0fk", x/1e3)
+	}
+	return fmt.Sprintf("%.0f", x)
+}
