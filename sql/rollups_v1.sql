@@ -177,6 +177,11 @@ BEGIN
         + cardinality(coalesce(min_columns, '{}')) + cardinality(coalesce(max_columns, '{}')) > 0, '22023',
         'a rollup needs at least one measure', 'Give distinct_columns, sum_columns, min_columns or max_columns.');
 
+    PERFORM pgsketch.raise_unless(pgsketch.is_identifier_list(coalesce(dimensions, '{}')), '42701',
+        coalesce(format('dimension %s is listed twice', (SELECT x FROM unnest(dimensions) x GROUP BY x HAVING count(*) > 1 LIMIT 1)),
+                 format('dimensions %s hold an empty or NULL name', dimensions)),
+        'List each dimension once, by its column name.');
+
     INSERT INTO pgsketch.rollup_defs (name, source_schema, source_table, rollup_schema, rollup_table,
                                       time_column, grain, time_zone, dimensions, late_window)
     VALUES (name, src_schema, src_table, src_schema, name, time_column, grain, time_zone,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/migrations"
 )
 
 var proxyBin struct {
@@ -70,6 +73,8 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 func TestCLIMigrate(t *testing.T) {
 	t.Parallel()
 	db := newTestDB(t)
+	latest := migrations.Latest()
+	v := func(n uint) string { return fmt.Sprintf("catalog version %d of %d (clean)", n, latest) }
 	for _, step := range []struct {
 		args   []string
 		env    []string
@@ -77,11 +82,12 @@ func TestCLIMigrate(t *testing.T) {
 		stdout string // substring
 		stderr string // substring
 	}{
-		{args: []string{"migrate", "version", "--dsn", db.DSN}, stdout: "catalog version 0 of 1 (clean)"},
-		{args: []string{"migrate", "up", "--dsn", db.DSN, "--log-level", "warn"}, stdout: "catalog version 1 of 1 (clean)"},
-		{args: []string{"migrate", "up"}, env: []string{"PGSKETCH_DSN=" + db.DSN}, stdout: "catalog version 1 of 1 (clean)"},
-		{args: []string{"migrate", "down", "--all", "--dsn", db.DSN}, stdout: "catalog version 0 of 1 (clean)"},
-		{args: []string{"migrate", "up", "--dsn", db.DSN}, stdout: "catalog version 1 of 1 (clean)"},
+		{args: []string{"migrate", "version", "--dsn", db.DSN}, stdout: v(0)},
+		{args: []string{"migrate", "up", "--dsn", db.DSN, "--log-level", "warn"}, stdout: v(latest)},
+		{args: []string{"migrate", "up"}, env: []string{"PGSKETCH_DSN=" + db.DSN}, stdout: v(latest)},
+		{args: []string{"migrate", "down", "--dsn", db.DSN}, stdout: v(latest - 1)},
+		{args: []string{"migrate", "down", "--all", "--dsn", db.DSN}, stdout: v(0)},
+		{args: []string{"migrate", "up", "--dsn", db.DSN}, stdout: v(latest)},
 		{args: []string{"migrate", "up"}, code: 2, stderr: "--dsn (or PGSKETCH_DSN) is required"},
 		{args: []string{"migrate", "sideways", "--dsn", db.DSN}, code: 2, stderr: `unknown action "sideways"`},
 		{args: []string{"migrate", "up", "--dsn", db.DSN}, env: []string{"PGSKETCH_LOG_LEVEL=loud"}, code: 2, stderr: "--log-level \"loud\""},
