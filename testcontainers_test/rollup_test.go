@@ -441,7 +441,9 @@ func TestRollupGrantsAndNotify(t *testing.T) {
 	analyst, outsider := "pgsk_analyst"+suffix, "pgsk_outsider"+suffix
 	for _, r := range []string{analyst, outsider} {
 		mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s`, r))
-		t.Cleanup(func() { _ = adminExec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE IF EXISTS %[1]s`, r)) })
+		t.Cleanup(func() {
+			_ = adminExec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE IF EXISTS %[1]s`, r))
+		})
 	}
 	mustExec(t, conn, `GRANT SELECT ON events TO `+analyst)
 	createRollup(t, conn, "daily", eventsRollupArgs)
