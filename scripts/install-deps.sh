@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need and a fresh Debian 12 machine
 # with Go lacks, from Debian's packages: PostgreSQL 15 and its hll extension,
-# psql, and Node.js with npm (the node-postgres client test).
+# psql, Node.js with npm (the node-postgres client test), and gcc (cgo, for
+# the SQL parser).
 # As root it runs apt-get; otherwise it names the packages and exits 1.
 set -euo pipefail
 
@@ -9,6 +10,8 @@ pg_bin=/usr/lib/postgresql/15/bin
 pg_ext=/usr/share/postgresql/15/extension
 
 missing=()
+# The SQL parser of rewrite/ (pg_query_go) is cgo: it needs a C compiler.
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 [ -x "$pg_bin/initdb" ] && [ -x "$pg_bin/pg_ctl" ] && [ -x "$pg_bin/postgres" ] || missing+=(postgresql-15)
 [ -f "$pg_ext/hll.control" ] || missing+=(postgresql-15-hll)
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client-15)

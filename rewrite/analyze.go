@@ -1,0 +1,532 @@
+package rewrite
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+)
+
+// Classification of expressions over the base table: which can be evaluated
+// on a rollup row (constant within every (bucket, dimensions) group of base
+// rows), and which still vary with the time column.
+
+type kind int
+
+const (
+	// kConst references no column: literals, parameters, now().
+	kConst kind = iota
+	// kRow is constant within a rollup row: it references dimensions and
+	// the time column only through bucket-constant expressions, so it can
+	// be evaluated on the bucket start.
+	kRow
+	// kTime is a value of the time column, possibly converted or shifted.
+	kTime
+	// kEpoch is extract(epoch from a kTime).
+	kEpoch
+	// kEpochDiv is a kEpoch divided by a constant.
+	kEpochDiv
+	// kBad cannot be evaluated on rollup rows; why says why.
+	kBad
+)
+
+type class struct {
+	k   kind
+	v   view
+	div float64
+	why string
+}
+
+// view describes a kTime value: an instant (timestamptz) or a wall-clock
+// value (timestamp, date) and which calendar its wall clock is in.
+type view struct {
+	// wall is set for timestamp/date values.
+	wall bool
+	// zone is, for a wall value, the zone of its wall clock: "native" for
+	// the column's own (timestamp and date columns), "session", or a zone
+	// name. For an instant it is "" or, for an instant made from a native
+	// wall clock in the session's zone, "native".
+	zone string
+	// shiftDays is a whole number of days added.
+	shiftDays int
+	// raw is set for the bare time column.
+	raw bool
+}
+
+func bad(format string, args ...string) class {
+	s := format
+	for _, a := range args {
+		s = strings.Replace(s, "%s", a, 1)
+	}
+	return class{k: kBad, why: s}
+}
+
+// classify classifies e.
+func (m *matcher) classify(e expr) class {
+	switch e := e.(type) {
+	case nil:
+		return class{k: kConst}
+	case *constExpr, *paramRef:
+		return class{k: kConst}
+	case *unsupported:
+		return bad("uses " + e.what)
+	case *colRef:
+		name, why := m.column(e)
+		if why != "" {
+			return bad(why)
+		}
+		if name == m.r.TimeColumn {
+			if m.r.TimeType == catalog.Timestamptz {
+				return class{k: kTime, v: view{raw: true}}
+			}
+			return class{k: kTime, v: view{wall: true, zone: "native", raw: true}}
+		}
+		if _, ok := m.r.Dimension(name); ok {
+			return class{k: kRow}
+		}
+		return bad("column " + quoteIdent(name) + " is not a dimension of the rollup")
+	case *varFunc:
+		return m.combine(e.args, "")
+	case *funcCall:
+		return m.classifyCall(e)
+	case *castExpr:
+		return m.classifyCast(e)
+	case *opExpr:
+		return m.classifyOp(e)
+	case *boolExpr:
+		return m.combine(e.args, "")
+	case *nullTest:
+		return m.combine([]expr{e.arg}, "")
+	case *boolTest:
+		return m.combine([]expr{e.arg}, "")
+	case *inExpr:
+		return m.combine(append([]expr{e.arg}, e.list...), "")
+	case *betweenExpr:
+		return m.combine([]expr{e.arg, e.lo, e.hi}, "")
+	case *kwExpr:
+		return m.combine([]expr{e.l, e.r}, "")
+	case *caseExpr:
+		args := []expr{e.arg, e.def}
+		for _, w := range e.whens {
+			args = append(args, w.cond, w.res)
+		}
+		return m.combine(args, "")
+	case *arrayExpr:
+		return m.combine(e.elems, "")
+	}
+	return bad("uses an unsupported expression")
+}
+
+// combine classifies an expression from its operands: kBad if any is, not
+// constant if any operand still varies with time, else kRow or kConst.
+func (m *matcher) combine(args []expr, _ string) class {
+	out := class{k: kConst}
+	for _, a := range args {
+		if a == nil {
+			continue
+		}
+		c := m.classify(a)
+		switch c.k {
+		case kBad:
+			return c
+		case kTime, kEpoch, kEpochDiv:
+			return bad(m.notConstant(c))
+		case kRow:
+			out.k = kRow
+		}
+	}
+	return out
+}
+
+func constString(e expr) (string, bool) {
+	if c, ok := e.(*constExpr); ok && c.kind == "str" {
+		return c.val, true
+	}
+	if c, ok := e.(*castExpr); ok {
+		return constString(c.arg)
+	}
+	return "", false
+}
+
+func constNumber(e expr) (float64, bool) {
+	if c, ok := e.(*constExpr); ok && (c.kind == "int" || c.kind == "float") {
+		f, err := strconv.ParseFloat(c.val, 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func (m *matcher) classifyCall(f *funcCall) class {
+	name, builtin := f.builtin()
+	if aggKind(f) != "" {
+		return bad("an aggregate is not allowed here")
+	}
+	if !builtin {
+		return m.combine(f.args, "")
+	}
+	if volatileFuncs[name] {
+		return bad("volatile function " + name + "() cannot be evaluated on rollup rows")
+	}
+	switch name {
+	case "date_trunc":
+		if len(f.args) != 2 && len(f.args) != 3 {
+			break
+		}
+		c := m.classify(f.args[1])
+		if c.k != kTime {
+			break
+		}
+		unit, ok := constString(f.args[0])
+		if !ok {
+			return bad("date_trunc with a unit that is not a literal")
+		}
+		zone := ""
+		if len(f.args) == 3 {
+			z, ok := constString(f.args[2])
+			if !ok {
+				return bad("date_trunc with a time zone that is not a literal")
+			}
+			zone = z
+		}
+		return m.bucketConstant(c.v, strings.ToLower(unit), zone, "date_trunc('"+strings.ToLower(unit)+"', ...)")
+	case "extract", "date_part":
+		if len(f.args) != 2 {
+			break
+		}
+		c := m.classify(f.args[1])
+		if c.k != kTime {
+			break
+		}
+		field, ok := constString(f.args[0])
+		if !ok {
+			return bad(name + " with a field that is not a literal")
+		}
+		field = strings.ToLower(field)
+		if field == "epoch" {
+			return class{k: kEpoch, v: c.v}
+		}
+		unit, ok := extractUnit[field]
+		if !ok {
+			return bad("extract(" + field + " ...) varies within one " + string(m.r.Grain) + " bucket")
+		}
+		return m.bucketConstant(c.v, unit, "", "extract("+field+" ...)")
+	case "floor":
+		if len(f.args) != 1 {
+			break
+		}
+		c := m.classify(f.args[0])
+		if c.k == kEpochDiv {
+			return m.epochConstant(c)
+		}
+	case "timezone":
+		// x AT TIME ZONE z
+		if len(f.args) != 2 {
+			break
+		}
+		c := m.classify(f.args[1])
+		if c.k != kTime {
+			break
+		}
+		z, ok := constString(f.args[0])
+		if !ok {
+			return bad("AT TIME ZONE with a zone that is not a literal")
+		}
+		if c.v.wall || c.v.zone != "" {
+			return bad("AT TIME ZONE applied to a timestamp without time zone")
+		}
+		return class{k: kTime, v: view{wall: true, zone: z, shiftDays: c.v.shiftDays}}
+	case "to_timestamp":
+		if len(f.args) == 1 {
+			c := m.classify(f.args[0])
+			if c.k == kEpoch {
+				// to_timestamp(extract(epoch from ts)) is ts again.
+				return class{k: kTime, v: view{zone: c.v.zone, shiftDays: c.v.shiftDays}}
+			}
+		}
+	}
+	return m.combine(f.args, "")
+}
+
+// extractUnit maps an extract field to the unit it is constant within.
+var extractUnit = map[string]string{
+	"hour": "hour", "day": "day", "dow": "day", "isodow": "day", "doy": "day", "julian": "day",
+	"week": "week", "isoyear": "isoyear", "month": "month", "quarter": "quarter", "year": "year",
+	"decade": "decade", "century": "century", "millennium": "millennium",
+}
+
+// unitRank orders date_trunc units; units finer than an hour are absent.
+var unitRank = map[string]int{
+	"hour": 1, "day": 2, "week": 3, "month": 4, "quarter": 5, "year": 6, "decade": 7, "century": 8, "millennium": 9,
+}
+
+// unitNests reports whether every bucket of grain g lies within one period of
+// unit u.
+func unitNests(u string, g catalog.Grain) bool {
+	switch g {
+	case catalog.Hour:
+		return unitRank[u] >= 1 || u == "isoyear"
+	case catalog.Day:
+		return unitRank[u] >= 2 || u == "isoyear"
+	case catalog.Week:
+		return u == "week" || u == "isoyear"
+	case catalog.Month:
+		return unitRank[u] >= 4
+	}
+	return false
+}
+
+// sameZone compares time zone names, treating the spellings of UTC alike.
+func sameZone(a, b string) bool {
+	norm := func(z string) string {
+		z = strings.ToLower(strings.TrimSpace(z))
+		switch z {
+		case "utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "uct", "etc/uct", "universal", "etc/universal",
+			"greenwich", "etc/greenwich", "gmt0", "etc/gmt0", "gmt+0", "gmt-0", "+00", "+00:00":
+			return "utc"
+		}
+		return z
+	}
+	return norm(a) == norm(b)
+}
+
+// calendarOK checks that the wall clock a unit is cut in is the rollup's.
+// zone3 is the explicit zone of a 3-argument date_trunc.
+func (m *matcher) calendarOK(v view, zone3 string) (bool, string) {
+	r := m.r
+	col := quoteIdent(r.TimeColumn)
+	if r.TimeType == catalog.Timestamptz {
+		var z string
+		switch {
+		case v.wall && v.zone == "session":
+			z = m.sess.TimeZone
+		case v.wall:
+			z = v.zone
+		case zone3 != "":
+			z = zone3
+		default:
+			z = m.sess.TimeZone
+		}
+		if !sameZone(z, r.TimeZone) {
+			if !v.wall && zone3 == "" {
+				return false, "session TimeZone " + strconv.Quote(m.sess.TimeZone) + " differs from the rollup's time zone " + strconv.Quote(r.TimeZone) + ", which cuts " + col + " into buckets"
+			}
+			return false, "buckets are cut in time zone " + strconv.Quote(z) + ", not in the rollup's " + strconv.Quote(r.TimeZone)
+		}
+		if v.shiftDays != 0 && !sameZone(m.sess.TimeZone, r.TimeZone) {
+			return false, "a shift by days is applied in session TimeZone " + strconv.Quote(m.sess.TimeZone) + ", not the rollup's " + strconv.Quote(r.TimeZone)
+		}
+		return true, ""
+	}
+	// timestamp and date columns: buckets are cut on the values themselves.
+	switch {
+	case v.wall && v.zone == "native" && zone3 == "":
+		return true, ""
+	case !v.wall && v.zone == "native" && zone3 == "":
+		return true, ""
+	}
+	return false, col + " is converted between time zones before it is cut"
+}
+
+// bucketConstant decides whether truncating (or extracting) unit u from view
+// v is constant within each rollup bucket.
+func (m *matcher) bucketConstant(v view, u, zone3, what string) class {
+	if _, ok := unitRank[u]; !ok && u != "isoyear" {
+		return bad(what + " is finer than or unknown to the rollup's grain " + string(m.r.Grain))
+	}
+	if !unitNests(u, m.r.Grain) {
+		return bad(what + " does not contain whole " + string(m.r.Grain) + " buckets")
+	}
+	if ok, why := m.calendarOK(v, zone3); !ok {
+		return bad(why)
+	}
+	if v.shiftDays != 0 {
+		switch m.r.Grain {
+		case catalog.Hour, catalog.Day:
+		case catalog.Week:
+			if v.shiftDays%7 != 0 {
+				return bad("a shift of " + strconv.Itoa(v.shiftDays) + " days moves week starts off the rollup's Monday weeks")
+			}
+		default:
+			return bad("a shift by days moves " + u + " starts off the rollup's month buckets")
+		}
+	}
+	return class{k: kRow}
+}
+
+// epochConstant decides whether floor(extract(epoch from v)/N) is constant
+// within each rollup bucket (Grafana's $__timeGroup).
+func (m *matcher) epochConstant(c class) class {
+	var length float64
+	switch m.r.Grain {
+	case catalog.Hour:
+		length = 3600
+	case catalog.Day:
+		length = 86400
+	default:
+		return bad("epoch buckets do not align with " + string(m.r.Grain) + " buckets")
+	}
+	n := c.div
+	if n <= 0 || n != math.Trunc(n) || math.Mod(n, length) != 0 {
+		return bad("epoch buckets of " + strconv.FormatFloat(n, 'f', -1, 64) + " seconds are not whole " + string(m.r.Grain) + " buckets")
+	}
+	v := c.v
+	if v.shiftDays != 0 {
+		return bad("epoch buckets of a shifted time")
+	}
+	switch {
+	case m.r.TimeType != catalog.Timestamptz:
+		if !(v.zone == "native") {
+			return bad("epoch of a converted time")
+		}
+	case v.wall:
+		z := v.zone
+		if z == "session" {
+			z = m.sess.TimeZone
+		}
+		if !sameZone(z, m.r.TimeZone) {
+			return bad("epoch buckets are cut in time zone " + strconv.Quote(z) + ", not in the rollup's " + strconv.Quote(m.r.TimeZone))
+		}
+	default:
+		if !sameZone(m.r.TimeZone, "UTC") {
+			return bad("epoch buckets are cut in UTC, not in the rollup's time zone " + strconv.Quote(m.r.TimeZone))
+		}
+	}
+	return class{k: kRow}
+}
+
+func (m *matcher) classifyCast(e *castExpr) class {
+	c := m.classify(e.arg)
+	if c.k != kTime {
+		if c.k == kEpoch || c.k == kEpochDiv {
+			return bad(m.notConstant(c))
+		}
+		return c
+	}
+	t := e.typ
+	tn := t.names[len(t.names)-1]
+	if t.array > 0 || (len(t.names) == 2 && t.names[0] != "pg_catalog") {
+		return bad("cast of " + quoteIdent(m.r.TimeColumn) + " to an unusual type")
+	}
+	v := c.v
+	v.raw = false
+	switch tn {
+	case "date":
+		return m.bucketConstant(v, "day", "", "a cast to date")
+	case "timestamp":
+		if !v.wall {
+			if v.zone == "native" {
+				v.wall, v.zone = true, "native"
+			} else {
+				v.wall, v.zone = true, "session"
+			}
+		}
+		return class{k: kTime, v: v}
+	case "timestamptz":
+		if v.wall {
+			if v.zone == "native" {
+				v.wall, v.zone = false, "native"
+			} else if v.zone == "session" {
+				v.wall, v.zone = false, ""
+			} else {
+				return bad("cast of a converted time to timestamptz")
+			}
+		}
+		return class{k: kTime, v: v}
+	}
+	return bad("cast of " + quoteIdent(m.r.TimeColumn) + " to " + tn + " varies within one " + string(m.r.Grain) + " bucket")
+}
+
+func (m *matcher) classifyOp(e *opExpr) class {
+	if e.l == nil {
+		return m.combine([]expr{e.r}, "")
+	}
+	lc := m.classify(e.l)
+	if lc.k == kBad {
+		return lc
+	}
+	rc := m.classify(e.r)
+	if rc.k == kBad {
+		return rc
+	}
+	if e.schema == "" {
+		switch {
+		case lc.k == kTime && rc.k == kConst && (e.op == "+" || e.op == "-"):
+			days, ok := shiftDays(e.r, m.r.TimeType == catalog.Date && lc.v.wall && lc.v.zone == "native")
+			if !ok {
+				return bad("shift of " + quoteIdent(m.r.TimeColumn) + " by something other than whole days")
+			}
+			if e.op == "-" {
+				days = -days
+			}
+			v := lc.v
+			v.raw = false
+			v.shiftDays += days
+			return class{k: kTime, v: v}
+		case rc.k == kTime && lc.k == kConst && e.op == "+":
+			days, ok := shiftDays(e.l, m.r.TimeType == catalog.Date && rc.v.wall && rc.v.zone == "native")
+			if !ok {
+				return bad("shift of " + quoteIdent(m.r.TimeColumn) + " by something other than whole days")
+			}
+			v := rc.v
+			v.raw = false
+			v.shiftDays += days
+			return class{k: kTime, v: v}
+		case lc.k == kEpoch && rc.k == kConst && e.op == "/":
+			n, ok := constNumber(e.r)
+			if !ok {
+				return bad("epoch divided by something other than a number")
+			}
+			return class{k: kEpochDiv, v: lc.v, div: n}
+		}
+	}
+	for _, c := range []class{lc, rc} {
+		if c.k == kTime || c.k == kEpoch || c.k == kEpochDiv {
+			return bad(m.notConstant(c))
+		}
+	}
+	if lc.k == kRow || rc.k == kRow {
+		return class{k: kRow}
+	}
+	return class{k: kConst}
+}
+
+// shiftDays reads a constant interval of whole days ('1 day', '-1 day',
+// '1 week', '7 days'), or an integer number of days when intOK (date +
+// integer).
+func shiftDays(e expr, intOK bool) (int, bool) {
+	if intOK {
+		if c, ok := e.(*constExpr); ok && c.kind == "int" {
+			n, err := strconv.Atoi(c.val)
+			return n, err == nil
+		}
+	}
+	c, ok := e.(*castExpr)
+	if !ok || c.typ.names[len(c.typ.names)-1] != "interval" {
+		return 0, false
+	}
+	s, ok := constString(c.arg)
+	if !ok {
+		return 0, false
+	}
+	f := strings.Fields(strings.ToLower(s))
+	if len(f)%2 != 0 || len(f) == 0 {
+		return 0, false
+	}
+	days := 0
+	for i := 0; i < len(f); i += 2 {
+		n, err := strconv.Atoi(f[i])
+		if err != nil {
+			return 0, false
+		}
+		switch strings.TrimSuffix(f[i+1], "s") {
+		case "day":
+			days += n
+		case "week":
+			days += 7 * n
+		default:
+			return 0, false
+		}
+	}
+	return days, true
+}

@@ -1,0 +1,571 @@
+package rewrite
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The AST of this package: the subset of PostgreSQL's raw parse tree that the
+// rewriter reasons about. parse.go converts the parser's tree into it; any
+// construct it does not model becomes an unsupported node carrying a name for
+// passthrough reasons. The printer below turns it back into SQL that
+// PostgreSQL parses (the golden and fuzz tests parse every emitted SQL).
+
+type expr interface{ isExpr() }
+
+type (
+	// colRef is a column reference, possibly qualified (table, schema.table).
+	colRef struct{ parts []string }
+	// constExpr is a literal: kind is one of "int", "float", "str", "bool",
+	// "bits", "null"; val holds its text.
+	constExpr struct{ kind, val string }
+	// paramRef is $n.
+	paramRef struct{ n int }
+	// funcCall is a function or aggregate call.
+	funcCall struct {
+		name     []string
+		args     []expr
+		distinct bool
+		star     bool
+		// sqlSyntax is set for calls the grammar produced from SQL syntax
+		// (EXTRACT(f FROM x), x AT TIME ZONE z, ...).
+		sqlSyntax bool
+	}
+	// opExpr is a binary operator, or a prefix one when l is nil. schema is
+	// set for OPERATOR(schema.op).
+	opExpr struct {
+		schema, op string
+		l, r       expr
+	}
+	// boolExpr is AND, OR (two or more args) or NOT (one).
+	boolExpr struct {
+		op   string
+		args []expr
+	}
+	castExpr struct {
+		arg expr
+		typ *typeName
+	}
+	typeName struct {
+		names []string
+		mods  []expr
+		array int
+	}
+	nullTest struct {
+		arg expr
+		not bool
+	}
+	boolTest struct {
+		arg  expr
+		test string // "IS TRUE", "IS NOT FALSE", ...
+	}
+	// inExpr is x [NOT] IN (list).
+	inExpr struct {
+		arg  expr
+		list []expr
+		not  bool
+	}
+	// betweenExpr is x [NOT] BETWEEN [SYMMETRIC] lo AND hi.
+	betweenExpr struct {
+		arg, lo, hi    expr
+		not, symmetric bool
+	}
+	// likeExpr is x [NOT] LIKE/ILIKE p, and IS [NOT] DISTINCT FROM, NULLIF
+	// and op ANY/ALL, all printed with a keyword between two operands.
+	kwExpr struct {
+		l, r expr
+		kw   string // "LIKE", "NOT ILIKE", "IS DISTINCT FROM", ...
+		// fn is set for NULLIF(l, r) and for "op ANY(r)" forms
+		fn string
+	}
+	caseExpr struct {
+		arg   expr
+		whens []caseWhen
+		def   expr
+	}
+	caseWhen struct{ cond, res expr }
+	// varFunc is a call that takes no parentheses-and-args in SQL: name is
+	// "coalesce", "greatest", "least" (args) or a SQL value function such as
+	// "current_date", "current_timestamp" (no args).
+	varFunc struct {
+		name string
+		args []expr
+		mod  int // precision of current_timestamp(p) etc., -1 if none
+	}
+	// arrayExpr is ARRAY[...].
+	arrayExpr struct{ elems []expr }
+	// unsupported stands for a construct the rewriter does not handle.
+	unsupported struct{ what string }
+)
+
+func (*colRef) isExpr()      {}
+func (*constExpr) isExpr()   {}
+func (*paramRef) isExpr()    {}
+func (*funcCall) isExpr()    {}
+func (*opExpr) isExpr()      {}
+func (*boolExpr) isExpr()    {}
+func (*castExpr) isExpr()    {}
+func (*nullTest) isExpr()    {}
+func (*boolTest) isExpr()    {}
+func (*inExpr) isExpr()      {}
+func (*betweenExpr) isExpr() {}
+func (*kwExpr) isExpr()      {}
+func (*caseExpr) isExpr()    {}
+func (*varFunc) isExpr()     {}
+func (*arrayExpr) isExpr()   {}
+func (*unsupported) isExpr() {}
+
+// selectStmt is one simple SELECT.
+type selectStmt struct {
+	targets  []target
+	from     []fromItem
+	where    expr
+	groupBy  []expr
+	having   expr
+	orderBy  []sortItem
+	limit    expr
+	offset   expr
+	distinct bool
+	// unsupported names the first construct (WITH, UNION, window, ...)
+	// the rewriter does not handle; empty if none.
+	unsupported string
+}
+
+type target struct {
+	name string // alias, "" if none
+	e    expr
+	star bool
+}
+
+type fromItem struct {
+	schema, name, alias string
+	only                bool
+	unsupported         string // join, subquery, function, ...
+}
+
+type sortItem struct {
+	e     expr
+	dir   string // "", "ASC", "DESC", or "USING op" (unsupported)
+	nulls string // "", "NULLS FIRST", "NULLS LAST"
+}
+
+// funcName returns the unqualified, lower-case name of a call, and whether it
+// was qualified with pg_catalog or not at all (a call in another schema is
+// a user function and never treated as a built-in).
+func (f *funcCall) builtin() (string, bool) {
+	switch len(f.name) {
+	case 1:
+		return f.name[0], true
+	case 2:
+		if f.name[0] == "pg_catalog" {
+			return f.name[1], true
+		}
+	}
+	return "", false
+}
+
+// printer renders an expression as SQL. hook, when set, may replace any
+// node's rendering (column mapping, substitution of group keys and
+// aggregates); it is consulted before the node's own rule.
+type printer struct {
+	sb   strings.Builder
+	hook func(e expr) (string, bool)
+}
+
+func (p *printer) expr(e expr) {
+	if p.hook != nil {
+		if s, ok := p.hook(e); ok {
+			p.sb.WriteString(s)
+			return
+		}
+	}
+	switch e := e.(type) {
+	case *colRef:
+		for i, part := range e.parts {
+			if i > 0 {
+				p.sb.WriteByte('.')
+			}
+			if part == "*" {
+				p.sb.WriteByte('*')
+			} else {
+				p.sb.WriteString(quoteIdent(part))
+			}
+		}
+	case *constExpr:
+		p.sb.WriteString(constSQL(e))
+	case *paramRef:
+		p.sb.WriteByte('$')
+		p.sb.WriteString(strconv.Itoa(e.n))
+	case *funcCall:
+		p.funcName(e.name)
+		p.sb.WriteByte('(')
+		if e.star {
+			p.sb.WriteByte('*')
+		}
+		if e.distinct {
+			p.sb.WriteString("DISTINCT ")
+		}
+		p.list(e.args)
+		p.sb.WriteByte(')')
+	case *opExpr:
+		p.sb.WriteByte('(')
+		if e.l != nil {
+			p.expr(e.l)
+			p.sb.WriteByte(' ')
+		}
+		if e.schema != "" {
+			p.sb.WriteString("OPERATOR(" + quoteIdent(e.schema) + "." + e.op + ")")
+		} else {
+			p.sb.WriteString(e.op)
+		}
+		p.sb.WriteByte(' ')
+		p.expr(e.r)
+		p.sb.WriteByte(')')
+	case *boolExpr:
+		p.sb.WriteByte('(')
+		if e.op == "NOT" {
+			p.sb.WriteString("NOT ")
+			p.expr(e.args[0])
+		} else {
+			for i, a := range e.args {
+				if i > 0 {
+					p.sb.WriteString(" " + e.op + " ")
+				}
+				p.expr(a)
+			}
+		}
+		p.sb.WriteByte(')')
+	case *castExpr:
+		p.sb.WriteString("CAST(")
+		p.expr(e.arg)
+		p.sb.WriteString(" AS ")
+		p.typeName(e.typ)
+		p.sb.WriteByte(')')
+	case *nullTest:
+		p.sb.WriteByte('(')
+		p.expr(e.arg)
+		if e.not {
+			p.sb.WriteString(" IS NOT NULL)")
+		} else {
+			p.sb.WriteString(" IS NULL)")
+		}
+	case *boolTest:
+		p.sb.WriteByte('(')
+		p.expr(e.arg)
+		p.sb.WriteString(" " + e.test + ")")
+	case *inExpr:
+		p.sb.WriteByte('(')
+		p.expr(e.arg)
+		if e.not {
+			p.sb.WriteString(" NOT")
+		}
+		p.sb.WriteString(" IN (")
+		p.list(e.list)
+		p.sb.WriteString("))")
+	case *betweenExpr:
+		p.sb.WriteByte('(')
+		p.expr(e.arg)
+		if e.not {
+			p.sb.WriteString(" NOT")
+		}
+		p.sb.WriteString(" BETWEEN ")
+		if e.symmetric {
+			p.sb.WriteString("SYMMETRIC ")
+		}
+		// The bounds are b_expr in the grammar: parenthesize them.
+		p.sb.WriteByte('(')
+		p.expr(e.lo)
+		p.sb.WriteString(") AND (")
+		p.expr(e.hi)
+		p.sb.WriteString("))")
+	case *kwExpr:
+		switch e.fn {
+		case "NULLIF":
+			p.sb.WriteString("NULLIF(")
+			p.expr(e.l)
+			p.sb.WriteString(", ")
+			p.expr(e.r)
+			p.sb.WriteByte(')')
+		case "":
+			p.sb.WriteByte('(')
+			p.expr(e.l)
+			p.sb.WriteString(" " + e.kw + " ")
+			p.expr(e.r)
+			p.sb.WriteByte(')')
+		default: // op ANY/ALL: fn is "ANY" or "ALL", kw the operator
+			p.sb.WriteByte('(')
+			p.expr(e.l)
+			p.sb.WriteString(" " + e.kw + " " + e.fn + " (")
+			p.expr(e.r)
+			p.sb.WriteString("))")
+		}
+	case *caseExpr:
+		p.sb.WriteString("CASE")
+		if e.arg != nil {
+			p.sb.WriteByte(' ')
+			p.expr(e.arg)
+		}
+		for _, w := range e.whens {
+			p.sb.WriteString(" WHEN ")
+			p.expr(w.cond)
+			p.sb.WriteString(" THEN ")
+			p.expr(w.res)
+		}
+		if e.def != nil {
+			p.sb.WriteString(" ELSE ")
+			p.expr(e.def)
+		}
+		p.sb.WriteString(" END")
+	case *varFunc:
+		switch e.name {
+		case "coalesce", "greatest", "least":
+			p.sb.WriteString(strings.ToUpper(e.name) + "(")
+			p.list(e.args)
+			p.sb.WriteByte(')')
+		default:
+			p.sb.WriteString(strings.ToUpper(e.name))
+			if e.mod >= 0 {
+				p.sb.WriteString("(" + strconv.Itoa(e.mod) + ")")
+			}
+		}
+	case *arrayExpr:
+		p.sb.WriteString("ARRAY[")
+		p.list(e.elems)
+		p.sb.WriteByte(']')
+	case *unsupported:
+		// Never emitted: plans are only built from supported trees. Keep
+		// the output parseable all the same.
+		p.sb.WriteString("NULL")
+	}
+}
+
+func (p *printer) list(es []expr) {
+	for i, a := range es {
+		if i > 0 {
+			p.sb.WriteString(", ")
+		}
+		p.expr(a)
+	}
+}
+
+func (p *printer) funcName(names []string) {
+	for i, n := range names {
+		if i > 0 {
+			p.sb.WriteByte('.')
+		}
+		if len(names) == 1 || i == 0 {
+			p.sb.WriteString(quoteName(n))
+		} else {
+			// After a dot any keyword is a valid label.
+			p.sb.WriteString(quoteLabel(n))
+		}
+	}
+}
+
+func (p *printer) typeName(t *typeName) {
+	p.funcName(t.names)
+	if len(t.mods) > 0 {
+		p.sb.WriteByte('(')
+		p.list(t.mods)
+		p.sb.WriteByte(')')
+	}
+	for i := 0; i < t.array; i++ {
+		p.sb.WriteString("[]")
+	}
+}
+
+// sqlOf prints e with an optional hook.
+func sqlOf(e expr, hook func(expr) (string, bool)) string {
+	p := printer{hook: hook}
+	p.expr(e)
+	return p.sb.String()
+}
+
+func constSQL(c *constExpr) string {
+	switch c.kind {
+	case "str":
+		if strings.ContainsRune(c.val, '\\') {
+			return "E'" + strings.ReplaceAll(strings.ReplaceAll(c.val, `\`, `\\`), "'", "''") + "'"
+		}
+		return "'" + strings.ReplaceAll(c.val, "'", "''") + "'"
+	case "bits":
+		// The parser keeps the b or x prefix.
+		if c.val != "" {
+			return strings.ToUpper(c.val[:1]) + "'" + c.val[1:] + "'"
+		}
+		return "B''"
+	case "null":
+		return "NULL"
+	case "int", "float":
+		if strings.HasPrefix(c.val, "-") {
+			return "(" + c.val + ")"
+		}
+		return c.val
+	}
+	return c.val
+}
+
+// quoteIdent always quotes.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// quoteName quotes a function or type name only when it must be: when it is
+// not a plain lower-case identifier or is a keyword that cannot name a
+// function or type.
+func quoteName(s string) string {
+	if plainIdent(s) && !keywords[s] {
+		return s
+	}
+	return quoteIdent(s)
+}
+
+func quoteLabel(s string) string {
+	if plainIdent(s) {
+		return s
+	}
+	return quoteIdent(s)
+}
+
+func plainIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c == '_':
+		case (c >= '0' && c <= '9') || c == '$':
+			if i == 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// keywords are PostgreSQL's reserved, type/function-name and column-name
+// keywords: an unqualified function or type name spelled like one of them
+// is printed quoted.
+var keywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range strings.Fields(`all analyse analyze and any array as asc asymmetric both case cast check
+	collate column constraint create current_catalog current_date current_role current_time current_timestamp
+	current_user default deferrable desc distinct do else end except false fetch for foreign from grant group
+	having in initially intersect into lateral leading limit localtime localtimestamp not null offset on only
+	or order placing primary references returning select session_user some symmetric system_user table then
+	to trailing true union unique user using variadic when where window with
+	authorization binary collation concurrently cross current_schema freeze full ilike inner is isnull join
+	left like natural notnull outer overlaps right similar tablesample verbose
+	between bigint bit boolean char character coalesce dec decimal exists extract float greatest grouping
+	inout int integer interval json json_array json_arrayagg json_exists json_object json_objectagg
+	json_query json_scalar json_serialize json_table json_value least merge_action national nchar none
+	normalize nullif numeric out overlay position precision real row setof smallint substring time
+	timestamp treat trim values varchar xmlattributes xmlconcat xmlelement xmlexists xmlforest
+	xmlnamespaces xmlparse xmlpi xmlroot xmlserialize xmltable`) {
+		m[k] = true
+	}
+	return m
+}()
+
+// walk calls f for e and every expression below it, depth first; f returns
+// false to skip a node's children.
+func walk(e expr, f func(expr) bool) {
+	if e == nil || !f(e) {
+		return
+	}
+	switch e := e.(type) {
+	case *funcCall:
+		for _, a := range e.args {
+			walk(a, f)
+		}
+	case *opExpr:
+		walk(e.l, f)
+		walk(e.r, f)
+	case *boolExpr:
+		for _, a := range e.args {
+			walk(a, f)
+		}
+	case *castExpr:
+		walk(e.arg, f)
+	case *nullTest:
+		walk(e.arg, f)
+	case *boolTest:
+		walk(e.arg, f)
+	case *inExpr:
+		walk(e.arg, f)
+		for _, a := range e.list {
+			walk(a, f)
+		}
+	case *betweenExpr:
+		walk(e.arg, f)
+		walk(e.lo, f)
+		walk(e.hi, f)
+	case *kwExpr:
+		walk(e.l, f)
+		walk(e.r, f)
+	case *caseExpr:
+		walk(e.arg, f)
+		for _, w := range e.whens {
+			walk(w.cond, f)
+			walk(w.res, f)
+		}
+		walk(e.def, f)
+	case *varFunc:
+		for _, a := range e.args {
+			walk(a, f)
+		}
+	case *arrayExpr:
+		for _, a := range e.elems {
+			walk(a, f)
+		}
+	}
+}
+
+// figureColname is the output column name PostgreSQL gives a select-list
+// item without an alias (FigureColname in parse_target.c), so that the
+// shaping SQL can restore it with an explicit alias.
+func figureColname(e expr) string {
+	if n, _ := colnameOf(e); n != "" {
+		return n
+	}
+	return "?column?"
+}
+
+// colnameOf returns a name and its strength: 2 for a sure name (column,
+// function), 1 for a fallback (a cast's type, "case"), 0 for none.
+func colnameOf(e expr) (string, int) {
+	switch e := e.(type) {
+	case *colRef:
+		last := e.parts[len(e.parts)-1]
+		if last == "*" {
+			return "", 0
+		}
+		return last, 2
+	case *funcCall:
+		return e.name[len(e.name)-1], 2
+	case *castExpr:
+		if n, s := colnameOf(e.arg); s > 1 {
+			return n, s
+		}
+		return e.typ.names[len(e.typ.names)-1], 1
+	case *caseExpr:
+		if e.def != nil {
+			if n, s := colnameOf(e.def); s > 1 {
+				return n, s
+			}
+		}
+		return "case", 1
+	case *varFunc:
+		return e.name, 2
+	case *arrayExpr:
+		return "array", 2
+	case *kwExpr:
+		if e.fn == "NULLIF" {
+			return "nullif", 2
+		}
+	}
+	return "", 0
+}

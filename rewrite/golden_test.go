@@ -1,0 +1,250 @@
+package rewrite
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+)
+
+// The golden files in testdata/*.txt hold cases of the form
+//
+//	rewrite [approx=on|off] [tz=ZONE] [search_path=a,b] [user=NAME]
+//	SQL, one or more lines
+//	----
+//	expected output: the Plan's String(), or "passthrough: reason"
+//
+// separated by blank lines; lines starting with # between cases are
+// comments. Run `go test ./rewrite -run Golden -rewrite` to regenerate the
+// expected outputs, then review the diff.
+
+var rewriteGolden = flag.Bool("rewrite", false, "rewrite the expected outputs of the golden files")
+
+// goldenCase is one case of a golden file.
+type goldenCase struct {
+	file     string
+	line     int
+	cmd      string
+	sql      string
+	expected string
+}
+
+func readGolden(t testing.TB, path string) (cases []goldenCase, comments map[int][]string) {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	comments = map[int][]string{}
+	i := 0
+	for i < len(lines) {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(l, "#") {
+			comments[len(cases)] = append(comments[len(cases)], l)
+			i++
+			continue
+		}
+		if !strings.HasPrefix(l, "rewrite") {
+			t.Fatalf("%s:%d: want a rewrite directive, got %q", path, i+1, l)
+		}
+		c := goldenCase{file: path, line: i + 1, cmd: l}
+		i++
+		var sql []string
+		for i < len(lines) && lines[i] != "----" {
+			sql = append(sql, lines[i])
+			i++
+		}
+		if i == len(lines) {
+			t.Fatalf("%s:%d: case without ----", path, c.line)
+		}
+		i++
+		var exp []string
+		for i < len(lines) && strings.TrimSpace(lines[i]) != "" {
+			exp = append(exp, lines[i])
+			i++
+		}
+		c.sql = strings.Join(sql, "\n")
+		c.expected = strings.Join(exp, "\n")
+		cases = append(cases, c)
+	}
+	return cases, comments
+}
+
+func (c goldenCase) session(t testing.TB) Session {
+	s := Session{TimeZone: "UTC", Approx: true}
+	for _, f := range strings.Fields(c.cmd)[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			t.Fatalf("%s:%d: bad option %q", c.file, c.line, f)
+		}
+		switch k {
+		case "approx":
+			s.Approx = v == "on"
+		case "tz":
+			s.TimeZone = v
+		case "search_path":
+			s.SearchPath = strings.ReplaceAll(v, ",", ", ")
+		case "user":
+			s.User = v
+		default:
+			t.Fatalf("%s:%d: unknown option %q", c.file, c.line, k)
+		}
+	}
+	return s
+}
+
+func output(r Result) string {
+	if r.Plan == nil {
+		return "passthrough: " + r.Reason
+	}
+	return r.Plan.String()
+}
+
+// checkParses checks that every SQL a result emits parses.
+func checkParses(t testing.TB, where string, r Result) {
+	if r.Plan == nil {
+		return
+	}
+	for _, s := range r.Plan.SQL() {
+		if err := ParseCheck(s); err != nil {
+			t.Errorf("%s: emitted SQL does not parse: %v\n%s", where, err, s)
+		}
+	}
+}
+
+func goldenFiles(t testing.TB) []string {
+	files, err := filepath.Glob("testdata/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+func TestGolden(t *testing.T) {
+	snap := testCatalog()
+	total, passthrough := 0, 0
+	for _, file := range goldenFiles(t) {
+		cases, comments := readGolden(t, file)
+		var out strings.Builder
+		for i, c := range cases {
+			for _, l := range comments[i] {
+				out.WriteString(l + "\n")
+			}
+			r := Rewrite(c.sql, snap, c.session(t))
+			got := output(r)
+			where := fmt.Sprintf("%s:%d", c.file, c.line)
+			checkParses(t, where, r)
+			if r.Plan == nil {
+				passthrough++
+			}
+			total++
+			if !*rewriteGolden && got != c.expected {
+				t.Errorf("%s:\n%s\n--- got:\n%s\n--- want:\n%s", where, c.sql, got, c.expected)
+			}
+			fmt.Fprintf(&out, "%s\n%s\n----\n%s\n\n", c.cmd, c.sql, got)
+		}
+		for _, l := range comments[len(cases)] {
+			out.WriteString(l + "\n")
+		}
+		if *rewriteGolden {
+			if err := os.WriteFile(file, []byte(strings.TrimSuffix(out.String(), "\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%d golden cases, %d passthrough", total, passthrough)
+	if total < 150 || passthrough < 50 {
+		t.Errorf("golden corpus has %d cases (%d passthrough); want at least 150 (50)", total, passthrough)
+	}
+}
+
+// testCatalog is the catalog every golden case is planned against.
+func testCatalog() *catalog.Snapshot {
+	wm := time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
+	rows := catalog.Measure{Column: "row_count", Kind: catalog.Count, Expression: "*"}
+	hll := func(col, typ string) catalog.Measure {
+		return catalog.Measure{Column: "distinct_" + col, Kind: catalog.HLL, Expression: col, Type: typ, Log2m: 14, Regwidth: 5, Hash: "xxhash64"}
+	}
+	part := func(k catalog.Kind, col, typ string) catalog.Measure {
+		return catalog.Measure{Column: string(k) + "_" + col, Kind: k, Expression: col, Type: typ}
+	}
+	return catalog.NewSnapshot([]*catalog.Rollup{
+		{
+			Name: "events_daily", Source: catalog.Table{Schema: "public", Name: "events"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily"},
+			TimeColumn: "created_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "country", Type: "text"}, {Column: "device", Type: "text"}, {Column: "app_version", Type: "integer"}},
+			Measures: []catalog.Measure{rows, hll("user_id", "bigint"), hll("session_id", "uuid"),
+				part(catalog.Sum, "revenue", "numeric(12,2)"), part(catalog.Min, "revenue", "numeric(12,2)"),
+				part(catalog.Max, "revenue", "numeric(12,2)"), part(catalog.Count, "revenue", "bigint"),
+				part(catalog.Sum, "quantity", "integer")},
+			Watermark: wm, Version: 7, Rows: 54000,
+		},
+		{
+			Name: "events_hourly", Source: catalog.Table{Schema: "public", Name: "events"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "events_hourly"},
+			TimeColumn: "created_at", TimeType: catalog.Timestamptz, Grain: catalog.Hour, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "country", Type: "text"}},
+			Measures:   []catalog.Measure{rows, hll("user_id", "bigint")},
+			Watermark:  wm.Add(5 * time.Hour), Version: 12, Rows: 1200000,
+		},
+		{
+			Name: "pageviews_weekly", Source: catalog.Table{Schema: "analytics", Name: "pageviews"},
+			Table:      catalog.Table{Schema: "analytics", Name: "pageviews_weekly"},
+			TimeColumn: "viewed_at", TimeType: catalog.Timestamp, Grain: catalog.Week, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "path", Type: "text"}, {Column: "referrer", Type: "text"}},
+			Measures:   []catalog.Measure{rows, hll("visitor_id", "text")},
+			Watermark:  time.Date(2024, 5, 27, 0, 0, 0, 0, time.UTC), Version: 3, Rows: 8000,
+		},
+		{
+			Name: "orders_monthly", Source: catalog.Table{Schema: "public", Name: "orders"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "orders_monthly"},
+			TimeColumn: "order_date", TimeType: catalog.Date, Grain: catalog.Month, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "status", Type: "text"}, {Column: "store_id", Type: "integer"}},
+			Measures: []catalog.Measure{rows, hll("customer_id", "integer"), part(catalog.Sum, "amount", "integer"),
+				part(catalog.Max, "amount", "integer")},
+			Watermark: time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC), Version: 2, Rows: 300,
+		},
+		{
+			Name: "signups_berlin", Source: catalog.Table{Schema: "public", Name: "signups"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "signups_berlin"},
+			TimeColumn: "signed_up_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "Europe/Berlin",
+			Dimensions: []catalog.Dimension{{Column: "plan", Type: "text"}},
+			Measures:   []catalog.Measure{rows, hll("email", "text")},
+			Watermark:  time.Date(2024, 5, 31, 22, 0, 0, 0, time.UTC), Version: 1, Rows: 700,
+		},
+		{
+			Name: "clicks_daily", Source: catalog.Table{Schema: "public", Name: "clicks"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "clicks_daily"},
+			TimeColumn: "clicked_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "campaign", Type: "text"}},
+			Measures:   []catalog.Measure{rows, hll("user_id", "bigint")},
+		},
+		{
+			Name: "Mixed Case", Source: catalog.Table{Schema: "Sales", Name: "Deals"},
+			Table:      catalog.Table{Schema: "Sales", Name: "Deals by Day"},
+			TimeColumn: "Closed At", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "Region", Type: "text"}},
+			Measures:   []catalog.Measure{rows, {Column: "distinct Account", Kind: catalog.HLL, Expression: "Account Id", Type: "bigint", Log2m: 12, Regwidth: 5, Hash: "xxhash64"}},
+			Watermark:  wm, Version: 1, Rows: 10,
+		},
+	})
+}

@@ -1,0 +1,492 @@
+package rewrite
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+)
+
+// Kind says how a Plan answers its query.
+type Kind string
+
+const (
+	// FromRollup plans answer from a rollup (FetchSQL, ExactSQL, ShapeSQL).
+	FromRollup Kind = "rollup"
+	// Substitute plans run SubstituteSQL instead of the query: no rollup
+	// answers its APPROX_COUNT_DISTINCT, which is then counted exactly
+	// rather than failing with "function does not exist".
+	Substitute Kind = "substitute"
+)
+
+// Op is how the executor merges one output aggregate across the rows of a
+// group (rollup rows and base rows alike).
+type Op string
+
+const (
+	// MergeHLL unions the sketches in the rollup half's column (a bytea[]
+	// of postgresql-hll sketches) with the hashes of the values in the base
+	// half's column (an array of distinct values, hashed per DESIGN §2.2),
+	// and estimates: a bigint.
+	MergeHLL Op = "hll"
+	// AddCounts adds the column over all rows: a bigint, 0 for no rows
+	// (COUNT(*), COUNT(x)).
+	AddCounts Op = "count"
+	// AddSums adds the non-NULL values of the column: NULL when all are
+	// NULL (SUM).
+	AddSums Op = "sum"
+	// TakeMin and TakeMax keep the least and greatest non-NULL value.
+	TakeMin Op = "min"
+	TakeMax Op = "max"
+	// Exact takes the value from ExactSQL's row with the same group keys
+	// (NULL keys equal), or its only row when there are no keys.
+	Exact Op = "exact"
+)
+
+// Plan is how to answer one query.
+//
+// For a FromRollup plan the executor:
+//  1. runs FetchSQL (one statement, so that now(), parameters and the
+//     snapshot are the same for the rollup half and the base half) with the
+//     client's parameters; every row has PartColumn ('rollup' or 'base'),
+//     then one column per group key, then the aggregates' columns;
+//  2. merges the rows per group (equal keys, NULLs equal) with each Agg's Op;
+//     with no Keys there is exactly one group, even for no rows;
+//  3. if ExactSQL is set, runs it (keys, then one column per Exact agg) and
+//     joins it to the groups on the keys;
+//  4. runs ShapeSQL, which selects from a relation named GroupsRelation with
+//     one column per key (Key.Name) and per agg (Agg.Name), in that order,
+//     and restores the query's select list, HAVING, ORDER BY and LIMIT:
+//     e.g. "WITH pgsketch_groups(pgsketch_k1, pgsketch_a1) AS (SELECT * FROM
+//     unnest($N+1::timestamptz[], $N+2::bigint[])) " + ShapeSQL, with N =
+//     Params, binding the client's parameters as $1..$N. Key types are those
+//     FetchSQL returned; agg types are Agg.Type.
+type Plan struct {
+	Kind Kind
+	// Rollup names the rollup; Table is its table and Source the base table.
+	Rollup string
+	Table  catalog.Table
+	Source catalog.Table
+	Grain  catalog.Grain
+	// TimeZone is the zone the rollup cuts timestamptz buckets in.
+	TimeZone string
+	// Version is the rollup's catalog version the plan was made against.
+	Version int64
+	// Explain is set when the client asked EXPLAIN of the query: show the
+	// plan (String) instead of running it.
+	Explain bool
+	// Params is the highest $n the query uses.
+	Params int
+	// Keys are the group keys, in GROUP BY order.
+	Keys []Key
+	// Aggs are the output aggregates, in order of first appearance.
+	Aggs []Agg
+	// Filters are the WHERE conjuncts applied to both halves (dimension
+	// predicates and bucket-constant time predicates), as written.
+	Filters []string
+	// Time splits the query's time range between rollup and base rows.
+	Time TimeSplit
+	// FetchSQL, ExactSQL (empty if no Exact agg) and ShapeSQL: see above.
+	FetchSQL string
+	ExactSQL string
+	ShapeSQL string
+	// SubstituteSQL is the statement a Substitute plan runs instead.
+	SubstituteSQL string
+	// Guard, when set, is a query returning true when the unqualified table
+	// of the query resolves to Source in the session; the executor checks
+	// it (once per search_path) and passes through on false.
+	Guard string
+	// Notice is the text of the NoticeResponse sent with the answer.
+	Notice string
+	// StdErr is the relative standard error of the approximate aggregates
+	// (the largest, if they differ); 0 if none is approximate.
+	StdErr float64
+
+	rows int64
+}
+
+// PartColumn is the name of FetchSQL's first column, 'rollup' or 'base'.
+const PartColumn = "pgsketch_part"
+
+// GroupsRelation is the relation ShapeSQL reads the merged groups from.
+const GroupsRelation = "pgsketch_groups"
+
+// Key is one group key.
+type Key struct {
+	// Name is the key's column in GroupsRelation.
+	Name string
+	// Expr is the key as written in the query; Rollup and Base are how
+	// FetchSQL computes it over rollup rows (r) and base rows (t).
+	Expr, Rollup, Base string
+}
+
+// Agg is one output aggregate.
+type Agg struct {
+	// Name is the aggregate's column in GroupsRelation.
+	Name string
+	// Expr is the aggregate as written in the query.
+	Expr string
+	Op   Op
+	// Measure is the rollup column merged (empty for Exact).
+	Measure string
+	// Base is the base table expression read for edge and tail rows.
+	Base string
+	// RollupColumn and BaseColumn index FetchSQL's columns read by Op over
+	// rollup rows and base rows (the same column for all but MergeHLL);
+	// ExactColumn indexes ExactSQL's columns. -1 when unused.
+	RollupColumn, BaseColumn, ExactColumn int
+	// Type is the SQL type of the merged value.
+	Type string
+	// Log2m, Regwidth and Hash describe the sketches merged by MergeHLL.
+	Log2m, Regwidth int
+	Hash            string
+}
+
+// Bound is one bound on the time column from the query's WHERE clause.
+type Bound struct {
+	SQL       string
+	Inclusive bool
+}
+
+// TimeSplit is how the query's time range is split: buckets starting in
+// [BucketsFrom, BucketsTo) are read from the rollup; base rows in the
+// query's range before BucketsFrom or at or after BucketsTo are read from
+// the base table. Both are SQL expressions FetchSQL evaluates.
+type TimeSplit struct {
+	Column       string
+	Lower, Upper []Bound
+	BucketsFrom  string
+	BucketsTo    string
+	Watermark    string
+}
+
+// build assembles the Plan once every part of the query matched.
+func (m *matcher) build() (*Plan, string) {
+	r := m.r
+	p := &Plan{
+		Kind: FromRollup, Rollup: r.Name, Table: r.Table, Source: r.Source, Grain: r.Grain,
+		TimeZone: r.TimeZone, Version: r.Version, rows: r.Rows,
+	}
+	// Shaping first: it may still refuse the query.
+	shape, why := m.shapeSQL()
+	if why != "" {
+		return nil, why
+	}
+	p.ShapeSQL = shape
+	for _, k := range m.keys {
+		p.Keys = append(p.Keys, Key{Name: k.name, Expr: m.canon(k.e), Rollup: m.side(k.e, true), Base: m.side(k.e, false)})
+	}
+	for _, f := range m.pushed {
+		p.Filters = append(p.Filters, m.canon(f))
+	}
+	if why := m.timeSplit(p); why != "" {
+		return nil, why
+	}
+
+	// FetchSQL columns.
+	var rcols, bcols []string
+	rcols = append(rcols, "'rollup' AS "+PartColumn)
+	bcols = append(bcols, "'base'")
+	for _, k := range p.Keys {
+		rcols = append(rcols, k.Rollup)
+		bcols = append(bcols, k.Base)
+	}
+	var exactCols []string
+	var approx []string
+	for _, a := range m.aggs {
+		ag := Agg{Name: a.name, Expr: a.canon, RollupColumn: -1, BaseColumn: -1, ExactColumn: -1}
+		if a.arg != nil && a.kind != "rows" {
+			ag.Base = m.canon(a.arg)
+		}
+		col := func() int { return len(rcols) }
+		switch {
+		case a.exact:
+			ag.Op, ag.Type = Exact, "bigint"
+			ag.ExactColumn = len(p.Keys) + len(exactCols)
+			exactCols = append(exactCols, m.side(a.f, false))
+		case a.kind == "rows" || a.kind == "count":
+			ag.Op, ag.Type, ag.Measure = AddCounts, "bigint", a.measure.Column
+			ag.RollupColumn, ag.BaseColumn = col(), col()
+			rcols = append(rcols, "CAST(sum(r."+quoteIdent(a.measure.Column)+") AS bigint)")
+			if a.kind == "rows" {
+				bcols = append(bcols, "count(*)")
+			} else {
+				bcols = append(bcols, "count("+m.side(a.arg, false)+")")
+			}
+		case a.kind == "cd" || a.kind == "acd":
+			ms := a.measure
+			if !printableType(ms.Type) {
+				return nil, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + quoteIdent(ms.Expression) + " is not a plain type name"
+			}
+			ag.Op, ag.Type, ag.Measure = MergeHLL, "bigint", ms.Column
+			ag.Log2m, ag.Regwidth, ag.Hash = ms.Log2m, ms.Regwidth, ms.Hash
+			ag.RollupColumn = col()
+			rcols = append(rcols, "array_agg(r."+quoteIdent(ms.Column)+")")
+			bcols = append(bcols, "CAST(NULL AS bytea[])")
+			ag.BaseColumn = col()
+			rcols = append(rcols, "CAST(NULL AS "+ms.Type+"[])")
+			bcols = append(bcols, "array_agg(DISTINCT "+m.side(a.arg, false)+")")
+			if se := ms.StdErr(); se > p.StdErr {
+				p.StdErr = se
+			}
+			approx = append(approx, a.canon)
+		default: // sum, min, max
+			ms := a.measure
+			ag.Measure = ms.Column
+			ag.RollupColumn, ag.BaseColumn = col(), col()
+			switch a.kind {
+			case "sum":
+				ag.Op, ag.Type = AddSums, sumType(ms.Type)
+			case "min":
+				ag.Op, ag.Type = TakeMin, ms.Type
+			case "max":
+				ag.Op, ag.Type = TakeMax, ms.Type
+			}
+			if !printableType(ag.Type) {
+				return nil, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " is not a plain type name"
+			}
+			rcols = append(rcols, "CAST("+a.kind+"(r."+quoteIdent(ms.Column)+") AS "+ag.Type+")")
+			bcols = append(bcols, "CAST("+a.kind+"("+m.side(a.arg, false)+") AS "+ag.Type+")")
+		}
+		p.Aggs = append(p.Aggs, ag)
+	}
+	groupBy := ""
+	if len(p.Keys) > 0 {
+		pos := make([]string, len(p.Keys))
+		for i := range pos {
+			pos[i] = strconv.Itoa(i + 2)
+		}
+		groupBy = " GROUP BY " + strings.Join(pos, ", ")
+	}
+	rwhere := []string{}
+	bwhere := []string{}
+	for _, f := range m.pushed {
+		rwhere = append(rwhere, m.side(f, true))
+		bwhere = append(bwhere, m.side(f, false))
+	}
+	for _, rg := range m.ranges {
+		bwhere = append(bwhere, m.side(rg, false))
+	}
+	tcol := "t." + quoteIdent(r.TimeColumn)
+	bucket := "r." + quoteIdent(catalog.BucketColumn)
+	if len(p.Time.Lower) > 0 {
+		rwhere = append(rwhere, bucket+" >= "+p.Time.BucketsFrom)
+		bwhere = append(bwhere, "("+tcol+" < "+p.Time.BucketsFrom+" OR "+tcol+" >= "+p.Time.BucketsTo+")")
+	} else {
+		bwhere = append(bwhere, tcol+" >= "+p.Time.BucketsTo)
+	}
+	rwhere = append(rwhere, bucket+" < "+p.Time.BucketsTo)
+	p.FetchSQL = "SELECT " + strings.Join(rcols, ", ") + " FROM " + r.Table.String() + " AS r WHERE " +
+		strings.Join(rwhere, " AND ") + groupBy +
+		" UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
+		strings.Join(bwhere, " AND ") + groupBy
+	if len(exactCols) > 0 {
+		cols := []string{}
+		gb := []string{}
+		for i, k := range p.Keys {
+			cols = append(cols, k.Base)
+			gb = append(gb, strconv.Itoa(i+1))
+		}
+		cols = append(cols, exactCols...)
+		p.ExactSQL = "SELECT " + strings.Join(cols, ", ") + " FROM " + m.sourceSQL() + " AS t"
+		if m.s.where != nil {
+			p.ExactSQL += " WHERE " + m.side(m.s.where, false)
+		}
+		if len(gb) > 0 {
+			p.ExactSQL += " GROUP BY " + strings.Join(gb, ", ")
+		}
+	}
+	if len(approx) > 0 {
+		p.Notice = fmt.Sprintf("pgsketch: %s approximated from rollup %s (standard error %.2f%%)",
+			strings.Join(approx, ", "), r.Name, p.StdErr*100)
+	}
+	return p, ""
+}
+
+func (m *matcher) sourceSQL() string {
+	s := m.r.Source.String()
+	if m.fi.only {
+		return "ONLY " + s
+	}
+	return s
+}
+
+// printableType accepts the format_type spellings the catalog holds (letters,
+// digits, spaces, parentheses, commas, underscores, dots and double quotes)
+// so that a type name cannot change the statement it is printed into.
+func printableType(t string) bool {
+	if t == "" {
+		return false
+	}
+	depth := 0
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == ' ', c == '_', c == '.', c == ',':
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+			if depth < 0 {
+				return false
+			}
+		case c == '"':
+			// A quoted identifier without embedded quotes.
+			j := strings.IndexByte(t[i+1:], '"')
+			if j < 0 {
+				return false
+			}
+			i += j + 1
+		default:
+			return false
+		}
+	}
+	return depth == 0
+}
+
+// timeSplit fills p.Time: the bucket range answered from the rollup and the
+// base rows around it.
+func (m *matcher) timeSplit(p *Plan) string {
+	r := m.r
+	var typ string
+	switch r.TimeType {
+	case catalog.Timestamptz:
+		typ = "timestamp with time zone"
+	case catalog.Timestamp, catalog.Date:
+		// Bounds on a date column stay timestamps: a bound of 12:00
+		// must not be rounded to its day.
+		typ = "timestamp without time zone"
+	default:
+		return "time column type " + string(r.TimeType) + " is not supported"
+	}
+	g := string(r.Grain)
+	tz := catalog.QuoteLiteral(r.TimeZone)
+	cast := func(x string) string { return "CAST(" + x + " AS " + typ + ")" }
+	floor := func(x string) string {
+		if r.TimeType == catalog.Timestamptz {
+			return "date_trunc('" + g + "', " + x + ", " + tz + ")"
+		}
+		return "date_trunc('" + g + "', " + x + ")"
+	}
+	next := func(x string) string {
+		if r.TimeType == catalog.Timestamptz {
+			// Hours are absolute: this lands inside the next bucket
+			// whatever its length (DST days, months).
+			h := map[catalog.Grain]string{catalog.Hour: "1 hour", catalog.Day: "26 hours", catalog.Week: "180 hours", catalog.Month: "768 hours"}[r.Grain]
+			return "date_trunc('" + g + "', " + floor(x) + " + interval '" + h + "', " + tz + ")"
+		}
+		return "(" + floor(x) + " + interval '1 " + g + "')"
+	}
+	ts := TimeSplit{Column: r.TimeColumn, Lower: m.lower, Upper: m.upper}
+	var from []string
+	for _, b := range m.lower {
+		x := cast(b.SQL)
+		if b.Inclusive {
+			from = append(from, next("("+x+" - interval '1 microsecond')"))
+		} else {
+			from = append(from, next(x))
+		}
+	}
+	wm := r.Watermark.UTC()
+	var wmText string
+	if r.TimeType == catalog.Timestamptz {
+		wmText = wm.Format("2006-01-02 15:04:05.999999") + "+00"
+	} else {
+		wmText = wm.Format("2006-01-02 15:04:05.999999")
+	}
+	ts.Watermark = wmText
+	to := []string{cast(catalog.QuoteLiteral(wmText))}
+	for _, b := range m.upper {
+		to = append(to, floor(cast(b.SQL)))
+	}
+	ts.BucketsFrom = minmax("GREATEST", from)
+	ts.BucketsTo = minmax("LEAST", to)
+	p.Time = ts
+	return ""
+}
+
+func minmax(fn string, xs []string) string {
+	if len(xs) == 1 {
+		return xs[0]
+	}
+	return fn + "(" + strings.Join(xs, ", ") + ")"
+}
+
+// String prints the plan for EXPLAIN and the golden tests.
+func (p *Plan) String() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	if p.Kind == Substitute {
+		w("substitute: %s", p.Notice)
+		w("sql: %s", p.SubstituteSQL)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	w("rollup: %s (table %s, grain %s, time zone %s, version %d)", p.Rollup, p.Table, p.Grain, p.TimeZone, p.Version)
+	w("source: %s", p.Source)
+	if p.Explain {
+		w("explain: yes")
+	}
+	for _, k := range p.Keys {
+		w("key %s: %s", k.Name, k.Expr)
+	}
+	for _, a := range p.Aggs {
+		switch a.Op {
+		case MergeHLL:
+			w("agg %s: %s = hll merge of %s (log2m %d, regwidth %d, hash %s) + base %s", a.Name, a.Expr, a.Measure, a.Log2m, a.Regwidth, a.Hash, a.Base)
+		case Exact:
+			w("agg %s: %s = exact", a.Name, a.Expr)
+		default:
+			base := a.Base
+			if base == "" {
+				base = "rows"
+			}
+			w("agg %s: %s = %s of %s + base %s (%s)", a.Name, a.Expr, a.Op, a.Measure, base, a.Type)
+		}
+	}
+	for _, f := range p.Filters {
+		w("filter: %s", f)
+	}
+	var bounds []string
+	for _, l := range p.Time.Lower {
+		op := ">"
+		if l.Inclusive {
+			op = ">="
+		}
+		bounds = append(bounds, op+" "+l.SQL)
+	}
+	for _, u := range p.Time.Upper {
+		op := "<"
+		if u.Inclusive {
+			op = "<="
+		}
+		bounds = append(bounds, op+" "+u.SQL)
+	}
+	if len(bounds) == 0 {
+		bounds = []string{"unbounded"}
+	}
+	w("time: %s %s; watermark %s", quoteIdent(p.Time.Column), strings.Join(bounds, ", "), p.Time.Watermark)
+	w("fetch: %s", p.FetchSQL)
+	if p.ExactSQL != "" {
+		w("exact: %s", p.ExactSQL)
+	}
+	w("shape: %s", p.ShapeSQL)
+	if p.Guard != "" {
+		w("guard: %s", p.Guard)
+	}
+	if p.Notice != "" {
+		w("notice: %s", p.Notice)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// SQL returns every statement the plan would run, for checks.
+func (p *Plan) SQL() []string {
+	var out []string
+	for _, s := range []string{p.FetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,692 @@
+package rewrite
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+)
+
+// Session is what the rewriter needs of the client's session settings.
+type Session struct {
+	// SearchPath is the search_path setting as SHOW prints it, e.g.
+	// `"$user", public`. Empty means the default.
+	SearchPath string
+	// User is the session user, for "$user" in SearchPath.
+	User string
+	// TimeZone is the TimeZone setting.
+	TimeZone string
+	// Approx is pgsketch.approx: when on, COUNT(DISTINCT ...) is answered
+	// from rollups too; when off only APPROX_COUNT_DISTINCT(...) is.
+	Approx bool
+}
+
+// Result is what Rewrite decides for one SQL text: a Plan, or the reason the
+// text passes through untouched.
+type Result struct {
+	Plan *Plan
+	// Reason says why the text passes through; empty when Plan is set.
+	Reason string
+	// Err is set when the text could not be analysed at all: a
+	// *ParseError or a *LimitError. Reason says so too.
+	Err error
+}
+
+// ParseError is a syntax error reported by the PostgreSQL parser.
+type ParseError struct{ Msg string }
+
+func (e *ParseError) Error() string { return "rewrite: parse: " + e.Msg }
+
+// LimitError is returned for a text over one of the caps checked before
+// parsing (MaxQueryBytes, MaxNestingDepth).
+type LimitError struct {
+	What         string
+	Value, Limit int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("rewrite: %s %d is over the limit of %d", e.What, e.Value, e.Limit)
+}
+
+// Rewrite plans sql against the rollups in snap for a session with settings
+// sess. It never panics on any input.
+func Rewrite(sql string, snap *catalog.Snapshot, sess Session) Result {
+	if !Prefilter(sql) {
+		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT or pgsketch in the text"}
+	}
+	if len(sql) > MaxQueryBytes {
+		err := &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
+		return Result{Reason: fmt.Sprintf("query is %d bytes, over the %d-byte limit", len(sql), MaxQueryBytes), Err: err}
+	}
+	if d := nestingDepth(sql, MaxNestingDepth); d > MaxNestingDepth {
+		err := &LimitError{What: "nesting depth", Value: d, Limit: MaxNestingDepth}
+		return Result{Reason: fmt.Sprintf("query nests parentheses deeper than %d", MaxNestingDepth), Err: err}
+	}
+	p, err := parseSQL(sql)
+	if err != nil {
+		return Result{Reason: "does not parse: " + err.(*ParseError).Msg, Err: err}
+	}
+	if p.other != "" {
+		return Result{Reason: "statement is " + p.other + ", not a single SELECT"}
+	}
+	plan, reason := planSelect(p.sel, snap, sess)
+	if plan == nil {
+		return Result{Reason: reason}
+	}
+	plan.Explain = p.explain
+	plan.Params = maxParam(p.sel)
+	return Result{Plan: plan}
+}
+
+// aggregate names the rewriter knows to be aggregates it cannot answer.
+var otherAggregates = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range strings.Fields(`array_agg string_agg bool_and bool_or every stddev stddev_pop stddev_samp
+	variance var_pop var_samp json_agg jsonb_agg json_object_agg jsonb_object_agg percentile_cont percentile_disc
+	mode bit_and bit_or bit_xor corr covar_pop covar_samp regr_avgx regr_avgy regr_count regr_intercept regr_r2
+	regr_slope regr_sxx regr_sxy regr_syy xmlagg any_value range_agg range_intersect_agg hll_union_agg
+	hll_add_agg rank dense_rank percent_rank cume_dist grouping`) {
+		m[k] = true
+	}
+	return m
+}()
+
+// volatile functions make an expression unsafe to evaluate on rollup rows.
+var volatileFuncs = map[string]bool{
+	"random": true, "random_normal": true, "setseed": true, "nextval": true, "currval": true, "lastval": true,
+	"clock_timestamp": true, "timeofday": true, "statement_timestamp": true, "gen_random_uuid": true,
+	"uuid_generate_v4": true, "txid_current": true, "pg_sleep": true, "set_config": true,
+}
+
+// aggKind classifies an aggregate call: "cd" COUNT(DISTINCT x), "acd"
+// APPROX_COUNT_DISTINCT(x), "rows" COUNT(*) or COUNT(constant), "count"
+// COUNT(x), "sum", "min", "max", "other" (an aggregate the rewriter cannot
+// answer), "" (not an aggregate).
+func aggKind(f *funcCall) string {
+	name, ok := f.builtin()
+	if !ok {
+		if len(f.name) == 2 && f.name[0] == "pgsketch" && f.name[1] == "approx_count_distinct" {
+			return "acd"
+		}
+		return ""
+	}
+	switch name {
+	case "count":
+		switch {
+		case f.star:
+			return "rows"
+		case len(f.args) != 1:
+			return "other"
+		case f.distinct:
+			return "cd"
+		}
+		if c, ok := f.args[0].(*constExpr); ok && c.kind != "null" {
+			return "rows"
+		}
+		return "count"
+	case "approx_count_distinct":
+		return "acd"
+	case "sum", "min", "max", "avg":
+		if f.distinct || f.star || len(f.args) != 1 {
+			return "other"
+		}
+		if name == "avg" {
+			return "other"
+		}
+		return name
+	}
+	if otherAggregates[name] {
+		return "other"
+	}
+	return ""
+}
+
+func maxParam(s *selectStmt) int {
+	max := 0
+	visit := func(e expr) {
+		walk(e, func(x expr) bool {
+			if p, ok := x.(*paramRef); ok && p.n > max {
+				max = p.n
+			}
+			return true
+		})
+	}
+	for _, t := range s.targets {
+		visit(t.e)
+	}
+	visit(s.where)
+	for _, g := range s.groupBy {
+		visit(g)
+	}
+	visit(s.having)
+	for _, o := range s.orderBy {
+		visit(o.e)
+	}
+	visit(s.limit)
+	visit(s.offset)
+	return max
+}
+
+// planSelect matches a SELECT against the rollups of its table.
+func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, string) {
+	if s.unsupported != "" {
+		return nil, "query uses " + s.unsupported
+	}
+	// Find the aggregates first: a query without an approximable one is
+	// not the rewriter's business, whatever else it does.
+	var acd, cd bool
+	var bad string
+	var allExprs []expr
+	for _, t := range s.targets {
+		if !t.star {
+			allExprs = append(allExprs, t.e)
+		}
+	}
+	allExprs = append(allExprs, s.having)
+	for _, o := range s.orderBy {
+		allExprs = append(allExprs, o.e)
+	}
+	for _, e := range allExprs {
+		walk(e, func(x expr) bool {
+			if f, ok := x.(*funcCall); ok {
+				switch aggKind(f) {
+				case "acd":
+					acd = true
+				case "cd":
+					cd = true
+				}
+			}
+			if u, ok := x.(*unsupported); ok && bad == "" {
+				bad = u.what
+			}
+			return true
+		})
+	}
+	if !acd && !cd {
+		return nil, "no COUNT(DISTINCT ...) or APPROX_COUNT_DISTINCT(...) aggregate in the query"
+	}
+	if !acd && !sess.Approx {
+		return nil, "pgsketch.approx is off and the query has no APPROX_COUNT_DISTINCT"
+	}
+	fallback := func(reason string) (*Plan, string) {
+		if !acd {
+			return nil, reason
+		}
+		return substitutePlan(s, reason)
+	}
+	if bad != "" {
+		return fallback("query uses " + bad)
+	}
+	for _, t := range s.targets {
+		if t.star {
+			return fallback("select list has *")
+		}
+	}
+	switch len(s.from) {
+	case 0:
+		return fallback("query has no FROM clause")
+	case 1:
+	default:
+		return fallback(fmt.Sprintf("FROM lists %d tables; joins are not rewritten", len(s.from)))
+	}
+	fi := s.from[0]
+	if fi.unsupported != "" {
+		return fallback("FROM has " + fi.unsupported)
+	}
+	table, rollups := resolveTable(fi, snap, sess)
+	if len(rollups) == 0 {
+		return fallback("no rollup reads table " + table)
+	}
+	var best *Plan
+	var reasons []string
+	for _, r := range rollups {
+		p, why := matchRollup(s, fi, r, sess)
+		if p == nil {
+			reasons = append(reasons, "rollup "+r.Name+": "+why)
+			continue
+		}
+		if best == nil || p.rows < best.rows {
+			best = p
+		}
+	}
+	if best == nil {
+		if len(reasons) == 1 {
+			return fallback(reasons[0])
+		}
+		return fallback(strings.Join(reasons, "; "))
+	}
+	if fi.schema == "" {
+		best.Guard = fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
+			catalog.QuoteLiteral(quoteIdent(fi.name)), catalog.QuoteLiteral(best.Source.String()))
+	}
+	return best, ""
+}
+
+// resolveTable finds the rollups of the table a FROM item names, resolving
+// an unqualified name along the session's search_path. It returns the table
+// as printed in reasons.
+func resolveTable(fi fromItem, snap *catalog.Snapshot, sess Session) (string, []*catalog.Rollup) {
+	if fi.schema != "" {
+		t := catalog.Table{Schema: fi.schema, Name: fi.name}
+		return t.String(), snap.ForSource(t)
+	}
+	for _, schema := range searchPath(sess) {
+		t := catalog.Table{Schema: schema, Name: fi.name}
+		if rs := snap.ForSource(t); len(rs) > 0 {
+			return t.String(), rs
+		}
+	}
+	return quoteIdent(fi.name) + " (search_path " + strings.Join(searchPath(sess), ", ") + ")", nil
+}
+
+// searchPath splits a search_path setting into schema names.
+func searchPath(sess Session) []string {
+	sp := sess.SearchPath
+	if strings.TrimSpace(sp) == "" {
+		sp = `"$user", public`
+	}
+	var out []string
+	for _, item := range strings.Split(sp, ",") {
+		item = strings.TrimSpace(item)
+		if strings.HasPrefix(item, `"`) && strings.HasSuffix(item, `"`) && len(item) >= 2 {
+			item = strings.ReplaceAll(item[1:len(item)-1], `""`, `"`)
+		} else {
+			item = strings.ToLower(item)
+		}
+		if item == "$user" {
+			if sess.User == "" {
+				continue
+			}
+			item = sess.User
+		}
+		if item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// --- matching one rollup ---------------------------------------------------
+
+// matcher holds the state of matching one query against one rollup.
+type matcher struct {
+	s    *selectStmt
+	fi   fromItem
+	r    *catalog.Rollup
+	sess Session
+	keys []*keyInfo
+	aggs []*aggInfo
+	// pushed are WHERE conjuncts answered on both halves.
+	pushed []expr
+	// ranges are the WHERE conjuncts that bound the raw time column.
+	ranges []expr
+	lower  []Bound
+	upper  []Bound
+	exact  bool
+}
+
+type keyInfo struct {
+	e     expr
+	canon string
+	name  string
+}
+
+type aggInfo struct {
+	f       *funcCall
+	canon   string
+	kind    string
+	measure catalog.Measure
+	rows    catalog.Measure
+	arg     expr
+	name    string
+	exact   bool
+}
+
+func (m *matcher) fail(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*Plan, string) {
+	m := &matcher{s: s, fi: fi, r: r, sess: sess}
+	switch {
+	case !r.Refreshed():
+		return nil, "never refreshed (no watermark yet)"
+	case r.TimeType == "" || r.Grain.Rank() < 0:
+		return nil, "its source columns have changed since it was created"
+	}
+	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
+		return nil, "it has no time zone"
+	}
+	// GROUP BY.
+	for _, g := range s.groupBy {
+		e, why := m.resolveGroupItem(g)
+		if e == nil {
+			return nil, why
+		}
+		c := m.classify(e)
+		switch c.k {
+		case kBad:
+			return nil, "GROUP BY " + m.canon(e) + ": " + c.why
+		case kTime, kEpoch, kEpochDiv:
+			return nil, "GROUP BY " + m.canon(e) + ": " + m.notConstant(c)
+		}
+		canon := m.canon(e)
+		dup := false
+		for _, k := range m.keys {
+			if k.canon == canon {
+				dup = true
+			}
+		}
+		if !dup {
+			m.keys = append(m.keys, &keyInfo{e: e, canon: canon, name: "pgsketch_k" + strconv.Itoa(len(m.keys)+1)})
+		}
+	}
+	// WHERE.
+	for _, c := range conjuncts(s.where) {
+		if why := m.where(c); why != "" {
+			return nil, why
+		}
+	}
+	// Aggregates.
+	for _, t := range s.targets {
+		if why := m.collectAggs(t.e); why != "" {
+			return nil, why
+		}
+	}
+	if why := m.collectAggs(s.having); why != "" {
+		return nil, why
+	}
+	for _, o := range s.orderBy {
+		if why := m.collectAggs(o.e); why != "" {
+			return nil, why
+		}
+	}
+	return m.build()
+}
+
+func conjuncts(e expr) []expr {
+	if e == nil {
+		return nil
+	}
+	if b, ok := e.(*boolExpr); ok && b.op == "AND" {
+		var out []expr
+		for _, a := range b.args {
+			out = append(out, conjuncts(a)...)
+		}
+		return out
+	}
+	return []expr{e}
+}
+
+// resolveGroupItem turns a GROUP BY item into the expression it groups by.
+func (m *matcher) resolveGroupItem(g expr) (expr, string) {
+	if c, ok := g.(*constExpr); ok && c.kind == "int" {
+		n, err := strconv.Atoi(c.val)
+		if err != nil || n < 1 || n > len(m.s.targets) {
+			return nil, "GROUP BY position " + c.val + " is not in the select list"
+		}
+		return m.s.targets[n-1].e, ""
+	}
+	if c, ok := g.(*colRef); ok && len(c.parts) == 1 {
+		name := c.parts[0]
+		if name != m.r.TimeColumn {
+			if _, isDim := m.r.Dimension(name); !isDim {
+				for _, t := range m.s.targets {
+					if t.name == name {
+						return nil, "GROUP BY " + quoteIdent(name) + " names a select-list alias; without the table's column list the rewriter cannot rule out a column of that name"
+					}
+				}
+			}
+		}
+	}
+	return g, ""
+}
+
+// column resolves a column reference against the FROM item: it returns the
+// column name, or a reason.
+func (m *matcher) column(c *colRef) (string, string) {
+	parts := c.parts
+	name := parts[len(parts)-1]
+	if name == "*" {
+		return "", "a whole-row reference"
+	}
+	q := parts[:len(parts)-1]
+	ok := false
+	switch len(q) {
+	case 0:
+		ok = true
+	case 1:
+		if m.fi.alias != "" {
+			ok = q[0] == m.fi.alias
+		} else {
+			ok = q[0] == m.fi.name
+		}
+	case 2:
+		ok = m.fi.alias == "" && q[1] == m.fi.name && (q[0] == m.fi.schema || (m.fi.schema == "" && q[0] == m.r.Source.Schema))
+	}
+	if !ok {
+		return "", "column reference " + sqlOf(c, nil) + " does not name the queried table"
+	}
+	return name, ""
+}
+
+// canon prints e with column references reduced to the bare column name, so
+// that the same expression written with and without qualification compares
+// equal.
+func (m *matcher) canon(e expr) string {
+	return sqlOf(e, func(x expr) (string, bool) {
+		if c, ok := x.(*colRef); ok {
+			if name, why := m.column(c); why == "" {
+				return quoteIdent(name), true
+			}
+		}
+		return "", false
+	})
+}
+
+// side prints e for one half of the fetch: over the rollup table (alias r,
+// the time column becoming the bucket) or over the base table (alias t).
+func (m *matcher) side(e expr, rollup bool) string {
+	return sqlOf(e, func(x expr) (string, bool) {
+		if c, ok := x.(*colRef); ok {
+			name, _ := m.column(c)
+			if rollup {
+				if name == m.r.TimeColumn {
+					return "r." + quoteIdent(catalog.BucketColumn), true
+				}
+				return "r." + quoteIdent(name), true
+			}
+			return "t." + quoteIdent(name), true
+		}
+		return "", false
+	})
+}
+
+// where classifies one WHERE conjunct.
+func (m *matcher) where(e expr) string {
+	if b, ok := m.timeRange(e); ok {
+		m.ranges = append(m.ranges, e)
+		m.lower = append(m.lower, b.lower...)
+		m.upper = append(m.upper, b.upper...)
+		return ""
+	}
+	c := m.classify(e)
+	switch c.k {
+	case kConst, kRow:
+		m.pushed = append(m.pushed, e)
+		return ""
+	case kBad:
+		return "WHERE " + m.canon(e) + ": " + c.why
+	}
+	return "WHERE " + m.canon(e) + ": " + m.notConstant(c)
+}
+
+type bounds struct{ lower, upper []Bound }
+
+// timeRange recognizes a range on the raw time column: time op constant,
+// constant op time, time BETWEEN constant AND constant.
+func (m *matcher) timeRange(e expr) (bounds, bool) {
+	isTime := func(x expr) bool {
+		c := m.classify(x)
+		return c.k == kTime && c.v.raw
+	}
+	isConst := func(x expr) bool { return m.classify(x).k == kConst }
+	switch e := e.(type) {
+	case *opExpr:
+		if e.schema != "" || e.l == nil {
+			return bounds{}, false
+		}
+		op, col, val := e.op, e.l, e.r
+		if !isTime(col) {
+			col, val = e.r, e.l
+			op = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]
+		}
+		if !isTime(col) || !isConst(val) {
+			return bounds{}, false
+		}
+		v := sqlOf(val, nil)
+		switch op {
+		case ">=":
+			return bounds{lower: []Bound{{SQL: v, Inclusive: true}}}, true
+		case ">":
+			return bounds{lower: []Bound{{SQL: v}}}, true
+		case "<":
+			return bounds{upper: []Bound{{SQL: v}}}, true
+		case "<=":
+			return bounds{upper: []Bound{{SQL: v, Inclusive: true}}}, true
+		case "=":
+			return bounds{lower: []Bound{{SQL: v, Inclusive: true}}, upper: []Bound{{SQL: v, Inclusive: true}}}, true
+		}
+	case *betweenExpr:
+		if e.not || e.symmetric || !isTime(e.arg) || !isConst(e.lo) || !isConst(e.hi) {
+			return bounds{}, false
+		}
+		return bounds{
+			lower: []Bound{{SQL: sqlOf(e.lo, nil), Inclusive: true}},
+			upper: []Bound{{SQL: sqlOf(e.hi, nil), Inclusive: true}},
+		}, true
+	}
+	return bounds{}, false
+}
+
+// collectAggs finds the aggregates in e and maps each to stored measures.
+func (m *matcher) collectAggs(e expr) string {
+	var why string
+	walk(e, func(x expr) bool {
+		if why != "" {
+			return false
+		}
+		f, ok := x.(*funcCall)
+		if !ok {
+			return true
+		}
+		kind := aggKind(f)
+		if kind == "" {
+			return true
+		}
+		why = m.addAgg(f, kind)
+		return false
+	})
+	return why
+}
+
+func (m *matcher) addAgg(f *funcCall, kind string) string {
+	canon := m.canon(f)
+	for _, a := range m.aggs {
+		if a.canon == canon {
+			return ""
+		}
+	}
+	a := &aggInfo{f: f, canon: canon, kind: kind, name: "pgsketch_a" + strconv.Itoa(len(m.aggs)+1)}
+	if len(f.args) == 1 {
+		a.arg = f.args[0]
+		var nested bool
+		walk(a.arg, func(x expr) bool {
+			if g, ok := x.(*funcCall); ok && aggKind(g) != "" {
+				nested = true
+			}
+			return !nested
+		})
+		if nested {
+			return canon + ": aggregate inside an aggregate"
+		}
+	}
+	argCol := func() (string, string) {
+		c, ok := a.arg.(*colRef)
+		if !ok {
+			return "", canon + ": the rewriter answers aggregates of plain columns only"
+		}
+		name, why := m.column(c)
+		if why != "" {
+			return "", canon + ": " + why
+		}
+		return name, ""
+	}
+	switch kind {
+	case "other":
+		return canon + ": no stored partial answers this aggregate"
+	case "rows":
+		rc, ok := m.r.Measure(catalog.Count, "*")
+		if !ok {
+			return canon + ": rollup has no row count"
+		}
+		a.measure = rc
+	case "cd", "acd":
+		if kind == "cd" && !m.sess.Approx {
+			// Side by side: computed exactly by PostgreSQL.
+			if _, why := argCol(); why != "" {
+				return why
+			}
+			a.exact = true
+			m.exact = true
+			break
+		}
+		col, why := argCol()
+		if why != "" {
+			return why
+		}
+		ms, ok := m.r.Measure(catalog.HLL, col)
+		if !ok {
+			return canon + ": rollup has no HLL sketch of " + quoteIdent(col)
+		}
+		a.measure = ms
+	case "count", "sum", "min", "max":
+		col, why := argCol()
+		if why != "" {
+			return why
+		}
+		k := map[string]catalog.Kind{"count": catalog.Count, "sum": catalog.Sum, "min": catalog.Min, "max": catalog.Max}[kind]
+		ms, ok := m.r.Measure(k, col)
+		if !ok {
+			return canon + ": rollup stores no " + string(k) + " of " + quoteIdent(col)
+		}
+		if kind == "sum" && sumType(ms.Type) == "" {
+			return canon + ": sum over type " + ms.Type + " is not supported"
+		}
+		a.measure = ms
+	}
+	m.aggs = append(m.aggs, a)
+	return ""
+}
+
+// sumType is the type PostgreSQL's sum() returns for an argument type.
+func sumType(t string) string {
+	switch {
+	case t == "smallint" || t == "integer":
+		return "bigint"
+	case t == "bigint" || t == "numeric" || strings.HasPrefix(t, "numeric("):
+		return "numeric"
+	case t == "real":
+		return "real"
+	case t == "double precision":
+		return "double precision"
+	case t == "interval":
+		return "interval"
+	}
+	return ""
+}
+
+// notConstant explains why a time-valued expression cannot be a group key
+// or filter.
+func (m *matcher) notConstant(c class) string {
+	return "uses " + quoteIdent(m.r.TimeColumn) + " in a way that varies within one " + string(m.r.Grain) + " bucket"
+}

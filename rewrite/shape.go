@@ -1,0 +1,218 @@
+package rewrite
+
+import (
+	"strings"
+)
+
+// selectSQL prints a SELECT: targets always with explicit aliases (the names
+// PostgreSQL would give them), the given FROM text, and the other clauses
+// printed with hook.
+func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) (string, bool)) string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	if s.distinct {
+		b.WriteString("DISTINCT ")
+	}
+	for i, t := range s.targets {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(sqlOf(t.e, hook))
+		name := t.name
+		if name == "" {
+			name = figureColname(t.e)
+		}
+		b.WriteString(" AS " + quoteIdent(name))
+	}
+	if from != "" {
+		b.WriteString(" FROM " + from)
+	}
+	if where != "" {
+		b.WriteString(" WHERE " + where)
+	}
+	if groupBy && len(s.groupBy) > 0 {
+		b.WriteString(" GROUP BY ")
+		for i, g := range s.groupBy {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(sqlOf(g, hook))
+		}
+	}
+	if groupBy && s.having != nil {
+		b.WriteString(" HAVING " + sqlOf(s.having, hook))
+	}
+	if len(s.orderBy) > 0 {
+		b.WriteString(" ORDER BY ")
+		for i, o := range s.orderBy {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && s.outputName(c.parts[0]) {
+				// An output column name: it still names one.
+				b.WriteString(quoteIdent(c.parts[0]))
+			} else if c, ok := o.e.(*constExpr); ok && c.kind == "int" {
+				b.WriteString(c.val)
+			} else {
+				b.WriteString(sqlOf(o.e, hook))
+			}
+			if o.dir != "" {
+				b.WriteString(" " + o.dir)
+			}
+			if o.nulls != "" {
+				b.WriteString(" " + o.nulls)
+			}
+		}
+	}
+	if s.limit != nil {
+		b.WriteString(" LIMIT " + sqlOf(s.limit, hook))
+	}
+	if s.offset != nil {
+		b.WriteString(" OFFSET " + sqlOf(s.offset, hook))
+	}
+	return b.String()
+}
+
+// outputName reports whether name is the name of a select-list item.
+func (s *selectStmt) outputName(name string) bool {
+	for _, t := range s.targets {
+		n := t.name
+		if n == "" {
+			n = figureColname(t.e)
+		}
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// shapeSQL prints the query over the merged groups: group keys and
+// aggregates become columns of GroupsRelation.
+func (m *matcher) shapeSQL() (string, string) {
+	s := m.s
+	for _, o := range s.orderBy {
+		if o.dir == "USING" {
+			return "", "ORDER BY ... USING is not supported"
+		}
+	}
+	var why string
+	hook := func(e expr) (string, bool) {
+		switch x := e.(type) {
+		case *constExpr, *paramRef:
+			return "", false
+		case *funcCall:
+			if aggKind(x) != "" {
+				c := m.canon(x)
+				for _, a := range m.aggs {
+					if a.canon == c {
+						return GroupsRelation + "." + quoteIdent(a.name), true
+					}
+				}
+				if why == "" {
+					why = c + ": aggregate not planned"
+				}
+				return "NULL", true
+			}
+		}
+		if len(m.keys) > 0 {
+			c := m.canon(e)
+			for _, k := range m.keys {
+				if k.canon == c {
+					return GroupsRelation + "." + quoteIdent(k.name), true
+				}
+			}
+		}
+		if c, ok := e.(*colRef); ok {
+			if why == "" {
+				why = "column " + m.canon(c) + " must appear in GROUP BY or be used in an aggregate"
+			}
+			return "NULL", true
+		}
+		return "", false
+	}
+	where := ""
+	if s.having != nil {
+		where = sqlOf(s.having, hook)
+	}
+	out := selectSQL(s, GroupsRelation, where, false, hook)
+	if why != "" {
+		return "", why
+	}
+	return out, ""
+}
+
+// substitutePlan is the answer when no rollup serves a query that uses
+// APPROX_COUNT_DISTINCT: the query itself, with APPROX_COUNT_DISTINCT(x)
+// counted exactly as COUNT(DISTINCT x), so that the client never sees
+// "function does not exist".
+func substitutePlan(s *selectStmt, reason string) (*Plan, string) {
+	var from []string
+	for _, f := range s.from {
+		if f.unsupported != "" {
+			return nil, reason + "; and the query cannot be reprinted with an exact count (FROM has " + f.unsupported + ")"
+		}
+		t := ""
+		if f.only {
+			t = "ONLY "
+		}
+		if f.schema != "" {
+			t += quoteIdent(f.schema) + "."
+		}
+		t += quoteIdent(f.name)
+		if f.alias != "" {
+			t += " AS " + quoteIdent(f.alias)
+		}
+		from = append(from, t)
+	}
+	for _, o := range s.orderBy {
+		if o.dir == "USING" {
+			return nil, reason + "; and the query cannot be reprinted (ORDER BY ... USING)"
+		}
+	}
+	var bad string
+	check := func(e expr) {
+		walk(e, func(x expr) bool {
+			if u, ok := x.(*unsupported); ok && bad == "" {
+				bad = u.what
+			}
+			return true
+		})
+	}
+	for _, t := range s.targets {
+		if t.star {
+			bad = "*"
+		}
+		check(t.e)
+	}
+	check(s.where)
+	check(s.having)
+	for _, g := range s.groupBy {
+		check(g)
+	}
+	for _, o := range s.orderBy {
+		check(o.e)
+	}
+	check(s.limit)
+	check(s.offset)
+	if bad != "" {
+		return nil, reason + "; and the query cannot be reprinted with an exact count (it uses " + bad + ")"
+	}
+	var hook func(expr) (string, bool)
+	hook = func(e expr) (string, bool) {
+		if f, ok := e.(*funcCall); ok && aggKind(f) == "acd" && len(f.args) == 1 && !f.distinct {
+			return "count(DISTINCT " + sqlOf(f.args[0], hook) + ")", true
+		}
+		return "", false
+	}
+	where := ""
+	if s.where != nil {
+		where = sqlOf(s.where, hook)
+	}
+	sql := selectSQL(s, strings.Join(from, ", "), where, true, hook)
+	return &Plan{
+		Kind:          Substitute,
+		SubstituteSQL: sql,
+		Notice:        "pgsketch: APPROX_COUNT_DISTINCT counted exactly: " + reason,
+	}, ""
+}
