@@ -441,8 +441,16 @@ func TestRollupGrantsAndNotify(t *testing.T) {
 	analyst, outsider := "pgsk_analyst"+suffix, "pgsk_outsider"+suffix
 	for _, r := range []string{analyst, outsider} {
 		mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s`, r))
-		t.Cleanup(func() {
-			_ = adminExec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE IF EXISTS %[1]s`, r))
+		t.Cleanup(func() { // before the database is dropped: its grants name the role
+			c, err := pgx.Connect(context.Background(), db.DSN)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close(context.Background())
+			if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, r)); err != nil {
+				t.Errorf("drop role %s: %v", r, err)
+			}
 		})
 	}
 	mustExec(t, conn, `GRANT SELECT ON events TO `+analyst)
