@@ -333,9 +333,9 @@ func (p *printer) expr(e expr) {
 		p.list(e.elems)
 		p.sb.WriteByte(']')
 	case *unsupported:
-		// Never emitted: plans are only built from supported trees. Keep
-		// the output parseable all the same.
-		p.sb.WriteString("NULL")
+		// Never emitted: plans are only built from supported trees. It
+		// shows in passthrough reasons; keep it parseable all the same.
+		p.sb.WriteString("(NULL /* " + strings.ReplaceAll(e.what, "*/", "") + " */)")
 	}
 }
 
