@@ -36,6 +36,12 @@ accuracy:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./sketch/
 
+## bench-rewrite: the rewriter over the golden corpus, and a query the prefilter rejects (docs/benchmarks.md)
+.PHONY: bench-rewrite
+bench-rewrite:
+	$(GO) test -run '^$$' -bench . -benchtime 100x -count 3 ./rewrite/
+	$(GO) test -run '^$$' -bench Rejected -benchmem -count 3 ./rewrite/
+
 ## bench-relay: pgbench -S direct, through PgBouncer and through pgsketch-proxy (docs/benchmarks.md);
 ## BENCH_RELAY_ARGS=--quick for a 20-second check of the setup
 .PHONY: bench-relay

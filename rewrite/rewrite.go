@@ -337,13 +337,10 @@ type aggInfo struct {
 	canon   string
 	kind    string
 	measure catalog.Measure
-	rows    catalog.Measure
 	arg     expr
 	name    string
 	exact   bool
 }
-
-func (m *matcher) fail(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*Plan, string) {
 	m := &matcher{s: s, fi: fi, r: r, sess: sess}
