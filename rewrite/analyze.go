@@ -452,26 +452,9 @@ func (m *matcher) classifyOp(e *opExpr) class {
 	if e.schema == "" {
 		switch {
 		case lc.k == kTime && rc.k == kConst && (e.op == "+" || e.op == "-"):
-			days, ok := shiftDays(e.r, m.r.TimeType == catalog.Date && lc.v.wall && lc.v.zone == "native")
-			if !ok {
-				return bad("shift of " + quoteIdent(m.r.TimeColumn) + " by something other than whole days")
-			}
-			if e.op == "-" {
-				days = -days
-			}
-			v := lc.v
-			v.raw = false
-			v.shiftDays += days
-			return class{k: kTime, v: v}
+			return m.shifted(lc.v, e.r, e.op == "-")
 		case rc.k == kTime && lc.k == kConst && e.op == "+":
-			days, ok := shiftDays(e.l, m.r.TimeType == catalog.Date && rc.v.wall && rc.v.zone == "native")
-			if !ok {
-				return bad("shift of " + quoteIdent(m.r.TimeColumn) + " by something other than whole days")
-			}
-			v := rc.v
-			v.raw = false
-			v.shiftDays += days
-			return class{k: kTime, v: v}
+			return m.shifted(rc.v, e.l, false)
 		case lc.k == kEpoch && rc.k == kConst && e.op == "/":
 			n, ok := constNumber(e.r)
 			if !ok {
@@ -489,6 +472,21 @@ func (m *matcher) classifyOp(e *opExpr) class {
 		return class{k: kRow}
 	}
 	return class{k: kConst}
+}
+
+// shifted is time view v plus (or minus) the constant d, which must be a
+// whole number of days.
+func (m *matcher) shifted(v view, d expr, minus bool) class {
+	days, ok := shiftDays(d, m.r.TimeType == catalog.Date && v.wall && v.zone == "native")
+	if !ok {
+		return bad("shift of " + quoteIdent(m.r.TimeColumn) + " by something other than whole days")
+	}
+	if minus {
+		days = -days
+	}
+	v.raw = false
+	v.shiftDays += days
+	return class{k: kTime, v: v}
 }
 
 // shiftDays reads a constant interval of whole days ('1 day', '-1 day',
