@@ -174,7 +174,7 @@ func (h *HLL) addSlow(x uint64) {
 		h.kind = kindExplicit
 		h.explicit = append(h.explicit[:0], x)
 	case kindExplicit:
-		pos, found := slices.BinarySearchFunc(h.explicit, x, cmpSigned)
+		pos, found := searchSigned(h.explicit, x)
 		if found {
 			return
 		}
@@ -198,6 +198,22 @@ func (h *HLL) addDense(x uint64) {
 
 // cmpSigned orders hash values as the extension does: by signed 64-bit
 // comparison (for compatibility with java-hll).
+// searchSigned finds x in a, sorted ascending by signed comparison: its
+// position, or where to insert it. A plain loop: slices.BinarySearchFunc
+// with cmpSigned costs a third of a refresh's time in EXPLICIT sketches.
+func searchSigned(a []uint64, x uint64) (int, bool) {
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int64(a[m]) < int64(x) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(a) && a[lo] == x
+}
+
 func cmpSigned(a, b uint64) int {
 	switch {
 	case int64(a) < int64(b):

@@ -65,6 +65,24 @@ type groups struct {
 	line   int64 // lines read, for error messages
 	split  [][]byte
 	value  []byte
+	// bucketText, when set, replaces each bucket field on output.
+	bucketText map[string]string
+}
+
+// buckets returns the distinct bucket fields (unescaped: bucket values
+// are dates or timestamps, which COPY never escapes), sorted.
+func (g *groups) buckets() []string {
+	seen := make(map[string]bool)
+	var out []string
+	for k := range g.m {
+		b, _, _ := strings.Cut(k, "\t")
+		if !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func newGroups(ndims int, fields []field) *groups {
@@ -144,7 +162,19 @@ func (g *groups) writeTo(w io.Writer) error {
 	var buf []byte
 	for _, k := range keys {
 		grp := g.m[k]
-		buf = append(buf[:0], grp.key...)
+		if g.bucketText != nil {
+			b, rest, hasDims := strings.Cut(grp.key, "\t")
+			t, ok := g.bucketText[b]
+			if !ok {
+				return fmt.Errorf("group %q: no bucket start for %q", grp.key, b)
+			}
+			buf = append(buf[:0], t...)
+			if hasDims {
+				buf = append(append(buf, '\t'), rest...)
+			}
+		} else {
+			buf = append(buf[:0], grp.key...)
+		}
 		for i, fd := range g.fields {
 			buf = append(buf, '\t')
 			switch {

@@ -121,12 +121,12 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if opt.To != "" {
 		to = opt.To
 	}
-	rows, err := conn.Query(ctx, `SELECT lo, hi, read_sql, ndims, array_to_json(fields), write_sql, ranged
+	rows, err := conn.Query(ctx, `SELECT lo, hi, read_sql, ndims, array_to_json(fields), write_sql, ranged, bucket_zone
 		FROM pgsketch.refresh_begin($1, $2, $3, $4)`, name, strconv.FormatBool(opt.Full), from, to)
 	if err != nil {
 		return res, fmt.Errorf("refresh %s: %w", name, err)
 	}
-	if len(rows) != 1 || len(rows[0]) != 7 {
+	if len(rows) != 1 || len(rows[0]) != 8 {
 		return res, fmt.Errorf("refresh %s: refresh_begin returned %d rows", name, len(rows))
 	}
 	row := rows[0]
@@ -190,6 +190,25 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	}
 	if opt.Progress != nil {
 		opt.Progress(Progress{Rollup: name, Rows: g.line, Estimate: estimate, Elapsed: time.Since(start), Done: true})
+	}
+
+	if zone := row[7]; zone != nil {
+		// Local bucket starts become the instants date_trunc(grain, t, zone) gives.
+		local := g.buckets()
+		arr, _ := json.Marshal(local)
+		rows, err := conn.Query(ctx, `SELECT (b::timestamp AT TIME ZONE $2)::text FROM json_array_elements_text($1::json) WITH ORDINALITY AS u(b, i) ORDER BY i`,
+			string(arr), string(zone))
+		if err != nil {
+			return res, fmt.Errorf("refresh %s: bucket starts: %w", name, err)
+		}
+		if len(rows) != len(local) {
+			return res, fmt.Errorf("refresh %s: bucket starts: %d for %d buckets", name, len(rows), len(local))
+		}
+		m := make(map[string]string, len(local))
+		for i, b := range local {
+			m[b] = string(rows[i][0])
+		}
+		g.bucketText = m
 	}
 
 	pr, pw := io.Pipe()

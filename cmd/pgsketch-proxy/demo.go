@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgsketch/pgsketch/aggregates/handler"
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/wire"
@@ -57,13 +58,14 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if *keep != "" {
 		stopNote = " (the cluster is kept in " + *keep + ")"
 	}
-	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log}
+	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log, Handler: handler.New(a.log)}
 	return serveUntilDone(ctx, a, cfg, *listen, 5*time.Second, func(addr string) {
 		fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d),\n", migrations.Latest())
 		fmt.Fprintf(a.stdout, "and pgsketch-proxy relays to it on %s.\n\n", addr)
 		fmt.Fprintf(a.stdout, "Connect through the proxy:\n  psql '%s'\n", proxyURL(cluster.URL(demoDB), addr))
 		fmt.Fprintf(a.stdout, "or directly:\n  psql '%s'\n\n", cluster.URL(demoDB))
-		fmt.Fprintf(a.stdout, "Rollups and approximate answers are not built yet: the proxy relays every query unchanged.\n")
+		fmt.Fprintf(a.stdout, "Rollups can be created (pgsketch.create_rollup) and refreshed (SELECT pgsketch.refresh_rollup(...)\n"+
+			"through the proxy); approximate answers from them are not built yet: other queries pass unchanged.\n")
 		fmt.Fprintf(a.stdout, "Press Ctrl-C to stop%s.\n", stopNote)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -12,6 +13,10 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/aggregates/handler"
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -35,6 +40,9 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	procs := f.Int("procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: half the CPUs available, "+
 		"at least 1, unless the GOMAXPROCS environment variable is set (the relay mostly waits in system calls; see docs/benchmarks.md)")
 	pprofListen := f.String("pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
+	refreshInterval := f.Duration("refresh-interval", 0, "refresh every rollup in the background this often, e.g. 1m (off when 0; needs --refresh-dsn)")
+	refreshDSN := f.String("refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
+		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -44,7 +52,11 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	if *upstream == "" {
 		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
 	}
+	if (*refreshInterval > 0) != (*refreshDSN != "") {
+		return fmt.Errorf("%w: --refresh-interval and --refresh-dsn go together", errUsage)
+	}
 	cfg := wire.Config{
+		Handler:        handler.New(a.log),
 		Upstream:       *upstream,
 		ConnectTimeout: *connectTimeout,
 		MaxMessageSize: *maxMessage,
@@ -67,7 +79,66 @@ func runServe(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
+	if *refreshInterval > 0 {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			defer close(done)
+			refreshLoop(rctx, a, *refreshDSN, *refreshInterval)
+		}()
+	}
 	return serveUntilDone(ctx, a, cfg, *listen, *shutdownTimeout, nil)
+}
+
+// refreshLoop refreshes every rollup of the database at dsn now and then
+// every interval until ctx ends, logging each result. A failed round is
+// logged and retried at the next tick.
+func refreshLoop(ctx context.Context, a *app, dsn string, interval time.Duration) {
+	log := a.log.With("component", "refresher")
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := refreshAll(ctx, dsn, log); err != nil && ctx.Err() == nil {
+			log.Error("background refresh failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func refreshAll(ctx context.Context, dsn string, log *slog.Logger) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, "SELECT name FROM pgsketch.rollup_defs ORDER BY name")
+	if err != nil {
+		return explain(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return explain(err)
+	}
+	var errs []error
+	for _, n := range names {
+		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, n, refresh.Options{})
+		if err != nil {
+			errs = append(errs, err)
+			if conn.IsClosed() || ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		log.Info("refreshed", "rollup", n, "rows_read", res.RowsRead, "written", res.Written,
+			"version", res.Version, "watermark", res.Watermark, "elapsed", res.Elapsed.Round(time.Millisecond).String())
+	}
+	return errors.Join(errs...)
 }
 
 // serveUntilDone listens on addr and relays clients until ctx is done, then

@@ -1,0 +1,211 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgsketch/pgsketch/wire"
+)
+
+// sessionConn runs statements on a client's upstream session for package
+// refresh (it implements refresh.Conn). Asynchronous messages the upstream
+// sends meanwhile (notices, parameter changes, notifications) are queued for
+// the client. It reads every reply up to ReadyForQuery before returning.
+type sessionConn struct {
+	s *wire.Session
+	// txStatus is the status byte of the last ReadyForQuery: I, T or E.
+	txStatus byte
+}
+
+var (
+	errProtocol = errors.New("unexpected message from the upstream")
+	errUpstream = errors.New("upstream connection")
+)
+
+// relayAsync passes an asynchronous message to the client and reports
+// whether msg was one.
+func (c *sessionConn) relayAsync(msg pgproto3.BackendMessage) (bool, error) {
+	switch msg.(type) {
+	case *pgproto3.NoticeResponse, *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
+		return true, c.s.Send(msg)
+	}
+	return false, nil
+}
+
+// finish reads replies up to ReadyForQuery, handing each other message to
+// each (which may be nil), and returns the first ErrorResponse as a
+// *pgconn.PgError.
+func (c *sessionConn) finish(each func(pgproto3.BackendMessage) error) error {
+	var first error
+	for {
+		msg, err := c.s.Frontend.Receive()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUpstream, err)
+		}
+		if async, err := c.relayAsync(msg); async || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ReadyForQuery:
+			c.txStatus = m.TxStatus
+			return first
+		case *pgproto3.ErrorResponse:
+			if first == nil {
+				first = pgconn.ErrorResponseToPgError(m)
+			}
+		default:
+			if each != nil && first == nil {
+				if err := each(msg); err != nil {
+					first = err
+				}
+			}
+		}
+	}
+}
+
+func (c *sessionConn) send(msgs ...pgproto3.FrontendMessage) error {
+	for _, m := range msgs {
+		c.s.Frontend.Send(m)
+	}
+	return c.s.Frontend.Flush()
+}
+
+// Exec implements refresh.Conn.
+func (c *sessionConn) Exec(ctx context.Context, sql string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
+		return err
+	}
+	return c.finish(nil)
+}
+
+// Query implements refresh.Conn.
+func (c *sessionConn) Query(ctx context.Context, sql string, args ...any) ([][][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil:
+		case string:
+			params[i] = []byte(v)
+		default:
+			return nil, fmt.Errorf("query parameter $%d: unsupported type %T", i+1, a)
+		}
+	}
+	if err := c.send(&pgproto3.Parse{Query: sql}, &pgproto3.Bind{Parameters: params},
+		&pgproto3.Execute{}, &pgproto3.Sync{}); err != nil {
+		return nil, err
+	}
+	var rows [][][]byte
+	err := c.finish(func(msg pgproto3.BackendMessage) error {
+		if dr, ok := msg.(*pgproto3.DataRow); ok {
+			row := make([][]byte, len(dr.Values))
+			for i, v := range dr.Values { // DataRow is a flyweight: copy
+				if v != nil {
+					row[i] = slices.Clone(v)
+				}
+			}
+			rows = append(rows, row)
+		}
+		return nil
+	})
+	return rows, err
+}
+
+// CopyTo implements refresh.Conn.
+func (c *sessionConn) CopyTo(ctx context.Context, w io.Writer, sql string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
+		return err
+	}
+	return c.finish(func(msg pgproto3.BackendMessage) error {
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := ctx.Err(); err != nil {
+				return err // the rest is drained; the caller rolls back
+			}
+			_, err := w.Write(m.Data)
+			return err
+		case *pgproto3.CopyOutResponse, *pgproto3.CopyDone, *pgproto3.CommandComplete:
+			return nil
+		}
+		return fmt.Errorf("%w: %T during COPY TO", errProtocol, msg)
+	})
+}
+
+// CopyFrom implements refresh.Conn.
+func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (int64, error) {
+	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
+		return 0, err
+	}
+	// Wait for CopyInResponse (or an error, then ReadyForQuery).
+	for {
+		msg, err := c.s.Frontend.Receive()
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", errUpstream, err)
+		}
+		if async, err := c.relayAsync(msg); async || err != nil {
+			if err != nil {
+				return 0, err
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyInResponse:
+		case *pgproto3.ErrorResponse:
+			return 0, errors.Join(pgconn.ErrorResponseToPgError(m), c.finish(nil))
+		default:
+			return 0, fmt.Errorf("%w: %T before COPY FROM data", errProtocol, msg)
+		}
+		break
+	}
+	buf := make([]byte, 64<<10)
+	var rerr error
+	for rerr == nil {
+		if rerr = ctx.Err(); rerr != nil {
+			break
+		}
+		var n int
+		n, rerr = r.Read(buf)
+		if n > 0 {
+			c.s.Frontend.Send(&pgproto3.CopyData{Data: buf[:n]})
+			if err := c.s.Frontend.Flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if rerr == io.EOF {
+		c.s.Frontend.Send(&pgproto3.CopyDone{})
+	} else {
+		c.s.Frontend.Send(&pgproto3.CopyFail{Message: fmt.Sprintf("pgsketch: %v", rerr)})
+	}
+	if err := c.s.Frontend.Flush(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := c.finish(func(msg pgproto3.BackendMessage) error {
+		if cc, ok := msg.(*pgproto3.CommandComplete); ok {
+			n = pgconn.NewCommandTag(string(cc.CommandTag)).RowsAffected()
+		}
+		return nil
+	})
+	if rerr != io.EOF {
+		return n, errors.Join(rerr, err)
+	}
+	return n, err
+}

@@ -1,0 +1,165 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/wire"
+)
+
+// Handler is pgsketch-proxy's wire.Handler.
+type Handler struct {
+	Log *slog.Logger
+}
+
+// New returns a Handler logging to log.
+func New(log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{Log: log}
+}
+
+// Intercept implements wire.Handler.
+func (h *Handler) Intercept(sql []byte) bool {
+	if !quickRefresh(sql) {
+		return false
+	}
+	_, ok := parseRefresh(string(sql))
+	return ok
+}
+
+// Serve implements wire.Handler.
+func (h *Handler) Serve(ctx context.Context, req *wire.Request, s *wire.Session) error {
+	if len(req.Messages) == 1 {
+		if q, ok := req.Messages[0].(*pgproto3.Query); ok {
+			if call, ok := parseRefresh(q.String); ok {
+				return h.serveRefresh(ctx, call, s)
+			}
+		}
+	}
+	// The extended protocol: PostgreSQL answers with its own error, which
+	// says to use the simple query protocol through the proxy.
+	return forward(req, s)
+}
+
+// serveRefresh runs a refresh for a simple Query and answers like
+// PostgreSQL would for SELECT f(): one bigint column, the base rows read.
+func (h *Handler) serveRefresh(ctx context.Context, call refreshCall, s *wire.Session) error {
+	c := &sessionConn{s: s}
+	// An empty query only reports the transaction status.
+	if err := c.Exec(ctx, ""); err != nil {
+		return err
+	}
+	var res refresh.Result
+	var err error
+	switch c.txStatus {
+	case 'I':
+		h.Log.Info("refresh through the proxy", "rollup", call.name, "user", s.Params()["user"])
+		res, err = refresh.Refresh(ctx, c, call.name, refresh.Options{Full: call.full, From: call.from, To: call.to})
+	case 'E':
+		err = &pgconn.PgError{Severity: "ERROR", Code: "25P02",
+			Message: "current transaction is aborted, commands ignored until end of transaction block"}
+	default:
+		err = &pgconn.PgError{Severity: "ERROR", Code: "25001",
+			Message: "pgsketch.refresh_rollup cannot run inside a transaction block",
+			Hint:    "A refresh commits its own transaction. Run it outside BEGIN ... COMMIT."}
+	}
+	if err != nil {
+		// The session is only lost if the upstream is; else the error is the client's.
+		if errors.Is(err, errProtocol) || errors.Is(err, errUpstream) || c.txStatus == 0 {
+			return err
+		}
+		h.Log.Info("refresh through the proxy failed", "rollup", call.name, "err", err)
+		if err := s.Send(errorResponse(err)); err != nil {
+			return err
+		}
+	} else {
+		h.Log.Info("refreshed through the proxy", "result", res.String())
+		s.Send(&pgproto3.NoticeResponse{Severity: "INFO", SeverityUnlocalized: "INFO", Code: "00000", Message: res.String()})
+		s.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{
+			Name: []byte("refresh_rollup"), DataTypeOID: 20, DataTypeSize: 8, TypeModifier: -1}}})
+		s.Send(&pgproto3.DataRow{Values: [][]byte{strconv.AppendInt(nil, res.RowsRead, 10)}})
+		s.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+	}
+	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	return s.Flush()
+}
+
+// errorResponse turns err into the ErrorResponse the client gets.
+func errorResponse(err error) *pgproto3.ErrorResponse {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		msg := pe.Message
+		if outer := err.Error(); outer != pe.Error() {
+			msg = fmt.Sprintf("%s (%s)", pe.Message, trimPgError(outer, pe))
+		}
+		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pe.Code, Message: msg,
+			Detail: pe.Detail, Hint: pe.Hint, Where: pe.Where}
+	}
+	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "XX000", Message: err.Error()}
+}
+
+// trimPgError is the context the refresher wrapped around a PostgreSQL
+// error, e.g. "refresh daily: read base rows".
+func trimPgError(outer string, pe *pgconn.PgError) string {
+	if i := len(outer) - len(pe.Error()); i > 2 && outer[i:] == pe.Error() {
+		return outer[:i-2]
+	}
+	return outer
+}
+
+// forward sends a request upstream unchanged and relays every reply, up to
+// ReadyForQuery when the request ends with Sync or is a Query, or up to the
+// replies its messages are owed when it ends with Flush.
+func forward(req *wire.Request, s *wire.Session) error {
+	owed, synced := 0, false
+	for _, m := range req.Messages {
+		s.Frontend.Send(m)
+		switch m := m.(type) {
+		case *pgproto3.Query, *pgproto3.Sync:
+			synced = true
+		case *pgproto3.Describe:
+			owed++
+			if m.ObjectType == 'S' {
+				owed++ // ParameterDescription, then RowDescription or NoData
+			}
+		case *pgproto3.Parse, *pgproto3.Bind, *pgproto3.Close, *pgproto3.Execute:
+			owed++
+		}
+	}
+	if err := s.Frontend.Flush(); err != nil {
+		return err
+	}
+	for synced || owed > 0 {
+		msg, err := s.Frontend.Receive()
+		if err != nil {
+			return err
+		}
+		if err := s.Send(msg); err != nil {
+			return err
+		}
+		switch msg.(type) {
+		case *pgproto3.ReadyForQuery:
+			if synced {
+				return s.Flush()
+			}
+		case *pgproto3.ErrorResponse:
+			if !synced {
+				owed = 0 // the server skips the rest up to the client's Sync
+			}
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.ParameterDescription,
+			*pgproto3.RowDescription, *pgproto3.NoData, *pgproto3.CommandComplete, *pgproto3.EmptyQueryResponse,
+			*pgproto3.PortalSuspended:
+			owed--
+		}
+	}
+	return s.Flush()
+}
