@@ -315,18 +315,26 @@ CREATE FUNCTION pgsketch.bucket_local(g text, t timestamp) RETURNS timestamp
 -- transaction: it takes the rollup's advisory lock (waiting for another
 -- refresh to finish), decides the buckets to rebuild, deletes their rows,
 -- and returns the statements the refresher runs next:
---   read_sql   SELECT to stream with COPY TO: bucket (for a timestamptz
---              time column the bucket's local start, a timestamp in
---              bucket_zone), dims, then one text
---              column per measure in position order, preceded by a flag:
---              true for base rows (only hll columns set: the value to
---              sketch), false for one row of partials per bucket and dims
---              (only the other measures set, aggregated by PostgreSQL);
---   ndims      the number of dimensions;
---   fields     each measure's kind in position order, hll as
---              hll:LOG2M:REGWIDTH;
---   write_sql  COPY ... FROM STDIN for the rebuilt rows (bucket, dims,
---              every measure in position order).
+--   read_sql    SELECT to stream with COPY TO (FORMAT binary): a flag, a
+--               time, the dimensions, then one column per measure in
+--               position order. Rows flagged true are base rows: their time
+--               is the row's own (for a timestamptz column in a zone other
+--               than UTC, its local time there) and only the hll columns
+--               are set, to the value to sketch. Rows flagged false hold the
+--               partials of one bucket and dimension values, aggregated by
+--               PostgreSQL: the bucket start as time, the other measures set;
+--   ndims       the number of dimensions;
+--   fields      each measure's kind in position order; hll measures as
+--               hll:LOG2M:REGWIDTH:FORM, FORM saying how the value arrives
+--               (int2, int4, int8 binary, or text: its canonical text);
+--   write_sql   COPY ... FROM STDIN (FORMAT binary) for the rebuilt rows
+--               (bucket, dims, every measure in position order);
+--   time_kind   date or timestamp: the binary form of the times;
+--   grain       the bucket width the refresher cuts times into, or none
+--               when the times are bucket starts already;
+--   bucket_zone when set, bucket starts are local times in this zone, to be
+--               turned into instants with AT TIME ZONE (as date_trunc(grain,
+--               t, zone) does) before writing.
 -- lo and hi bound the rebuilt buckets (NULL = unbounded). Modes: full,
 -- incremental (from the watermark minus the late-data window; the first
 -- refresh is full), or a range [from_time, to_time) widened to whole buckets
@@ -334,7 +342,7 @@ CREATE FUNCTION pgsketch.bucket_local(g text, t timestamp) RETURNS timestamp
 CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
                                        from_time text DEFAULT NULL, to_time text DEFAULT NULL)
     RETURNS TABLE (lo timestamptz, hi timestamptz, read_sql text, ndims integer, fields text[], write_sql text,
-                   ranged boolean, bucket_zone text)
+                   ranged boolean, bucket_zone text, time_kind text, grain text)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -347,6 +355,8 @@ DECLARE
     hi_local timestamp;
     v timestamptz;
     bucket_expr text;
+    time_expr text;
+    mtype oid;
     pred text := 'true';
     bpred text := 'true';
     dims text := '';
@@ -417,27 +427,58 @@ BEGIN
     END IF;
     EXECUTE format('DELETE FROM %s WHERE %s', dst, bpred);
 
-    bucket_expr := CASE ttype
-        -- The local start of the bucket, a timestamp: half the cost of
-        -- date_trunc(grain, t, zone), whose timestamptz the refresher gets
-        -- from bucket_zone once per bucket (the same conversion rule).
-        WHEN 'timestamp with time zone' THEN format('date_trunc(%L, %I AT TIME ZONE %L)', d.grain, d.time_column, d.time_zone)
-        WHEN 'timestamp without time zone' THEN format('date_trunc(%L, %I)', d.grain, d.time_column)
+    -- Base rows carry their time as a wall-clock value that the refresher
+    -- buckets by arithmetic (the raw column; for a timestamptz column in a
+    -- zone other than UTC, its local time in that zone); partials rows carry
+    -- their bucket's start in the same type. For such a zone the refresher
+    -- turns each local bucket start into an instant with AT TIME ZONE
+    -- (bucket_zone), the rule date_trunc(grain, t, zone) follows.
+    -- Hours are the exception: date_trunc('hour', t, zone) keeps t's UTC
+    -- offset (the two 02:00 hours of a night that turns the clocks back
+    -- stay apart), so hourly buckets in such a zone come from PostgreSQL
+    -- and grain 'none' tells the refresher they are bucket starts already.
+    time_expr := CASE
+        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain = 'hour'
+            THEN format('date_trunc(%L, %I, %L)', d.grain, d.time_column, d.time_zone)
+        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC'
+            THEN format('(%I AT TIME ZONE %L)', d.time_column, d.time_zone)
+        ELSE format('%I', d.time_column) END;
+    bucket_expr := CASE
+        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain = 'hour'
+            THEN time_expr
+        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC'
+            THEN format('date_trunc(%L, %I AT TIME ZONE %L)', d.grain, d.time_column, d.time_zone)
+        WHEN ttype = 'timestamp with time zone' THEN format('date_trunc(%L, %I, %L)', d.grain, d.time_column, d.time_zone)
+        WHEN ttype = 'timestamp without time zone' THEN format('date_trunc(%L, %I)', d.grain, d.time_column)
         ELSE format('date_trunc(%L, %I::timestamp)::date', d.grain, d.time_column) END;
     SELECT coalesce(string_agg(format(', %I', x), ''), '') INTO dims FROM unnest(d.dimensions) x;
 
     -- Measure columns in position order, each in the branch that computes it.
     FOR m IN SELECT * FROM pgsketch.rollup_measures WHERE rollup = r ORDER BY position LOOP
         IF m.kind = 'hll' THEN
+            -- The value to hash is its canonical text (DESIGN §2.2): the
+            -- refresher prints integers itself from their binary form, text
+            -- and varchar arrive as their bytes, and every other type is
+            -- printed by its output function (format %s), not by a cast to
+            -- text, which differs for boolean and character(n).
             has_hll := true;
-            hll_cols := hll_cols || format(', %I::text', m.expression);
-            part_cols := part_cols || ', NULL::text';
-            flds := flds || format('hll:%s:%s', m.log2m, m.regwidth);
+            mtype := (SELECT getbase.t FROM (SELECT CASE WHEN typtype = 'd' THEN typbasetype ELSE oid END AS t
+                        FROM pg_type WHERE oid = (SELECT atttypid FROM pg_attribute
+                                                  WHERE attrelid = src AND attname = m.expression)) getbase);
+            hll_cols := hll_cols || CASE
+                WHEN mtype IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype, 'text'::regtype,
+                               'character varying'::regtype)
+                    THEN format(', %I::%s', m.expression, mtype::regtype)
+                ELSE format(', CASE WHEN %1$I IS NOT NULL THEN format(''%%s'', %1$I) END', m.expression) END;
+            part_cols := part_cols || ', NULL';
+            flds := flds || format('hll:%s:%s:%s', m.log2m, m.regwidth, CASE mtype
+                WHEN 'smallint'::regtype THEN 'int2' WHEN 'integer'::regtype THEN 'int4'
+                WHEN 'bigint'::regtype THEN 'int8' ELSE 'text' END);
         ELSE
             has_part := has_part OR m.expression <> '*';
-            hll_cols := hll_cols || ', NULL::text';
-            part_cols := part_cols || CASE WHEN m.expression = '*' THEN ', count(*)::text'
-                                           ELSE format(', %s(%I)::text', m.kind, m.expression) END;
+            hll_cols := hll_cols || ', NULL';
+            part_cols := part_cols || CASE WHEN m.expression = '*' THEN ', count(*)'
+                                           ELSE format(', %s(%I)', m.kind, m.expression) END;
             flds := flds || m.kind::text;
         END IF;
     END LOOP;
@@ -446,7 +487,7 @@ BEGIN
     -- PostgreSQL itself so they are exact for every type. One statement,
     -- one snapshot: both branches see the same rows.
     IF has_hll THEN
-        q := format('SELECT true, %s%s%s FROM %s WHERE %s', bucket_expr, dims, hll_cols, src, pred);
+        q := format('SELECT true, %s%s%s FROM %s WHERE %s', time_expr, dims, hll_cols, src, pred);
     END IF;
     IF has_part OR NOT has_hll THEN
         q := CASE WHEN q IS NULL THEN '' ELSE q || ' UNION ALL ' END
@@ -455,10 +496,14 @@ BEGIN
                     (SELECT string_agg(x::text, ', ') FROM generate_series(2, 2 + cardinality(d.dimensions)) x));
     END IF;
     read_sql := q;
-    bucket_zone := CASE ttype WHEN 'timestamp with time zone' THEN d.time_zone END;
+    bucket_zone := CASE WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain <> 'hour'
+                        THEN d.time_zone END;
+    time_kind := CASE ttype WHEN 'date' THEN 'date' ELSE 'timestamp' END;
+    grain := CASE WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain = 'hour'
+                  THEN 'none' ELSE d.grain END;
     ndims := cardinality(d.dimensions);
     fields := flds;
-    write_sql := format('COPY %s (bucket%s%s) FROM STDIN', dst, dims,
+    write_sql := format('COPY %s (bucket%s%s) FROM STDIN (FORMAT binary)', dst, dims,
         (SELECT string_agg(format(', %I', column_name), '' ORDER BY position)
            FROM pgsketch.rollup_measures WHERE rollup = r));
     RETURN NEXT;
@@ -488,7 +533,9 @@ BEGIN
     wm := d.watermark;
     IF NOT ranged THEN
         -- The rows at or after lo are exactly the buckets this refresh read.
-        EXECUTE format('SELECT max(%s) FROM %s WHERE %s',
+        -- Infinite buckets (rows at +/-infinity) do not move the watermark:
+        -- such rows stay after it, read from the base table by queries.
+        EXECUTE format('SELECT max(%s) FROM %s WHERE isfinite(bucket) AND %s',
             CASE ttype WHEN 'timestamp with time zone' THEN format('bucket AT TIME ZONE %L', d.time_zone)
                        ELSE 'bucket::timestamp' END,
             dst,

@@ -484,3 +484,73 @@ func TestRollupGrantsAndNotify(t *testing.T) {
 		t.Fatalf("notification %s %q, want %q", n.Channel, n.Payload, want)
 	}
 }
+
+// TestRollupBuckets: for every grain, time column type and a few zones
+// (with daylight saving at midnight, and before 2000), the rollup's buckets
+// and row counts are exactly those of date_trunc in PostgreSQL.
+func TestRollupBuckets(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t)
+	m, err := migrations.Open(db.DSN, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	conn := db.Conn(t)
+	// Times every 97 minutes over ten years around 2000 and the DST changes
+	// of 2025/2026, plus the infinities.
+	mustExec(t, conn, `CREATE TABLE times (id bigint, tz timestamptz, ts timestamp, d date);
+		INSERT INTO times SELECT i, t, t AT TIME ZONE 'UTC', (t AT TIME ZONE 'UTC')::date
+		  FROM (SELECT i, timestamptz '1995-06-01 00:00+00' + i * interval '97 minutes' AS t
+		          FROM generate_series(0, 60000) i) s;
+		INSERT INTO times SELECT 1000000 + i, t, t AT TIME ZONE 'UTC', (t AT TIME ZONE 'UTC')::date
+		  FROM (SELECT i, timestamptz '2025-03-01 00:00+00' + i * interval '13 minutes' AS t
+		          FROM generate_series(0, 40000) i) s;
+		INSERT INTO times VALUES (-1, 'infinity', 'infinity', 'infinity'), (-2, '-infinity', '-infinity', '-infinity')`)
+	n := 0
+	for _, col := range []string{"tz", "ts", "d"} {
+		for _, grain := range []string{"hour", "day", "week", "month"} {
+			zones := []string{"UTC"}
+			if col == "tz" {
+				zones = append(zones, "Europe/Berlin", "America/Santiago", "Asia/Kolkata")
+			}
+			for _, zone := range zones {
+				if col == "d" && grain == "hour" {
+					continue
+				}
+				n++
+				name := fmt.Sprintf("b%d", n)
+				t.Run(name+"_"+col+"_"+grain+"_"+zone, func(t *testing.T) {
+					mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.create_rollup('%s', 'times', '%s', grain => '%s',
+						time_zone => '%s', distinct_columns => '{id}')`, name, col, grain, zone))
+					res := refreshRollup(t, conn, name, refresh.Options{})
+					if res.Watermark == "infinity" {
+						t.Fatal("the row at infinity moved the watermark to infinity")
+					}
+					want := map[string]string{
+						"tz": fmt.Sprintf("date_trunc('%s', tz, '%s')", grain, zone),
+						"ts": fmt.Sprintf("date_trunc('%s', ts)", grain),
+						"d":  fmt.Sprintf("date_trunc('%s', d::timestamp)::date", grain),
+					}[col]
+					var diff int
+					if err := conn.QueryRow(context.Background(), fmt.Sprintf(`
+						SELECT count(*) FROM (
+						  (SELECT %s AS bucket, count(*) AS n FROM times GROUP BY 1
+						   EXCEPT SELECT bucket, row_count FROM %s)
+						  UNION ALL
+						  (SELECT bucket, row_count FROM %s
+						   EXCEPT SELECT %s, count(*) FROM times GROUP BY 1)) x`,
+						want, name, name, want)).Scan(&diff); err != nil {
+						t.Fatal(err)
+					}
+					if diff != 0 {
+						t.Fatalf("%d buckets differ from %s", diff, want)
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,13 +1,16 @@
 package refresh
 
 import (
-	"bytes"
-	"encoding/hex"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/pgsketch/pgsketch/sketch"
 )
@@ -18,27 +21,38 @@ type field struct {
 	kind     string // hll, count, sum, min, max
 	log2m    int
 	regwidth int
+	form     string // hll only: int2, int4, int8 (binary) or text (canonical text)
 }
 
-// parseFields reads refresh_begin's fields: "hll:14:5", "count", "sum", ...
+// parseFields reads refresh_begin's fields: "hll:14:5:int8", "count", "sum", ...
 func parseFields(ss []string) ([]field, error) {
 	out := make([]field, len(ss))
 	for i, s := range ss {
-		kind, params, _ := strings.Cut(s, ":")
-		f := field{kind: kind}
-		switch kind {
+		parts := strings.Split(s, ":")
+		f := field{kind: parts[0]}
+		switch f.kind {
 		case "hll":
-			a, b, ok := strings.Cut(params, ":")
 			var err1, err2 error
-			f.log2m, err1 = strconv.Atoi(a)
-			f.regwidth, err2 = strconv.Atoi(b)
-			if !ok || err1 != nil || err2 != nil {
+			if len(parts) == 4 {
+				f.log2m, err1 = strconv.Atoi(parts[1])
+				f.regwidth, err2 = strconv.Atoi(parts[2])
+				f.form = parts[3]
+			}
+			if len(parts) != 4 || err1 != nil || err2 != nil {
 				return nil, fmt.Errorf("measure %d: bad sketch parameters %q", i+1, s)
+			}
+			switch f.form {
+			case "int2", "int4", "int8", "text":
+			default:
+				return nil, fmt.Errorf("measure %d: unknown value form %q", i+1, f.form)
 			}
 			if _, err := sketch.NewHLL(f.log2m, f.regwidth); err != nil {
 				return nil, fmt.Errorf("measure %d: %w", i+1, err)
 			}
 		case "count", "sum", "min", "max":
+			if len(parts) != 1 {
+				return nil, fmt.Errorf("measure %d: unknown kind %q", i+1, s)
+			}
 		default:
 			return nil, fmt.Errorf("measure %d: unknown kind %q", i+1, s)
 		}
@@ -47,12 +61,20 @@ func parseFields(ss []string) ([]field, error) {
 	return out, nil
 }
 
+// pendingMax is how many hashes a group buffers per sketch before sorting
+// them into it. Adding hashes in ascending order to an EXPLICIT sketch
+// appends instead of inserting in the middle.
+const pendingMax = 256
+
 // group is the rebuilt rollup row of one bucket and dimension values.
 type group struct {
-	key      string        // escaped bucket and dimension fields, tab separated
-	rows     int64         // base rows streamed (for the row count when no partials row)
+	// key is the bucket (8 bytes, big-endian) followed by the dimensions
+	// as COPY BINARY fields: also the order rows are written in.
+	key      string
+	rows     int64         // base rows streamed (the row count when there is no partials row)
 	sketches []*sketch.HLL // per field; nil for non-hll fields
-	partials [][]byte      // per field: escaped text from the partials row; nil for hll fields
+	pending  [][]uint64    // per hll field: hashes not yet added
+	partials [][]byte      // per field: the partials row's value; nil for NULL and hll fields
 	partial  bool          // the partials row arrived
 }
 
@@ -60,55 +82,69 @@ type group struct {
 type groups struct {
 	ndims  int
 	fields []field
+	bucket bucketer
 	m      map[string]*group
-	rows   int64 // base rows read
-	line   int64 // lines read, for error messages
-	split  [][]byte
-	value  []byte
-	// bucketText, when set, replaces each bucket field on output.
-	bucketText map[string]string
+	rows   int64        // base rows read
+	tuples atomic.Int64 // tuples read, for progress and error messages
+	rd     copyReader
+	key    []byte
+	num    []byte
+	// instants, when set, maps local bucket starts to the instants written.
+	instants map[int64]int64
 }
 
-// buckets returns the distinct bucket fields (unescaped: bucket values
-// are dates or timestamps, which COPY never escapes), sorted.
-func (g *groups) buckets() []string {
-	seen := make(map[string]bool)
-	var out []string
-	for k := range g.m {
-		b, _, _ := strings.Cut(k, "\t")
-		if !seen[b] {
-			seen[b] = true
-			out = append(out, b)
+func newGroups(ndims int, fields []field, b bucketer) *groups {
+	return &groups{ndims: ndims, fields: fields, bucket: b, m: make(map[string]*group)}
+}
+
+// feed consumes the complete tuples at the front of data and returns how
+// many bytes it used; the rest waits for more data.
+func (g *groups) feed(data []byte) (int, error) {
+	used := 0
+	for {
+		n, fields, need, err := g.rd.next(data[used:])
+		if err != nil {
+			return used, fmt.Errorf("copy tuple %d: %w", g.tuples.Load()+1, err)
+		}
+		if need {
+			return used, nil
+		}
+		used += n
+		if fields == nil {
+			continue // header or trailer
+		}
+		k := g.tuples.Add(1)
+		if err := g.add(fields); err != nil {
+			return used, fmt.Errorf("copy tuple %d: %w", k, err)
 		}
 	}
-	slices.Sort(out)
-	return out
 }
 
-func newGroups(ndims int, fields []field) *groups {
-	return &groups{ndims: ndims, fields: fields, m: make(map[string]*group)}
-}
-
-// add consumes one line of read_sql's COPY output (without its newline):
-// flag, bucket, ndims dimensions, len(fields) measures.
-func (g *groups) add(line []byte) error {
-	g.line++
-	g.split = splitFields(g.split, line)
-	f := g.split
+// add consumes one tuple: flag, time, ndims dimensions, the measures.
+func (g *groups) add(f [][]byte) error {
 	if want := 2 + g.ndims + len(g.fields); len(f) != want {
-		return fmt.Errorf("copy line %d: %d fields, want %d", g.line, len(f), want)
+		return fmt.Errorf("%d fields, want %d", len(f), want)
 	}
-	// The key is the raw text from bucket through the last dimension.
-	keyLen := len(f[0]) + 1
-	keyEnd := keyLen
-	for _, x := range f[1 : 2+g.ndims] {
-		keyEnd += len(x) + 1
+	if len(f[0]) != 1 {
+		return fmt.Errorf("bad row flag")
 	}
-	key := line[keyLen : keyEnd-1]
-	grp := g.m[string(key)]
+	var start int64
+	switch t := f[1]; {
+	case g.bucket.date && len(t) == 4:
+		start = int64(g.bucket.dateDays(int32(binary.BigEndian.Uint32(t))))
+	case !g.bucket.date && len(t) == 8:
+		start = g.bucket.micros(int64(binary.BigEndian.Uint64(t)))
+	default:
+		return fmt.Errorf("time of %d bytes", len(t))
+	}
+	g.key = binary.BigEndian.AppendUint64(g.key[:0], uint64(start))
+	for _, d := range f[2 : 2+g.ndims] {
+		g.key = appendField(g.key, d)
+	}
+	grp := g.m[string(g.key)]
 	if grp == nil {
-		grp = &group{key: string(key), sketches: make([]*sketch.HLL, len(g.fields)),
-			partials: make([][]byte, len(g.fields))}
+		grp = &group{key: string(g.key), sketches: make([]*sketch.HLL, len(g.fields)),
+			pending: make([][]uint64, len(g.fields)), partials: make([][]byte, len(g.fields))}
 		for i, fd := range g.fields {
 			if fd.kind == "hll" {
 				grp.sketches[i], _ = sketch.NewHLL(fd.log2m, fd.regwidth) // checked by parseFields
@@ -117,41 +153,98 @@ func (g *groups) add(line []byte) error {
 		g.m[grp.key] = grp
 	}
 	vals := f[2+g.ndims:]
-	switch string(f[0]) {
-	case "t":
+	if f[0][0] != 0 { // a base row
 		g.rows++
 		grp.rows++
 		for i, fd := range g.fields {
-			if fd.kind != "hll" || isNull(vals[i]) {
+			v := vals[i]
+			if fd.kind != "hll" || v == nil {
 				continue
 			}
-			v := vals[i]
-			if bytes.IndexByte(v, '\\') >= 0 {
-				var err error
-				if g.value, err = unescape(g.value[:0], v); err != nil {
-					return fmt.Errorf("copy line %d, measure %d: %w", g.line, i+1, err)
-				}
-				v = g.value
+			h, err := g.hash(fd.form, v)
+			if err != nil {
+				return fmt.Errorf("measure %d: %w", i+1, err)
 			}
-			grp.sketches[i].Add(v)
-		}
-	case "f":
-		if grp.partial {
-			return fmt.Errorf("copy line %d: second partials row for %q", g.line, key)
-		}
-		grp.partial = true
-		for i, fd := range g.fields {
-			if fd.kind != "hll" {
-				grp.partials[i] = slices.Clone(vals[i])
+			grp.pending[i] = append(grp.pending[i], h)
+			if len(grp.pending[i]) >= pendingMax {
+				grp.flush(i)
 			}
 		}
-	default:
-		return fmt.Errorf("copy line %d: bad row flag %q", g.line, f[0])
+		return nil
+	}
+	if grp.partial {
+		return fmt.Errorf("second partials row for one bucket and dimension values")
+	}
+	grp.partial = true
+	for i, fd := range g.fields {
+		if fd.kind != "hll" && vals[i] != nil {
+			grp.partials[i] = slices.Clone(vals[i])
+		}
 	}
 	return nil
 }
 
-// writeTo writes the rebuilt rows in COPY text format, sorted by key so
+// hash returns the xxhash64 of a value's canonical text.
+func (g *groups) hash(form string, v []byte) (uint64, error) {
+	var n int64
+	switch form {
+	case "text":
+		return xxhash.Sum64(v), nil
+	case "int2":
+		if len(v) != 2 {
+			return 0, fmt.Errorf("int2 of %d bytes", len(v))
+		}
+		n = int64(int16(binary.BigEndian.Uint16(v)))
+	case "int4":
+		if len(v) != 4 {
+			return 0, fmt.Errorf("int4 of %d bytes", len(v))
+		}
+		n = int64(int32(binary.BigEndian.Uint32(v)))
+	case "int8":
+		if len(v) != 8 {
+			return 0, fmt.Errorf("int8 of %d bytes", len(v))
+		}
+		n = int64(binary.BigEndian.Uint64(v))
+	}
+	g.num = strconv.AppendInt(g.num[:0], n, 10) // what int2out, int4out, int8out print
+	return xxhash.Sum64(g.num), nil
+}
+
+// flush adds the pending hashes of field i to its sketch, in ascending
+// signed order, as the EXPLICIT representation keeps them.
+func (grp *group) flush(i int) {
+	p := grp.pending[i]
+	slices.SortFunc(p, func(a, b uint64) int {
+		switch {
+		case int64(a) < int64(b):
+			return -1
+		case int64(a) > int64(b):
+			return 1
+		}
+		return 0
+	})
+	for _, h := range p {
+		grp.sketches[i].AddHash(h)
+	}
+	grp.pending[i] = p[:0]
+}
+
+// localBuckets returns the distinct finite bucket starts, sorted.
+func (g *groups) localBuckets() []int64 {
+	seen := make(map[int64]bool)
+	var out []int64
+	for k := range g.m {
+		b := int64(binary.BigEndian.Uint64([]byte(k[:8])))
+		if !seen[b] && b != math.MaxInt64 && b != math.MinInt64 {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// writeTo writes the rebuilt rows in COPY BINARY format, sorted by key so
 // that the output is deterministic.
 func (g *groups) writeTo(w io.Writer) error {
 	keys := make([]string, 0, len(g.m))
@@ -159,44 +252,52 @@ func (g *groups) writeTo(w io.Writer) error {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var buf []byte
+	buf := appendHeader(nil)
+	nfields := 1 + g.ndims + len(g.fields)
 	for _, k := range keys {
 		grp := g.m[k]
-		if g.bucketText != nil {
-			b, rest, hasDims := strings.Cut(grp.key, "\t")
-			t, ok := g.bucketText[b]
-			if !ok {
-				return fmt.Errorf("group %q: no bucket start for %q", grp.key, b)
+		buf = binary.BigEndian.AppendUint16(buf, uint16(nfields))
+		b := int64(binary.BigEndian.Uint64([]byte(k[:8])))
+		if g.instants != nil && b != math.MaxInt64 && b != math.MinInt64 {
+			var ok bool
+			if b, ok = g.instants[b]; !ok {
+				return fmt.Errorf("no instant for a bucket start")
 			}
-			buf = append(buf[:0], t...)
-			if hasDims {
-				buf = append(append(buf, '\t'), rest...)
-			}
-		} else {
-			buf = append(buf[:0], grp.key...)
 		}
+		if g.bucket.date {
+			buf = binary.BigEndian.AppendUint32(buf, 4)
+			buf = binary.BigEndian.AppendUint32(buf, uint32(int32(b)))
+		} else {
+			buf = binary.BigEndian.AppendUint32(buf, 8)
+			buf = binary.BigEndian.AppendUint64(buf, uint64(b))
+		}
+		buf = append(buf, k[8:]...)
 		for i, fd := range g.fields {
-			buf = append(buf, '\t')
 			switch {
 			case fd.kind == "hll":
-				b, err := grp.sketches[i].MarshalBinary()
+				grp.flush(i)
+				sk, err := grp.sketches[i].MarshalBinary()
 				if err != nil {
-					return fmt.Errorf("group %q: %w", grp.key, err)
+					return err
 				}
-				buf = append(buf, `\\x`...)
-				buf = hex.AppendEncode(buf, b)
+				buf = appendField(buf, sk)
 			case grp.partial:
-				buf = append(buf, grp.partials[i]...)
+				buf = appendField(buf, grp.partials[i])
 			case fd.kind == "count":
-				buf = strconv.AppendInt(buf, grp.rows, 10)
+				buf = binary.BigEndian.AppendUint32(buf, 8)
+				buf = binary.BigEndian.AppendUint64(buf, uint64(grp.rows))
 			default:
-				return fmt.Errorf("group %q: no partials row for measure %d", grp.key, i+1)
+				return fmt.Errorf("measure %d: no partials row for a bucket", i+1)
 			}
 		}
-		buf = append(buf, '\n')
-		if _, err := w.Write(buf); err != nil {
-			return err
+		if len(buf) >= 256<<10 {
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
 		}
 	}
-	return nil
+	buf = appendTrailer(buf)
+	_, err := w.Write(buf)
+	return err
 }

@@ -121,12 +121,13 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if opt.To != "" {
 		to = opt.To
 	}
-	rows, err := conn.Query(ctx, `SELECT lo, hi, read_sql, ndims, array_to_json(fields), write_sql, ranged, bucket_zone
+	rows, err := conn.Query(ctx, `SELECT lo, hi, read_sql, ndims, array_to_json(fields), write_sql, ranged, bucket_zone,
+		time_kind, grain
 		FROM pgsketch.refresh_begin($1, $2, $3, $4)`, name, strconv.FormatBool(opt.Full), from, to)
 	if err != nil {
 		return res, fmt.Errorf("refresh %s: %w", name, err)
 	}
-	if len(rows) != 1 || len(rows[0]) != 8 {
+	if len(rows) != 1 || len(rows[0]) != 10 {
 		return res, fmt.Errorf("refresh %s: refresh_begin returned %d rows", name, len(rows))
 	}
 	row := rows[0]
@@ -149,8 +150,14 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if opt.Progress != nil {
 		estimate = planRows(ctx, conn, readSQL)
 	}
-	g := newGroups(ndims, fields)
-	pipe := newPipeline(g.add)
+	var grain catalog.Grain // none: the times are bucket starts already
+	if string(row[9]) != "none" {
+		if grain, err = catalog.ParseGrain(string(row[9])); err != nil {
+			return res, fmt.Errorf("refresh %s: %w", name, err)
+		}
+	}
+	g := newGroups(ndims, fields, bucketer{grain: grain, date: string(row[8]) == "date"})
+	pipe := newPipeline(g.feed)
 	stop := make(chan struct{})
 	ticked := make(chan struct{})
 	if opt.Progress != nil {
@@ -167,14 +174,14 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 				case <-stop:
 					return
 				case <-t.C:
-					opt.Progress(Progress{Rollup: name, Rows: pipe.lines.Load(), Estimate: estimate, Elapsed: time.Since(start)})
+					opt.Progress(Progress{Rollup: name, Rows: g.tuples.Load(), Estimate: estimate, Elapsed: time.Since(start)})
 				}
 			}
 		}()
 	} else {
 		close(ticked)
 	}
-	cerr := conn.CopyTo(ctx, pipe, "COPY ("+readSQL+") TO STDOUT")
+	cerr := conn.CopyTo(ctx, pipe, "COPY ("+readSQL+") TO STDOUT (FORMAT binary)")
 	perr := pipe.close()
 	close(stop)
 	<-ticked
@@ -186,29 +193,17 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	}
 	res.RowsRead = g.rows
 	if g.rows == 0 {
-		res.RowsRead = g.line
+		res.RowsRead = g.tuples.Load()
 	}
 	if opt.Progress != nil {
-		opt.Progress(Progress{Rollup: name, Rows: g.line, Estimate: estimate, Elapsed: time.Since(start), Done: true})
+		opt.Progress(Progress{Rollup: name, Rows: g.tuples.Load(), Estimate: estimate, Elapsed: time.Since(start), Done: true})
 	}
 
 	if zone := row[7]; zone != nil {
 		// Local bucket starts become the instants date_trunc(grain, t, zone) gives.
-		local := g.buckets()
-		arr, _ := json.Marshal(local)
-		rows, err := conn.Query(ctx, `SELECT (b::timestamp AT TIME ZONE $2)::text FROM json_array_elements_text($1::json) WITH ORDINALITY AS u(b, i) ORDER BY i`,
-			string(arr), string(zone))
-		if err != nil {
+		if g.instants, err = instants(ctx, conn, g.localBuckets(), string(zone)); err != nil {
 			return res, fmt.Errorf("refresh %s: bucket starts: %w", name, err)
 		}
-		if len(rows) != len(local) {
-			return res, fmt.Errorf("refresh %s: bucket starts: %d for %d buckets", name, len(rows), len(local))
-		}
-		m := make(map[string]string, len(local))
-		for i, b := range local {
-			m[b] = string(rows[i][0])
-		}
-		g.bucketText = m
 	}
 
 	pr, pw := io.Pipe()
@@ -238,6 +233,38 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// instants converts local bucket starts (µs since 2000-01-01, wall clock
+// in zone) into the instants they are in that zone, by PostgreSQL's own
+// rule (timestamp AT TIME ZONE zone).
+func instants(ctx context.Context, conn Conn, local []int64, zone string) (map[int64]int64, error) {
+	texts := make([]string, len(local))
+	for i, v := range local {
+		t, err := localText(v)
+		if err != nil {
+			return nil, err
+		}
+		texts[i] = t
+	}
+	arr, _ := json.Marshal(texts)
+	rows, err := conn.Query(ctx, `SELECT (extract(epoch FROM b::timestamp AT TIME ZONE $2) * 1000000)::bigint
+		FROM json_array_elements_text($1::json) WITH ORDINALITY AS u(b, i) ORDER BY i`, string(arr), zone)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != len(local) {
+		return nil, fmt.Errorf("%d instants for %d buckets", len(rows), len(local))
+	}
+	m := make(map[int64]int64, len(local))
+	for i, v := range local {
+		us, err := strconv.ParseInt(string(rows[i][0]), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		m[v] = us - pgEpochUnix*1_000_000
+	}
+	return m, nil
 }
 
 // planRows returns the planner's row estimate for query, or 0.

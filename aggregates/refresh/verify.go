@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -191,16 +192,9 @@ func decodeHexBytea(b []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("bytea %.10q is not in hex format", b)
 	}
-	out := make([]byte, len(s)/2)
-	for i := range out {
-		hi, lo := hexVal(s[2*i]), hexVal(s[2*i+1])
-		if hi < 0 || lo < 0 {
-			return nil, fmt.Errorf("bad hex in bytea at byte %d", i)
-		}
-		out[i] = byte(hi<<4 | lo)
-	}
-	if len(s)%2 != 0 {
-		return nil, fmt.Errorf("odd hex length %d in bytea", len(s))
+	out, err := hex.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("bytea: %w", err)
 	}
 	return out, nil
 }
