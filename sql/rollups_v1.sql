@@ -412,10 +412,12 @@ BEGIN
     lo := lo_local AT TIME ZONE d.time_zone;
     hi := hi_local AT TIME ZONE d.time_zone;
 
+    -- Rows whose time is NULL belong to no bucket and are never rolled up.
+    pred := format('%I IS NOT NULL', d.time_column);
     -- The refresher pins TimeZone = UTC, so lo and hi print with +00 and a
     -- timestamptz bound cast to the column's type means the same instant.
     IF lo IS NOT NULL THEN
-        pred := format('%I >= %L::%s', d.time_column,
+        pred := pred || format(' AND %I >= %L::%s', d.time_column,
             CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END, ttype);
         bpred := format('bucket >= %L::%s', CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END, ttype);
     END IF;
@@ -591,6 +593,12 @@ CREATE FUNCTION pgsketch.catalog() RETURNS json
         'name', d.name,
         'source_schema', d.source_schema, 'source_table', d.source_table,
         'rollup_schema', d.rollup_schema, 'rollup_table', d.rollup_table,
+        'source_oid', to_regclass(format('%I.%I', d.source_schema, d.source_table))::oid,
+        'source_rls', coalesce((SELECT relrowsecurity FROM pg_class
+                                 WHERE oid = to_regclass(format('%I.%I', d.source_schema, d.source_table))), false),
+        'source_columns', (SELECT coalesce(json_agg(a.attname ORDER BY a.attnum), '[]') FROM pg_attribute a
+                            WHERE a.attrelid = to_regclass(format('%I.%I', d.source_schema, d.source_table))
+                              AND a.attnum > 0 AND NOT a.attisdropped),
         'time_column', d.time_column,
         'time_type', pgsketch.column_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), d.time_column),
         'grain', d.grain, 'time_zone', d.time_zone,

@@ -116,6 +116,16 @@ type Dimension struct {
 type Rollup struct {
 	Name   string
 	Source Table
+	// SourceOID is the base table's OID when the catalog was read (0 if it
+	// no longer exists): a planner resolving an unqualified name along a
+	// search_path can compare it with to_regclass's answer.
+	SourceOID uint32
+	// SourceRLS reports row-level security enabled on the base table: such
+	// a rollup must never answer queries (create_rollup refuses these
+	// tables, but security can be enabled later).
+	SourceRLS bool
+	// SourceColumns are the base table's column names, in order.
+	SourceColumns []string
 	// Table is the rollup table: one row per (bucket, dimensions...).
 	Table Table
 	// TimeColumn is the base table's time column and TimeType its type.
@@ -132,7 +142,9 @@ type Rollup struct {
 	Measures []Measure
 	// Watermark is the end of the newest bucket the last refresh read;
 	// buckets starting before it are materialized. Zero before the first
-	// refresh.
+	// refresh. For a date or timestamp time column it is the wall-clock
+	// bucket end read as UTC (2026-01-02 00:00 is 2026-01-02 00:00:00Z).
+	// Base rows whose time column is NULL are never in the rollup.
 	Watermark time.Time
 	// LateWindow is how far before the watermark an incremental refresh
 	// re-reads base rows (at least one bucket).

@@ -11,15 +11,18 @@ import (
 const Query = "SELECT pgsketch.catalog()"
 
 type jsonRollup struct {
-	Name         string `json:"name"`
-	SourceSchema string `json:"source_schema"`
-	SourceTable  string `json:"source_table"`
-	RollupSchema string `json:"rollup_schema"`
-	RollupTable  string `json:"rollup_table"`
-	TimeColumn   string `json:"time_column"`
-	TimeType     string `json:"time_type"`
-	Grain        string `json:"grain"`
-	TimeZone     string `json:"time_zone"`
+	Name         string   `json:"name"`
+	SourceSchema string   `json:"source_schema"`
+	SourceTable  string   `json:"source_table"`
+	RollupSchema string   `json:"rollup_schema"`
+	RollupTable  string   `json:"rollup_table"`
+	SourceOID    uint32   `json:"source_oid"`
+	SourceRLS    bool     `json:"source_rls"`
+	SourceCols   []string `json:"source_columns"`
+	TimeColumn   string   `json:"time_column"`
+	TimeType     string   `json:"time_type"`
+	Grain        string   `json:"grain"`
+	TimeZone     string   `json:"time_zone"`
 	Dimensions   []struct {
 		Column string `json:"column"`
 		Type   string `json:"type"`
@@ -50,15 +53,18 @@ func Parse(b []byte) (*Snapshot, error) {
 	out := make([]*Rollup, 0, len(in))
 	for _, j := range in {
 		r := &Rollup{
-			Name:       j.Name,
-			Source:     Table{Schema: j.SourceSchema, Name: j.SourceTable},
-			Table:      Table{Schema: j.RollupSchema, Name: j.RollupTable},
-			TimeColumn: j.TimeColumn,
-			TimeType:   TimeType(j.TimeType),
-			TimeZone:   j.TimeZone,
-			LateWindow: time.Duration(j.LateSeconds * float64(time.Second)),
-			Version:    j.Version,
-			Rows:       j.Rows,
+			Name:          j.Name,
+			Source:        Table{Schema: j.SourceSchema, Name: j.SourceTable},
+			Table:         Table{Schema: j.RollupSchema, Name: j.RollupTable},
+			SourceOID:     j.SourceOID,
+			SourceRLS:     j.SourceRLS,
+			SourceColumns: j.SourceCols,
+			TimeColumn:    j.TimeColumn,
+			TimeType:      TimeType(j.TimeType),
+			TimeZone:      j.TimeZone,
+			LateWindow:    time.Duration(j.LateSeconds * float64(time.Second)),
+			Version:       j.Version,
+			Rows:          j.Rows,
 		}
 		g, err := ParseGrain(j.Grain)
 		if err != nil {

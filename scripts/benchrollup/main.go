@@ -84,8 +84,13 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
 		return fmt.Errorf("the hll extension is needed for the PostgreSQL side: %w", err)
 	}
+	// A fresh catalog each run: a kept cluster may hold an older one.
+	_, _ = conn.Exec(ctx, "SELECT pgsketch.drop_rollup('bench_daily', if_exists => true)")
 	m, err := migrations.Open(dsn, nil)
 	if err != nil {
+		return err
+	}
+	if err := m.Down(-1); err != nil {
 		return err
 	}
 	if err := m.Up(); err != nil {
