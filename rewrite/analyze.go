@@ -163,10 +163,10 @@ func (m *matcher) classifyCall(f *funcCall) class {
 		return bad("an aggregate is not allowed here")
 	}
 	if !builtin {
-		return m.combine(f.args, "")
+		return bad("function " + sqlOfName(f.name) + "() is not known to be an immutable or stable scalar function")
 	}
-	if volatileFuncs[name] {
-		return bad("volatile function " + name + "() cannot be evaluated on rollup rows")
+	if !scalarFuncs[name] {
+		return bad("function " + name + "() is not known to be an immutable or stable scalar function")
 	}
 	switch name {
 	case "date_trunc":
@@ -240,17 +240,43 @@ func (m *matcher) classifyCall(f *funcCall) class {
 		if len(f.args) == 1 {
 			c := m.classify(f.args[0])
 			if c.k == kEpoch {
-				// to_timestamp(extract(epoch from ts)) is ts again.
-				return class{k: kTime, v: view{zone: c.v.zone, shiftDays: c.v.shiftDays}}
+				return m.fromEpoch(c.v)
 			}
 		}
 	}
 	return m.combine(f.args, "")
 }
 
+// fromEpoch classifies to_timestamp(extract(epoch from v)). For an instant
+// that is v again. For a wall clock it is the instant whose UTC reading is
+// that wall clock: the same calendar only when the wall clock is read in
+// UTC (a wall clock in zone z), or, for the column's own wall clock, when
+// the session's zone, in which later steps cut or convert it, is UTC.
+func (m *matcher) fromEpoch(v view) class {
+	if !v.wall {
+		return class{k: kTime, v: view{zone: v.zone, shiftDays: v.shiftDays}}
+	}
+	z := v.zone
+	switch z {
+	case "native":
+		if !sameZone(m.sess.TimeZone, "UTC") {
+			return bad("to_timestamp of the epoch of " + quoteIdent(m.r.TimeColumn) + " reads its wall clock as UTC, but the session TimeZone is " + strconv.Quote(m.sess.TimeZone))
+		}
+		return class{k: kTime, v: view{zone: "native", shiftDays: v.shiftDays}}
+	case "session":
+		z = m.sess.TimeZone
+	}
+	if !sameZone(z, "UTC") {
+		return bad("to_timestamp of the epoch of a wall clock read in time zone " + strconv.Quote(z) + " shifts it by that zone's offset")
+	}
+	return class{k: kTime, v: view{shiftDays: v.shiftDays}}
+}
+
 // extractUnit maps an extract field to the unit it is constant within.
+// julian is absent: since PostgreSQL 14 it has a fractional part for the
+// time of day, so it is constant within no bucket.
 var extractUnit = map[string]string{
-	"hour": "hour", "day": "day", "dow": "day", "isodow": "day", "doy": "day", "julian": "day",
+	"hour": "hour", "day": "day", "dow": "day", "isodow": "day", "doy": "day",
 	"week": "week", "isoyear": "isoyear", "month": "month", "quarter": "quarter", "year": "year",
 	"decade": "decade", "century": "century", "millennium": "millennium",
 }
@@ -295,6 +321,12 @@ func sameZone(a, b string) bool {
 func (m *matcher) calendarOK(v view, zone3 string) (bool, string) {
 	r := m.r
 	col := quoteIdent(r.TimeColumn)
+	if v.wall && zone3 != "" {
+		// date_trunc(unit, timestamp, zone) first turns the wall clock into
+		// an instant in the session's zone, then cuts it in zone: two
+		// conversions the rollup's buckets do not follow.
+		return false, "date_trunc with a time zone is applied to a timestamp without time zone (converted through the session TimeZone first)"
+	}
 	if r.TimeType == catalog.Timestamptz {
 		var z string
 		switch {
@@ -376,7 +408,16 @@ func (m *matcher) epochConstant(c class) class {
 	}
 	switch {
 	case m.r.TimeType != catalog.Timestamptz:
-		if !(v.zone == "native") {
+		switch {
+		case v.wall && v.zone == "native":
+		case !v.wall && v.zone == "native":
+			// The column's wall clock read in the session's zone: its
+			// epoch counts UTC seconds, whose days are the wall clock's
+			// only when that zone is UTC.
+			if !sameZone(m.sess.TimeZone, "UTC") {
+				return bad("epoch of " + quoteIdent(m.r.TimeColumn) + " converted to timestamptz in session TimeZone " + strconv.Quote(m.sess.TimeZone) + ", not UTC")
+			}
+		default:
 			return bad("epoch of a converted time")
 		}
 	case v.wall:
@@ -410,6 +451,9 @@ func (m *matcher) classifyCast(e *castExpr) class {
 	}
 	v := c.v
 	v.raw = false
+	if len(t.mods) > 0 {
+		return bad("cast of " + quoteIdent(m.r.TimeColumn) + " to " + sqlOfName(t.names) + " with a precision rounds it, which can move it across a bucket boundary")
+	}
 	switch tn {
 	case "date":
 		return m.bucketConstant(v, "day", "", "a cast to date")

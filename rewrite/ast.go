@@ -95,7 +95,12 @@ type (
 	// arrayExpr is ARRAY[...].
 	arrayExpr struct{ elems []expr }
 	// unsupported stands for a construct the rewriter does not handle.
-	unsupported struct{ what string }
+	unsupported struct {
+		what string
+		// fn names the function call the construct applies to (FILTER,
+		// OVER, WITHIN GROUP, ...), if any.
+		fn string
+	}
 )
 
 func (*colRef) isExpr()      {}

@@ -123,7 +123,7 @@ func checkParses(t testing.TB, where string, r Result) {
 		return
 	}
 	for _, s := range r.Plan.SQL() {
-		if err := ParseCheck(s); err != nil {
+		if err := parseCheck(s); err != nil {
 			t.Errorf("%s: emitted SQL does not parse: %v\n%s", where, err, s)
 		}
 	}
@@ -204,7 +204,23 @@ func testCatalog() *catalog.Snapshot {
 			TimeColumn: "created_at", TimeType: catalog.Timestamptz, Grain: catalog.Hour, TimeZone: "UTC",
 			Dimensions: []catalog.Dimension{{Column: "country", Type: "text"}},
 			Measures:   []catalog.Measure{rows, hll("user_id", "bigint")},
-			Watermark:  wm.Add(5 * time.Hour), Version: 12, Rows: 1200000,
+			Watermark:  wm.Add(5 * time.Hour), LateWindow: 3 * time.Hour, Version: 12, Rows: 1200000,
+		},
+		{
+			Name: "visits_daily", Source: catalog.Table{Schema: "public", Name: "visits"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "visits_daily"},
+			TimeColumn: "visited_at", TimeType: catalog.Timestamp, Grain: catalog.Day, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "site", Type: "text"}},
+			Measures:   []catalog.Measure{rows, hll("visitor_id", "bigint")},
+			Watermark:  wm, Version: 4, Rows: 900,
+		},
+		{
+			Name: "secrets_daily", Source: catalog.Table{Schema: "public", Name: "secrets"}, SourceRLS: true,
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "secrets_daily"},
+			TimeColumn: "created_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "tenant", Type: "text"}},
+			Measures:   []catalog.Measure{rows, hll("user_id", "bigint")},
+			Watermark:  wm, Version: 2, Rows: 100,
 		},
 		{
 			Name: "pageviews_weekly", Source: catalog.Table{Schema: "analytics", Name: "pageviews"},

@@ -11,6 +11,9 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 )
 
+// parseHook, when set (by tests), sees every text handed to the parser.
+var parseHook func(sql string)
+
 // parsed is one parsed SQL text.
 type parsed struct {
 	sel     *selectStmt
@@ -23,6 +26,9 @@ type parsed struct {
 // parseSQL parses sql with PostgreSQL's parser. A syntax error is returned as
 // *ParseError.
 func parseSQL(sql string) (*parsed, error) {
+	if parseHook != nil {
+		parseHook(sql)
+	}
 	tree, err := pg.Parse(sql)
 	if err != nil {
 		return nil, &ParseError{Msg: strings.TrimPrefix(err.Error(), "pg_query: ")}
@@ -52,13 +58,41 @@ func parseSQL(sql string) (*parsed, error) {
 	return out, nil
 }
 
-// ParseCheck reports whether sql parses as PostgreSQL; the tests use it to
+// parseCheck reports whether sql parses as PostgreSQL; the tests use it to
 // check that every emitted SQL parses again.
-func ParseCheck(sql string) error {
+func parseCheck(sql string) error {
 	if _, err := pg.Parse(sql); err != nil {
 		return &ParseError{Msg: strings.TrimPrefix(err.Error(), "pg_query: ")}
 	}
 	return nil
+}
+
+// treeDepth returns how deep the parser's tree for sql nests (JSON objects
+// and arrays), for the fuzz test's check that the caps bound it.
+func treeDepth(sql string) (int, error) {
+	js, err := pg.ParseToJSON(sql)
+	if err != nil {
+		return 0, err
+	}
+	depth, max := 0, 0
+	for i := 0; i < len(js); i++ {
+		switch js[i] {
+		case '{', '[':
+			depth++
+			if depth > max {
+				max = depth
+			}
+		case '}', ']':
+			depth--
+		case '"':
+			for i++; i < len(js) && js[i] != '"'; i++ {
+				if js[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return max, nil
 }
 
 func stmtKind(n *pg.Node) string {
@@ -261,19 +295,23 @@ func conv(n *pg.Node) expr {
 		return &paramRef{n: int(v.ParamRef.GetNumber())}
 	case *pg.Node_FuncCall:
 		f := v.FuncCall
+		name, ok := strs(f.GetFuncname())
+		fn := ""
+		if ok && len(name) > 0 {
+			fn = strings.ToLower(name[len(name)-1])
+		}
 		switch {
 		case f.GetOver() != nil:
-			return &unsupported{what: "a window function"}
+			return &unsupported{what: "a window function", fn: fn}
 		case f.GetAggFilter() != nil:
-			return &unsupported{what: "an aggregate FILTER clause"}
+			return &unsupported{what: "an aggregate FILTER clause", fn: fn}
 		case len(f.GetAggOrder()) > 0:
-			return &unsupported{what: "an ordered aggregate"}
+			return &unsupported{what: "an ordered aggregate", fn: fn}
 		case f.GetAggWithinGroup():
-			return &unsupported{what: "WITHIN GROUP"}
+			return &unsupported{what: "WITHIN GROUP", fn: fn}
 		case f.GetFuncVariadic():
-			return &unsupported{what: "a VARIADIC call"}
+			return &unsupported{what: "a VARIADIC call", fn: fn}
 		}
-		name, ok := strs(f.GetFuncname())
 		if !ok || len(name) == 0 {
 			return &unsupported{what: "an unusual function name"}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pgsketch/pgsketch/aggregates/catalog"
 )
@@ -72,12 +73,30 @@ type Plan struct {
 	// TimeZone is the zone the rollup cuts timestamptz buckets in.
 	TimeZone string
 	// Version is the rollup's catalog version the plan was made against.
+	// FetchSQL reads the watermark from pgsketch.rollup_defs itself, and
+	// only while the rollup's version is at least this one (see
+	// TimeSplit.Watermark).
 	Version int64
+	// Watermark and LateWindow are the rollup's, as the catalog snapshot
+	// had them: buckets before Watermark are materialized, but rows that
+	// arrive late, up to LateWindow before it, reach the rollup only at
+	// its next refresh. An executor that must see them can read
+	// [Watermark - LateWindow, ∞) from the base table instead.
+	Watermark  time.Time
+	LateWindow time.Duration
+	// Session holds the session settings the plan relied on (TimeZone,
+	// search_path, user, pgsketch.approx): a cached plan is valid only
+	// for a session with the same.
+	Session Session
 	// Explain is set when the client asked EXPLAIN of the query: show the
 	// plan (String) instead of running it.
 	Explain bool
 	// Params is the highest $n the query uses.
 	Params int
+	// FetchParams, ExactParams, ShapeParams and SubstituteParams list the
+	// $n each statement references (ascending): bind only those, or
+	// PostgreSQL cannot infer the types of the others.
+	FetchParams, ExactParams, ShapeParams, SubstituteParams []int
 	// Keys are the group keys, in GROUP BY order.
 	Keys []Key
 	// Aggs are the output aggregates, in order of first appearance.
@@ -147,6 +166,7 @@ type Agg struct {
 type Bound struct {
 	SQL       string
 	Inclusive bool
+	expr      expr
 }
 
 // TimeSplit is how the query's time range is split: buckets starting in
@@ -158,7 +178,10 @@ type TimeSplit struct {
 	Lower, Upper []Bound
 	BucketsFrom  string
 	BucketsTo    string
-	Watermark    string
+	// Watermark is the SQL expression FetchSQL reads the rollup's
+	// watermark with (from pgsketch.rollup_defs, in the statement's
+	// snapshot).
+	Watermark string
 }
 
 // build assembles the Plan once every part of the query matched.
@@ -167,6 +190,7 @@ func (m *matcher) build() (*Plan, string) {
 	p := &Plan{
 		Kind: FromRollup, Rollup: r.Name, Table: r.Table, Source: r.Source, Grain: r.Grain,
 		TimeZone: r.TimeZone, Version: r.Version, rows: r.Rows,
+		Watermark: r.Watermark, LateWindow: r.LateWindow,
 	}
 	// Shaping first: it may still refuse the query.
 	shape, why := m.shapeSQL()
@@ -270,11 +294,16 @@ func (m *matcher) build() (*Plan, string) {
 	}
 	tcol := "t." + quoteIdent(r.TimeColumn)
 	bucket := "r." + quoteIdent(catalog.BucketColumn)
-	if len(p.Time.Lower) > 0 {
+	switch {
+	case len(p.Time.Lower) > 0:
 		rwhere = append(rwhere, bucket+" >= "+p.Time.BucketsFrom)
 		bwhere = append(bwhere, "("+tcol+" < "+p.Time.BucketsFrom+" OR "+tcol+" >= "+p.Time.BucketsTo+")")
-	} else {
+	case len(p.Time.Upper) > 0:
 		bwhere = append(bwhere, tcol+" >= "+p.Time.BucketsTo)
+	default:
+		// No range on the time column: rows whose time is NULL count
+		// too, and no rollup holds them.
+		bwhere = append(bwhere, "("+tcol+" >= "+p.Time.BucketsTo+" OR "+tcol+" IS NULL)")
 	}
 	rwhere = append(rwhere, bucket+" < "+p.Time.BucketsTo)
 	p.FetchSQL = "SELECT " + strings.Join(rcols, ", ") + " FROM " + r.Table.String() + " AS r WHERE " +
@@ -349,20 +378,44 @@ func printableType(t string) bool {
 // base rows around it.
 func (m *matcher) timeSplit(p *Plan) string {
 	r := m.r
-	var typ string
+	var typ, colType string
 	switch r.TimeType {
 	case catalog.Timestamptz:
-		typ = "timestamp with time zone"
-	case catalog.Timestamp, catalog.Date:
-		// Bounds on a date column stay timestamps: a bound of 12:00
-		// must not be rounded to its day.
-		typ = "timestamp without time zone"
+		typ, colType = "timestamp with time zone", "timestamp with time zone"
+	case catalog.Timestamp:
+		typ, colType = "timestamp without time zone", "timestamp without time zone"
+	case catalog.Date:
+		// Bucket arithmetic on a date column runs on timestamps (date_trunc
+		// has no date form), but bounds keep the types PostgreSQL gives
+		// them in the query (see typed).
+		typ, colType = "timestamp without time zone", "date"
 	default:
 		return "time column type " + string(r.TimeType) + " is not supported"
 	}
 	g := string(r.Grain)
 	tz := catalog.QuoteLiteral(r.TimeZone)
-	cast := func(x string) string { return "CAST(" + x + " AS " + typ + ")" }
+	// typed is a bound as PostgreSQL types it when comparing it with the
+	// column: a parameter is inferred, and an untyped literal (or NULL)
+	// coerced, to the column's type; anything else keeps its own type and
+	// the comparison converts it the way a cast does.
+	typed := func(b Bound) string {
+		switch b.expr.(type) {
+		case *paramRef:
+			return "CAST(" + b.SQL + " AS " + colType + ")"
+		case *constExpr:
+			if c := b.expr.(*constExpr); c.kind == "str" || c.kind == "null" {
+				return "CAST(" + b.SQL + " AS " + colType + ")"
+			}
+		}
+		return b.SQL
+	}
+	cast := func(b Bound) string {
+		x := typed(b)
+		if colType == typ && x != b.SQL {
+			return x
+		}
+		return "CAST(" + x + " AS " + typ + ")"
+	}
 	floor := func(x string) string {
 		if r.TimeType == catalog.Timestamptz {
 			return "date_trunc('" + g + "', " + x + ", " + tz + ")"
@@ -381,36 +434,54 @@ func (m *matcher) timeSplit(p *Plan) string {
 	ts := TimeSplit{Column: r.TimeColumn, Lower: m.lower, Upper: m.upper}
 	var from []string
 	for _, b := range m.lower {
-		x := cast(b.SQL)
+		x := cast(b)
 		if b.Inclusive {
 			from = append(from, next("("+x+" - interval '1 microsecond')"))
 		} else {
 			from = append(from, next(x))
 		}
 	}
-	wm := r.Watermark.UTC()
-	var wmText string
-	if r.TimeType == catalog.Timestamptz {
-		wmText = wm.Format("2006-01-02 15:04:05.999999") + "+00"
-	} else {
-		wmText = wm.Format("2006-01-02 15:04:05.999999")
+	// The watermark is read by the statement itself, from the catalog row
+	// the client's snapshot sees, so that the rollup half and the base half
+	// split at the same point even when a refresh commits meanwhile (the
+	// refresh writes the rollup rows and the watermark in one
+	// transaction). A rollup dropped and created again (its version
+	// restarts) reads as -infinity: every row then comes from the base
+	// table, exact rather than wrong.
+	wmCol := "d.watermark"
+	if r.TimeType != catalog.Timestamptz {
+		wmCol = "(d.watermark AT TIME ZONE 'UTC')"
 	}
-	ts.Watermark = wmText
-	to := []string{cast(catalog.QuoteLiteral(wmText))}
+	ts.Watermark = "COALESCE((SELECT " + wmCol + " FROM pgsketch.rollup_defs AS d WHERE d.name = " +
+		catalog.QuoteLiteral(r.Name) + " AND d.version >= " + strconv.FormatInt(r.Version, 10) + "), '-infinity')"
+	to := []string{ts.Watermark}
 	for _, b := range m.upper {
-		to = append(to, floor(cast(b.SQL)))
+		to = append(to, floor(cast(b)))
 	}
-	ts.BucketsFrom = minmax("GREATEST", from)
-	ts.BucketsTo = minmax("LEAST", to)
+	ts.BucketsFrom = strictMinMax("GREATEST", from)
+	ts.BucketsTo = strictMinMax("LEAST", to)
 	p.Time = ts
 	return ""
 }
 
-func minmax(fn string, xs []string) string {
+// strictMinMax is GREATEST or LEAST of xs, but NULL when any of them is:
+// PostgreSQL's GREATEST and LEAST skip NULLs, while a NULL bound (a NULL
+// parameter, a NULL literal) makes the query's own comparison select no row.
+func strictMinMax(fn string, xs []string) string {
 	if len(xs) == 1 {
 		return xs[0]
 	}
-	return fn + "(" + strings.Join(xs, ", ") + ")"
+	var nulls []string
+	for _, x := range xs {
+		if !strings.HasPrefix(x, "COALESCE(") {
+			nulls = append(nulls, x+" IS NULL")
+		}
+	}
+	mm := fn + "(" + strings.Join(xs, ", ") + ")"
+	if len(nulls) == 0 {
+		return mm
+	}
+	return "CASE WHEN " + strings.Join(nulls, " OR ") + " THEN NULL ELSE " + mm + " END"
 }
 
 // String prints the plan for EXPLAIN and the golden tests.
@@ -465,7 +536,11 @@ func (p *Plan) String() string {
 	if len(bounds) == 0 {
 		bounds = []string{"unbounded"}
 	}
-	w("time: %s %s; watermark %s", quoteIdent(p.Time.Column), strings.Join(bounds, ", "), p.Time.Watermark)
+	wm := p.Watermark.UTC().Format("2006-01-02 15:04:05.999999")
+	if p.LateWindow > 0 {
+		wm += fmt.Sprintf(", late window %s", p.LateWindow)
+	}
+	w("time: %s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", quoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
 	w("fetch: %s", p.FetchSQL)
 	if p.ExactSQL != "" {
 		w("exact: %s", p.ExactSQL)

@@ -1,14 +1,24 @@
 package rewrite
 
-// Limits checked before parsing. The C parser recurses on nested
-// expressions and can overflow the C stack, which kills the process; these
-// caps keep its input far from that.
+// Limits checked before parsing. The C parser and the code that converts its
+// tree recurse on nested expressions and overflow the C stack, which kills
+// the process, not just the query: a chain of about 25,000 binary operators
+// without a single parenthesis (`1+1+...`, `x::int::int...`, `a JOIN b ON
+// true JOIN ...`) does it as surely as deep parentheses. These caps keep the
+// parser's input far from that: the tree is never deeper than the nesting
+// depth plus the number of operators and words, both bounded here.
 const (
 	// MaxQueryBytes is the longest SQL text the rewriter parses.
 	MaxQueryBytes = 64 << 10
 	// MaxNestingDepth is the deepest nesting of parentheses and brackets
 	// the rewriter parses.
 	MaxNestingDepth = 64
+	// MaxTokens is the most operator characters plus words (keywords and
+	// identifiers) the rewriter parses: every level of an unparenthesized
+	// chain (operators, casts, NOT, CASE, AT TIME ZONE, COLLATE, JOIN,
+	// UNION) costs at least one of them. Literals, numbers, commas and
+	// parameters do not count, so long IN lists stay cheap.
+	MaxTokens = 3000
 )
 
 // Prefilter reports whether sql could be rewritten at all: whether it
@@ -19,17 +29,17 @@ func Prefilter(sql string) bool {
 		containsFold(sql, "pgsketch")
 }
 
-// containsFold reports whether s contains word (lower-case ASCII) in any
-// letter case.
+// containsFold reports whether s contains word (lower-case ASCII letters,
+// digits and underscores) in any letter case.
 func containsFold(s, word string) bool {
 	n := len(word)
 	first := word[0]
 	for i := 0; i+n <= len(s); i++ {
-		if s[i]|0x20 != first {
+		if lowerASCII(s[i]) != first {
 			continue
 		}
 		j := 1
-		for j < n && s[i+j]|0x20 == word[j] {
+		for j < n && lowerASCII(s[i+j]) == word[j] {
 			j++
 		}
 		if j == n {
@@ -39,51 +49,168 @@ func containsFold(s, word string) bool {
 	return false
 }
 
-// nestingDepth returns the deepest nesting of ( and [ in sql outside string
-// literals, quoted identifiers and comments, stopping early once it exceeds
-// limit. Dollar-quoted strings are not tracked: their contents count, which
-// errs on the side of refusing.
-func nestingDepth(sql string, limit int) int {
-	depth, max := 0, 0
-	for i := 0; i < len(sql); i++ {
-		switch c := sql[i]; c {
-		case '(', '[':
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c | 0x20
+	}
+	return c
+}
+
+// identByte reports whether c can continue an identifier (PostgreSQL's
+// ident_cont: letters, digits, _, $ and every byte of a multibyte character).
+func identByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80
+}
+
+// identStart reports whether c can start an identifier.
+func identStart(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c >= 0x80
+}
+
+// scanStats is what scan measures of a text.
+type scanStats struct {
+	depth  int   // deepest nesting of ( and [
+	tokens int   // operator characters plus words
+	params []int // $n parameters, in order of appearance (when wanted)
+}
+
+// scan lexes sql the way PostgreSQL's lexer does as far as nesting goes:
+// it skips standard strings ('...' with ” inside), escape strings (E'...'
+// with backslash escapes), dollar-quoted strings ($$...$$, $tag$...$tag$),
+// quoted identifiers and comments (-- and nested /* */), and measures the
+// rest. It stops early once depth exceeds maxDepth or tokens exceeds
+// maxTokens. An unterminated literal or comment ends the scan: the parser
+// rejects such a text before it builds any tree from what follows. When in
+// doubt it counts: counting too much only refuses a text.
+func scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
+	var st scanStats
+	depth := 0
+	n := len(sql)
+	for i := 0; i < n; i++ {
+		c := sql[i]
+		switch {
+		case c == '(' || c == '[':
 			depth++
-			if depth > max {
-				max = depth
-				if max > limit {
-					return max
+			if depth > st.depth {
+				st.depth = depth
+				if st.depth > maxDepth {
+					return st
 				}
 			}
-		case ')', ']':
+		case c == ')' || c == ']':
 			if depth > 0 {
 				depth--
 			}
-		case '\'', '"':
-			for i++; i < len(sql) && sql[i] != c; i++ {
+		case c == '\'':
+			i = skipQuoted(sql, i, false)
+		case c == '"':
+			for i++; i < n && sql[i] != '"'; i++ {
 			}
-		case '-':
-			if i+1 < len(sql) && sql[i+1] == '-' {
-				for i += 2; i < len(sql) && sql[i] != '\n'; i++ {
+		case c == '-' && i+1 < n && sql[i+1] == '-':
+			for i += 2; i < n && sql[i] != '\n'; i++ {
+			}
+		case c == '/' && i+1 < n && sql[i+1] == '*':
+			// Block comments nest in PostgreSQL.
+			level := 1
+			for i += 2; i < n && level > 0; i++ {
+				switch {
+				case sql[i] == '*' && i+1 < n && sql[i+1] == '/':
+					level--
+					i++
+				case sql[i] == '/' && i+1 < n && sql[i+1] == '*':
+					level++
+					i++
 				}
 			}
-		case '/':
-			if i+1 < len(sql) && sql[i+1] == '*' {
-				// Block comments nest in PostgreSQL.
-				level := 1
-				for i += 2; i < len(sql) && level > 0; i++ {
-					switch {
-					case sql[i] == '*' && i+1 < len(sql) && sql[i+1] == '/':
-						level--
-						i++
-					case sql[i] == '/' && i+1 < len(sql) && sql[i+1] == '*':
-						level++
-						i++
+			i--
+		case c == '$':
+			j := i + 1
+			if j < n && sql[j] >= '0' && sql[j] <= '9' {
+				// A parameter $n.
+				v := 0
+				for ; j < n && sql[j] >= '0' && sql[j] <= '9'; j++ {
+					if v < 1<<20 {
+						v = v*10 + int(sql[j]-'0')
 					}
 				}
-				i--
+				if wantParams {
+					st.params = append(st.params, v)
+				}
+				i = j - 1
+				continue
 			}
+			// A dollar quote: $tag$ with tag empty or an identifier
+			// without $.
+			if j < n && identStart(sql[j]) {
+				for j < n && identByte(sql[j]) && sql[j] != '$' {
+					j++
+				}
+			}
+			if j < n && sql[j] == '$' {
+				tag := sql[i : j+1]
+				end := indexFrom(sql, tag, j+1)
+				if end < 0 {
+					return st
+				}
+				i = end + len(tag) - 1
+				continue
+			}
+			st.tokens++
+		case (c == 'e' || c == 'E') && i+1 < n && sql[i+1] == '\'':
+			// An escape string; a word ending in e is handled below, so
+			// this E starts a token.
+			i = skipQuoted(sql, i+1, true)
+		case identStart(c):
+			j := i + 1
+			for j < n && identByte(sql[j]) {
+				j++
+			}
+			st.tokens++
+			if j < n && sql[j] == '\'' {
+				// B'..', X'..', N'..', U&'..' prefixes and typed
+				// literals (date '...'): a standard string follows.
+				j = skipQuoted(sql, j, false) + 1
+			}
+			i = j - 1
+		case c >= '0' && c <= '9', c == '.', c == ',', c == ';', c == ' ', c == '\t', c == '\n', c == '\r', c == '\f':
+		default:
+			// Operator characters and anything unusual.
+			st.tokens++
+		}
+		if st.tokens > maxTokens {
+			return st
 		}
 	}
-	return max
+	return st
+}
+
+// skipQuoted returns the index of the quote that closes the string literal
+// opening at sql[i], or len(sql) if it is unterminated. esc enables
+// backslash escapes (E'...').
+func skipQuoted(sql string, i int, esc bool) int {
+	n := len(sql)
+	for i++; i < n; i++ {
+		switch sql[i] {
+		case '\\':
+			if esc {
+				i++
+			}
+		case '\'':
+			if i+1 < n && sql[i+1] == '\'' {
+				i++
+				continue
+			}
+			return i
+		}
+	}
+	return n
+}
+
+func indexFrom(s, sub string, from int) int {
+	for i := from; i+len(sub) <= len(s); i++ {
+		if s[i] == sub[0] && s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
 }

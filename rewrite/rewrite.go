@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,13 @@ type Result struct {
 	// Err is set when the text could not be analysed at all: a
 	// *ParseError or a *LimitError. Reason says so too.
 	Err error
+	// ApproxUnanswered is set on a passthrough whose text mentions
+	// APPROX_COUNT_DISTINCT (in a place the rewriter does not answer, e.g.
+	// behind FILTER or OVER, in a subquery or a CTE): sent to PostgreSQL
+	// as it is, it fails with "function approx_count_distinct does not
+	// exist" unless the executor sketches it on the fly (DESIGN §3 says
+	// never that error).
+	ApproxUnanswered bool
 }
 
 // ParseError is a syntax error reported by the PostgreSQL parser.
@@ -39,7 +47,7 @@ type ParseError struct{ Msg string }
 func (e *ParseError) Error() string { return "rewrite: parse: " + e.Msg }
 
 // LimitError is returned for a text over one of the caps checked before
-// parsing (MaxQueryBytes, MaxNestingDepth).
+// parsing (MaxQueryBytes, MaxNestingDepth, MaxTokens).
 type LimitError struct {
 	What         string
 	Value, Limit int
@@ -49,19 +57,40 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("rewrite: %s %d is over the limit of %d", e.What, e.Value, e.Limit)
 }
 
+// panicHook, when set (by tests), is called at the start of planning.
+var panicHook func(sql string)
+
 // Rewrite plans sql against the rollups in snap for a session with settings
-// sess. It never panics on any input.
-func Rewrite(sql string, snap *catalog.Snapshot, sess Session) Result {
+// sess. It never panics: a panic inside the planner becomes a passthrough
+// with reason "internal error: ...".
+func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if !Prefilter(sql) {
 		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT or pgsketch in the text"}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			res = Result{Reason: fmt.Sprintf("internal error: %v", v)}
+		}
+		if res.Plan == nil && containsFold(sql, "approx_count_distinct") {
+			res.ApproxUnanswered = true
+			res.Reason += "; APPROX_COUNT_DISTINCT is left unanswered (PostgreSQL has no such function)"
+		}
+	}()
+	if panicHook != nil {
+		panicHook(sql)
 	}
 	if len(sql) > MaxQueryBytes {
 		err := &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
 		return Result{Reason: fmt.Sprintf("query is %d bytes, over the %d-byte limit", len(sql), MaxQueryBytes), Err: err}
 	}
-	if d := nestingDepth(sql, MaxNestingDepth); d > MaxNestingDepth {
-		err := &LimitError{What: "nesting depth", Value: d, Limit: MaxNestingDepth}
+	st := scan(sql, MaxNestingDepth, MaxTokens, false)
+	if st.depth > MaxNestingDepth {
+		err := &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
 		return Result{Reason: fmt.Sprintf("query nests parentheses deeper than %d", MaxNestingDepth), Err: err}
+	}
+	if st.tokens > MaxTokens {
+		err := &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
+		return Result{Reason: fmt.Sprintf("query has more than %d operators and words", MaxTokens), Err: err}
 	}
 	p, err := parseSQL(sql)
 	if err != nil {
@@ -76,7 +105,31 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) Result {
 	}
 	plan.Explain = p.explain
 	plan.Params = maxParam(p.sel)
+	plan.Session = sess
+	for _, q := range []struct {
+		sql string
+		out *[]int
+	}{{plan.FetchSQL, &plan.FetchParams}, {plan.ExactSQL, &plan.ExactParams}, {plan.ShapeSQL, &plan.ShapeParams}, {plan.SubstituteSQL, &plan.SubstituteParams}} {
+		*q.out = paramsIn(q.sql)
+	}
 	return Result{Plan: plan}
+}
+
+// paramsIn lists the $n parameters a statement references, ascending,
+// without repeats.
+func paramsIn(sql string) []int {
+	if sql == "" {
+		return nil
+	}
+	ps := scan(sql, int(^uint(0)>>1), int(^uint(0)>>1), true).params
+	sort.Ints(ps)
+	var out []int
+	for i, n := range ps {
+		if i == 0 || n != ps[i-1] {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // aggregate names the rewriter knows to be aggregates it cannot answer.
@@ -92,12 +145,27 @@ var otherAggregates = func() map[string]bool {
 	return m
 }()
 
-// volatile functions make an expression unsafe to evaluate on rollup rows.
-var volatileFuncs = map[string]bool{
-	"random": true, "random_normal": true, "setseed": true, "nextval": true, "currval": true, "lastval": true,
-	"clock_timestamp": true, "timeofday": true, "statement_timestamp": true, "gen_random_uuid": true,
-	"uuid_generate_v4": true, "txid_current": true, "pg_sleep": true, "set_config": true,
-}
+// scalarFuncs are the pg_catalog functions the rewriter evaluates on rollup
+// rows and merged groups: immutable or stable, not set-returning, not
+// aggregates. Any other function (a user function, which may be volatile
+// or an aggregate the rewriter does not know; a volatile built-in such as
+// random()) makes the query pass through.
+var scalarFuncs = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range strings.Fields(`date_trunc date_part extract to_timestamp to_char to_date to_number timezone
+	date make_date make_time make_timestamp make_timestamptz make_interval justify_days justify_hours
+	justify_interval isfinite now transaction_timestamp
+	abs ceil ceiling floor round trunc sign sqrt cbrt power pow exp ln log log10 mod div pi degrees radians
+	width_bucket scale gcd lcm to_hex
+	lower upper initcap length char_length character_length octet_length bit_length concat concat_ws
+	substring substr left right lpad rpad ltrim rtrim btrim replace split_part strpos position reverse
+	repeat md5 format regexp_replace starts_with translate ascii chr quote_ident quote_literal
+	quote_nullable encode decode num_nulls num_nonnulls cardinality array_length array_to_string
+	string_to_array int2 int4 int8 float4 float8 numeric text bool`) {
+		m[k] = true
+	}
+	return m
+}()
 
 // aggKind classifies an aggregate call: "cd" COUNT(DISTINCT x), "acd"
 // APPROX_COUNT_DISTINCT(x), "rows" COUNT(*) or COUNT(constant), "count"
@@ -199,9 +267,15 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, str
 			}
 			if u, ok := x.(*unsupported); ok && bad == "" {
 				bad = u.what
+				if u.fn != "" {
+					bad += " on " + u.fn + "()"
+				}
 			}
 			return true
 		})
+	}
+	if !acd && !cd && bad != "" {
+		return nil, "query uses " + bad
 	}
 	if !acd && !cd {
 		return nil, "no COUNT(DISTINCT ...) or APPROX_COUNT_DISTINCT(...) aggregate in the query"
@@ -223,6 +297,20 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, str
 			return fallback("select list has *")
 		}
 	}
+	for _, c := range []struct {
+		what string
+		e    expr
+	}{{"LIMIT", s.limit}, {"OFFSET", s.offset}} {
+		if why := constantClause(c.e); why != "" {
+			return fallback(c.what + " " + why)
+		}
+	}
+	if why := unknownFunctions(s); why != "" {
+		return fallback(why)
+	}
+	if why := pgCatalogFirst(sess); why != "" {
+		return fallback(why)
+	}
 	switch len(s.from) {
 	case 0:
 		return fallback("query has no FROM clause")
@@ -233,6 +321,9 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, str
 	fi := s.from[0]
 	if fi.unsupported != "" {
 		return fallback("FROM has " + fi.unsupported)
+	}
+	if fi.only {
+		return fallback("FROM ONLY reads the table without its inheritance children and partitions, which its rollups include")
 	}
 	table, rollups := resolveTable(fi, snap, sess)
 	if len(rollups) == 0 {
@@ -261,6 +352,84 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, str
 			catalog.QuoteLiteral(quoteIdent(fi.name)), catalog.QuoteLiteral(best.Source.String()))
 	}
 	return best, ""
+}
+
+// constantClause checks a LIMIT or OFFSET expression: the shaping SQL
+// evaluates it as written, so it may hold only literals, parameters and
+// scalar functions of them.
+func constantClause(e expr) string {
+	var why string
+	walk(e, func(x expr) bool {
+		if why != "" {
+			return false
+		}
+		switch x := x.(type) {
+		case *unsupported:
+			why = "uses " + x.what
+		case *colRef:
+			why = "references a column"
+		case *funcCall:
+			if aggKind(x) != "" {
+				why = "uses an aggregate"
+			}
+		}
+		return why == ""
+	})
+	return why
+}
+
+// unknownFunctions names the first call in the query that is neither an
+// aggregate the rewriter knows nor a scalar function of scalarFuncs.
+func unknownFunctions(s *selectStmt) string {
+	var why string
+	check := func(e expr) {
+		walk(e, func(x expr) bool {
+			if why != "" {
+				return false
+			}
+			f, ok := x.(*funcCall)
+			if !ok || aggKind(f) != "" {
+				return true
+			}
+			if name, builtin := f.builtin(); builtin && scalarFuncs[name] {
+				return true
+			}
+			why = "function " + sqlOfName(f.name) + "() is not one the rewriter knows to be an immutable or stable scalar function"
+			return false
+		})
+	}
+	for _, t := range s.targets {
+		check(t.e)
+	}
+	check(s.where)
+	for _, g := range s.groupBy {
+		check(g)
+	}
+	check(s.having)
+	for _, o := range s.orderBy {
+		check(o.e)
+	}
+	check(s.limit)
+	check(s.offset)
+	return why
+}
+
+func sqlOfName(names []string) string {
+	p := printer{}
+	p.funcName(names)
+	return p.sb.String()
+}
+
+// pgCatalogFirst refuses a search_path that names pg_catalog after another
+// schema: unqualified functions and operators might then not be the
+// built-ins the rewriter reasons about.
+func pgCatalogFirst(sess Session) string {
+	for i, schema := range searchPath(sess) {
+		if schema == "pg_catalog" && i > 0 {
+			return "search_path puts pg_catalog after other schemas, so unqualified functions and operators may not be the built-ins"
+		}
+	}
+	return ""
 }
 
 // resolveTable finds the rollups of the table a FROM item names, resolving
@@ -349,6 +518,8 @@ func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*
 		return nil, "never refreshed (no watermark yet)"
 	case r.TimeType == "" || r.Grain.Rank() < 0:
 		return nil, "its source columns have changed since it was created"
+	case r.SourceRLS:
+		return nil, "its base table has row-level security enabled, which the rollup does not apply"
 	}
 	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
 		return nil, "it has no time zone"
@@ -500,6 +671,19 @@ func (m *matcher) side(e expr, rollup bool) string {
 
 // where classifies one WHERE conjunct.
 func (m *matcher) where(e expr) string {
+	if nt, ok := e.(*nullTest); ok && nt.not {
+		if c := m.classify(nt.arg); c.k == kTime && c.v.raw {
+			// time IS NOT NULL: true of every row a rollup holds; the base
+			// half applies it.
+			m.ranges = append(m.ranges, e)
+			return ""
+		}
+	}
+	if nt, ok := e.(*nullTest); ok && !nt.not && m.usesTime(nt.arg) {
+		// Only rows whose time is NULL can pass (or none), and no rollup
+		// holds those.
+		return "WHERE " + m.canon(e) + ": tests an expression of " + quoteIdent(m.r.TimeColumn) + " for NULL; rollup buckets are never NULL"
+	}
 	if b, ok := m.timeRange(e); ok {
 		m.ranges = append(m.ranges, e)
 		m.lower = append(m.lower, b.lower...)
@@ -515,6 +699,20 @@ func (m *matcher) where(e expr) string {
 		return "WHERE " + m.canon(e) + ": " + c.why
 	}
 	return "WHERE " + m.canon(e) + ": " + m.notConstant(c)
+}
+
+// usesTime reports whether e references the time column.
+func (m *matcher) usesTime(e expr) bool {
+	found := false
+	walk(e, func(x expr) bool {
+		if c, ok := x.(*colRef); ok {
+			if name, why := m.column(c); why == "" && name == m.r.TimeColumn {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 type bounds struct{ lower, upper []Bound }
@@ -543,23 +741,23 @@ func (m *matcher) timeRange(e expr) (bounds, bool) {
 		v := sqlOf(val, nil)
 		switch op {
 		case ">=":
-			return bounds{lower: []Bound{{SQL: v, Inclusive: true}}}, true
+			return bounds{lower: []Bound{{SQL: v, Inclusive: true, expr: val}}}, true
 		case ">":
-			return bounds{lower: []Bound{{SQL: v}}}, true
+			return bounds{lower: []Bound{{SQL: v, expr: val}}}, true
 		case "<":
-			return bounds{upper: []Bound{{SQL: v}}}, true
+			return bounds{upper: []Bound{{SQL: v, expr: val}}}, true
 		case "<=":
-			return bounds{upper: []Bound{{SQL: v, Inclusive: true}}}, true
+			return bounds{upper: []Bound{{SQL: v, Inclusive: true, expr: val}}}, true
 		case "=":
-			return bounds{lower: []Bound{{SQL: v, Inclusive: true}}, upper: []Bound{{SQL: v, Inclusive: true}}}, true
+			return bounds{lower: []Bound{{SQL: v, Inclusive: true, expr: val}}, upper: []Bound{{SQL: v, Inclusive: true, expr: val}}}, true
 		}
 	case *betweenExpr:
 		if e.not || e.symmetric || !isTime(e.arg) || !isConst(e.lo) || !isConst(e.hi) {
 			return bounds{}, false
 		}
 		return bounds{
-			lower: []Bound{{SQL: sqlOf(e.lo, nil), Inclusive: true}},
-			upper: []Bound{{SQL: sqlOf(e.hi, nil), Inclusive: true}},
+			lower: []Bound{{SQL: sqlOf(e.lo, nil), Inclusive: true, expr: e.lo}},
+			upper: []Bound{{SQL: sqlOf(e.hi, nil), Inclusive: true, expr: e.hi}},
 		}, true
 	}
 	return bounds{}, false

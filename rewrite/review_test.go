@@ -1,0 +1,78 @@
+package rewrite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRecover checks Rewrite's promise never to panic.
+func TestRecover(t *testing.T) {
+	panicHook = func(string) { panic("boom") }
+	defer func() { panicHook = nil }()
+	r := Rewrite("SELECT count(DISTINCT user_id) FROM events", testCatalog(), Session{TimeZone: "UTC", Approx: true})
+	if r.Plan != nil || r.Reason != "internal error: boom" {
+		t.Errorf("got %+v", r)
+	}
+}
+
+// TestPlanRecords checks what a plan records for the executor and for a
+// plan cache: the session it relied on, the watermark and late window of
+// its snapshot, and the parameters of each statement.
+func TestPlanRecords(t *testing.T) {
+	sess := Session{TimeZone: "UTC", Approx: false, SearchPath: "public", User: "u"}
+	sql := "SELECT country, count(DISTINCT user_id), approx_count_distinct(user_id) FROM events " +
+		"WHERE created_at >= $1 AND created_at < $2 GROUP BY country HAVING approx_count_distinct(user_id) > $4 LIMIT $3"
+	r := Rewrite(sql, testCatalog(), sess)
+	if r.Plan == nil {
+		t.Fatal(r.Reason)
+	}
+	p := r.Plan
+	if p.Session != sess {
+		t.Errorf("Session = %+v", p.Session)
+	}
+	if p.Rollup != "events_hourly" && p.Rollup != "events_daily" {
+		t.Errorf("rollup %s", p.Rollup)
+	}
+	got := fmt.Sprint(p.Params, p.FetchParams, p.ExactParams, p.ShapeParams)
+	if got != "4 [1 2] [1 2] [3 4]" {
+		t.Errorf("params: %s", got)
+	}
+	if !strings.Contains(p.FetchSQL, "FROM pgsketch.rollup_defs AS d WHERE d.name = 'events_daily' AND d.version >= 7") {
+		t.Errorf("fetch does not read the watermark: %s", p.FetchSQL)
+	}
+	if !p.Watermark.Equal(time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("Watermark %v", p.Watermark)
+	}
+	// The late window of the snapshot is exposed.
+	r = Rewrite("SELECT count(DISTINCT user_id) FROM events GROUP BY date_trunc('hour', created_at)", testCatalog(),
+		Session{TimeZone: "UTC", Approx: true})
+	if r.Plan == nil || r.Plan.Rollup != "events_hourly" || r.Plan.LateWindow != 3*time.Hour {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// TestApproxUnanswered checks that a passthrough that leaves an
+// APPROX_COUNT_DISTINCT to PostgreSQL says so.
+func TestApproxUnanswered(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"SELECT approx_count_distinct(user_id) FILTER (WHERE country = 'DE') FROM events":         true,
+		"SELECT APPROX_COUNT_DISTINCT(user_id) OVER () FROM events":                               true,
+		"SELECT (SELECT approx_count_distinct(user_id) FROM events)":                              true,
+		"WITH x AS (SELECT approx_count_distinct(user_id) AS n FROM events) SELECT n FROM x":      true,
+		"SELECT count(DISTINCT user_id) FILTER (WHERE country = 'DE') FROM events":                false,
+		"SELECT approx_count_distinct(user_id) FROM events":                                       false,
+		"SELECT approx_count_distinct(user_id) FROM events JOIN users USING (user_id)":            true,
+		"SELECT count(DISTINCT user_id) FROM events WHERE country = 'DE' LIMIT (SELECT 1)":        false,
+		"SELECT approx_count_distinct(user_id) FROM events WHERE country = 'DE' LIMIT (SELECT 1)": true,
+	} {
+		r := Rewrite(sql, testCatalog(), Session{TimeZone: "UTC", Approx: true})
+		if r.ApproxUnanswered != want {
+			t.Errorf("%s: ApproxUnanswered = %v (%s)", sql, r.ApproxUnanswered, output(r))
+		}
+		if want && !strings.Contains(r.Reason, "APPROX_COUNT_DISTINCT is left unanswered") {
+			t.Errorf("%s: reason %q", sql, r.Reason)
+		}
+	}
+}
