@@ -87,7 +87,7 @@ func (m *matcher) classify(e expr) class {
 		}
 		return bad("column " + quoteIdent(name) + " is not a dimension of the rollup")
 	case *varFunc:
-		return m.combine(e.args, "")
+		return m.combine(e.args)
 	case *funcCall:
 		return m.classifyCall(e)
 	case *castExpr:
@@ -95,32 +95,40 @@ func (m *matcher) classify(e expr) class {
 	case *opExpr:
 		return m.classifyOp(e)
 	case *boolExpr:
-		return m.combine(e.args, "")
+		return m.combine(e.args)
 	case *nullTest:
-		return m.combine([]expr{e.arg}, "")
+		return m.combine([]expr{e.arg})
 	case *boolTest:
-		return m.combine([]expr{e.arg}, "")
+		return m.combine([]expr{e.arg})
 	case *inExpr:
-		return m.combine(append([]expr{e.arg}, e.list...), "")
+		return m.combine(append([]expr{e.arg}, e.list...))
 	case *betweenExpr:
-		return m.combine([]expr{e.arg, e.lo, e.hi}, "")
+		if why := m.collationDependent(e.arg, e.lo, e.hi); why != "" {
+			return bad(why)
+		}
+		return m.combine([]expr{e.arg, e.lo, e.hi})
 	case *kwExpr:
-		return m.combine([]expr{e.l, e.r}, "")
+		if e.fn == "" && strings.Contains(e.kw, "ILIKE") {
+			if why := m.collationDependent(e.l, e.r); why != "" {
+				return bad(why)
+			}
+		}
+		return m.combine([]expr{e.l, e.r})
 	case *caseExpr:
 		args := []expr{e.arg, e.def}
 		for _, w := range e.whens {
 			args = append(args, w.cond, w.res)
 		}
-		return m.combine(args, "")
+		return m.combine(args)
 	case *arrayExpr:
-		return m.combine(e.elems, "")
+		return m.combine(e.elems)
 	}
 	return bad("uses an unsupported expression")
 }
 
 // combine classifies an expression from its operands: kBad if any is, not
 // constant if any operand still varies with time, else kRow or kConst.
-func (m *matcher) combine(args []expr, _ string) class {
+func (m *matcher) combine(args []expr) class {
 	out := class{k: kConst}
 	for _, a := range args {
 		if a == nil {
@@ -131,7 +139,7 @@ func (m *matcher) combine(args []expr, _ string) class {
 		case kBad:
 			return c
 		case kTime, kEpoch, kEpochDiv:
-			return bad(m.notConstant(c))
+			return bad(m.notConstant())
 		case kRow:
 			out.k = kRow
 		}
@@ -244,7 +252,7 @@ func (m *matcher) classifyCall(f *funcCall) class {
 			}
 		}
 	}
-	return m.combine(f.args, "")
+	return m.combine(f.args)
 }
 
 // fromEpoch classifies to_timestamp(extract(epoch from v)). For an instant
@@ -440,7 +448,7 @@ func (m *matcher) classifyCast(e *castExpr) class {
 	c := m.classify(e.arg)
 	if c.k != kTime {
 		if c.k == kEpoch || c.k == kEpochDiv {
-			return bad(m.notConstant(c))
+			return bad(m.notConstant())
 		}
 		return c
 	}
@@ -483,7 +491,13 @@ func (m *matcher) classifyCast(e *castExpr) class {
 
 func (m *matcher) classifyOp(e *opExpr) class {
 	if e.l == nil {
-		return m.combine([]expr{e.r}, "")
+		return m.combine([]expr{e.r})
+	}
+	switch e.op {
+	case "<", "<=", ">", ">=", "~*", "!~*":
+		if why := m.collationDependent(e.l, e.r); why != "" {
+			return bad(why)
+		}
 	}
 	lc := m.classify(e.l)
 	if lc.k == kBad {
@@ -509,13 +523,54 @@ func (m *matcher) classifyOp(e *opExpr) class {
 	}
 	for _, c := range []class{lc, rc} {
 		if c.k == kTime || c.k == kEpoch || c.k == kEpochDiv {
-			return bad(m.notConstant(c))
+			return bad(m.notConstant())
 		}
 	}
 	if lc.k == kRow || rc.k == kRow {
 		return class{k: kRow}
 	}
 	return class{k: kConst}
+}
+
+// noCollation are dimension types that have no collation.
+var noCollation = func() map[string]bool {
+	m := map[string]bool{}
+	for _, t := range []string{"smallint", "integer", "bigint", "numeric", "real", "double precision", "boolean",
+		"date", "timestamp without time zone", "timestamp with time zone", "uuid", "inet", "cidr", "interval",
+		"time without time zone", "bytea", "oid"} {
+		m[t] = true
+	}
+	return m
+}()
+
+// collationDependent explains why a comparison whose result depends on a
+// collation (ordering, case-insensitive matching) cannot be evaluated on
+// rollup rows when one operand is a dimension of a collatable type: the
+// rollup table's column has the database's default collation, not
+// necessarily the base column's.
+func (m *matcher) collationDependent(es ...expr) string {
+	for _, e := range es {
+		c, ok := e.(*colRef)
+		if !ok {
+			continue
+		}
+		name, why := m.column(c)
+		if why != "" {
+			continue
+		}
+		d, ok := m.r.Dimension(name)
+		if !ok {
+			continue
+		}
+		t := d.Type
+		if i := strings.IndexByte(t, '('); i > 0 {
+			t = strings.TrimSpace(t[:i])
+		}
+		if !noCollation[t] {
+			return "ordering or case-insensitive comparison of " + quoteIdent(name) + " (type " + d.Type + ") depends on its collation, which the rollup table's column may not share"
+		}
+	}
+	return ""
 }
 
 // shifted is time view v plus (or minus) the constant d, which must be a

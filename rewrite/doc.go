@@ -6,16 +6,19 @@
 // precise reason the query passes through untouched. It does no I/O.
 //
 // The steps are: a cheap byte scan (Prefilter) so that only SQL that could be
-// rewritten is parsed at all; length and nesting-depth caps, checked before
-// parsing because the C parser can exhaust the stack on pathological input;
+// rewritten is parsed at all; caps on length, nesting depth and the number
+// of operators and words, checked before parsing because the C parser
+// exhausts the stack on pathological input and kills the process;
 // parsing with the real PostgreSQL parser (parse.go is the only file that
 // imports it) into a small AST of this package; matching against every rollup
 // over the queried table; and building the Plan for the rollup with the
 // fewest rows.
 //
 // A Plan carries SQL text only: whole buckets are read from the rollup, edge
-// and tail rows from the base table, both in one statement so that now(),
-// parameters and the snapshot are the same for both halves. The executor
+// and tail rows from the base table (with rows whose time is NULL, which no
+// rollup holds), both in one statement so that now(), parameters, the
+// snapshot and the watermark, which the statement reads from
+// pgsketch.rollup_defs itself, are the same for both halves. The executor
 // (aggregates, issue 7) merges per group and evaluates the shaping SQL over
 // the merged groups; see Plan for the contract.
 package rewrite

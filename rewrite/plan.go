@@ -48,9 +48,10 @@ const (
 // Plan is how to answer one query.
 //
 // For a FromRollup plan the executor:
-//  1. runs FetchSQL (one statement, so that now(), parameters and the
-//     snapshot are the same for the rollup half and the base half) with the
-//     client's parameters; every row has PartColumn ('rollup' or 'base'),
+//  1. runs FetchSQL (one statement, so that now(), parameters, the
+//     snapshot and the watermark are the same for the rollup half and the
+//     base half) with the client's parameters listed in FetchParams; every
+//     row has PartColumn ('rollup' or 'base'),
 //     then one column per group key, then the aggregates' columns;
 //  2. merges the rows per group (equal keys, NULLs equal) with each Agg's Op;
 //     with no Keys there is exactly one group, even for no rows;

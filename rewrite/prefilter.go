@@ -35,11 +35,11 @@ func containsFold(s, word string) bool {
 	n := len(word)
 	first := word[0]
 	for i := 0; i+n <= len(s); i++ {
-		if lowerASCII(s[i]) != first {
+		if !foldEq(s[i], first) {
 			continue
 		}
 		j := 1
-		for j < n && lowerASCII(s[i+j]) == word[j] {
+		for j < n && foldEq(s[i+j], word[j]) {
 			j++
 		}
 		if j == n {
@@ -49,11 +49,13 @@ func containsFold(s, word string) bool {
 	return false
 }
 
-func lowerASCII(c byte) byte {
-	if c >= 'A' && c <= 'Z' {
-		return c | 0x20
+// foldEq reports whether c is w, or its upper case when w is a lower-case
+// letter: for such a w, c|0x20 == w exactly when c is w or W.
+func foldEq(c, w byte) bool {
+	if w >= 'a' && w <= 'z' {
+		return c|0x20 == w
 	}
-	return c
+	return c == w
 }
 
 // identByte reports whether c can continue an identifier (PostgreSQL's

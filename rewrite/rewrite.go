@@ -535,7 +535,7 @@ func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*
 		case kBad:
 			return nil, "GROUP BY " + m.canon(e) + ": " + c.why
 		case kTime, kEpoch, kEpochDiv:
-			return nil, "GROUP BY " + m.canon(e) + ": " + m.notConstant(c)
+			return nil, "GROUP BY " + m.canon(e) + ": " + m.notConstant()
 		}
 		canon := m.canon(e)
 		dup := false
@@ -698,7 +698,7 @@ func (m *matcher) where(e expr) string {
 	case kBad:
 		return "WHERE " + m.canon(e) + ": " + c.why
 	}
-	return "WHERE " + m.canon(e) + ": " + m.notConstant(c)
+	return "WHERE " + m.canon(e) + ": " + m.notConstant()
 }
 
 // usesTime reports whether e references the time column.
@@ -882,6 +882,6 @@ func sumType(t string) string {
 
 // notConstant explains why a time-valued expression cannot be a group key
 // or filter.
-func (m *matcher) notConstant(c class) string {
+func (m *matcher) notConstant() string {
 	return "uses " + quoteIdent(m.r.TimeColumn) + " in a way that varies within one " + string(m.r.Grain) + " bucket"
 }
