@@ -3,7 +3,7 @@
 DROP VIEW pgsketch.rollups;
 DROP FUNCTION pgsketch.catalog();
 DROP FUNCTION pgsketch.refresh_finish(text, timestamptz, boolean);
-DROP FUNCTION pgsketch.refresh_begin(text, boolean, text, text);
+DROP FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer);
 DROP FUNCTION pgsketch.bucket_local(text, timestamp);
 DROP FUNCTION pgsketch.refresh_rollup(text, boolean, text, text);
 DROP FUNCTION pgsketch.drop_rollup(text, boolean);

@@ -153,6 +153,10 @@ func (h *HLL) AddHash(x uint64) {
 // Add hashes canonical with xxhash64 (seed 0) and adds the hash.
 func (h *HLL) Add(canonical []byte) { h.AddHash(xxhash.Sum64(canonical)) }
 
+// Exact reports whether the sketch still holds its values exactly (it is
+// EMPTY or EXPLICIT): its estimate is then the exact count.
+func (h *HLL) Exact() bool { return h.kind == kindEmpty || h.kind == kindExplicit }
+
 // AddString hashes s with xxhash64 (seed 0) and adds the hash.
 func (h *HLL) AddString(s string) { h.AddHash(xxhash.Sum64String(s)) }
 

@@ -315,7 +315,8 @@ CREATE FUNCTION pgsketch.bucket_local(g text, t timestamp) RETURNS timestamp
 -- transaction: it takes the rollup's advisory lock (waiting for another
 -- refresh to finish), decides the buckets to rebuild, deletes their rows,
 -- and returns the statements the refresher runs next:
---   read_sql    SELECT to stream with COPY TO (FORMAT binary): a flag, a
+--   read_sql    one SELECT per part (see parts) to stream with COPY TO
+--               (FORMAT binary), each yielding: a flag, a
 --               time, the dimensions, then one column per measure in
 --               position order. Rows flagged true are base rows: their time
 --               is the row's own (for a timestamptz column in a zone other
@@ -340,8 +341,9 @@ CREATE FUNCTION pgsketch.bucket_local(g text, t timestamp) RETURNS timestamp
 -- refresh is full), or a range [from_time, to_time) widened to whole buckets
 -- (from_time and to_time are read in the rollup's time zone).
 CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
-                                       from_time text DEFAULT NULL, to_time text DEFAULT NULL)
-    RETURNS TABLE (lo timestamptz, hi timestamptz, read_sql text, ndims integer, fields text[], write_sql text,
+                                       from_time text DEFAULT NULL, to_time text DEFAULT NULL,
+                                       parts integer DEFAULT 1)
+    RETURNS TABLE (lo timestamptz, hi timestamptz, read_sql text[], ndims integer, fields text[], write_sql text,
                    ranged boolean, bucket_zone text, time_kind text, grain text)
     LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp AS $$
@@ -367,6 +369,7 @@ DECLARE
     has_hll boolean := false;
     has_part boolean := false;
     q text;
+    pages bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
     -- Read after the lock: a refresh that held it has committed by now.
@@ -488,16 +491,35 @@ BEGIN
     -- Base rows are streamed only for sketches; partials are aggregated by
     -- PostgreSQL itself so they are exact for every type. One statement,
     -- one snapshot: both branches see the same rows.
-    IF has_hll THEN
-        q := format('SELECT true, %s%s%s FROM %s WHERE %s', time_expr, dims, hll_cols, src, pred);
+    -- With parts > 1 and a plain table, the base rows are split into parts
+    -- by physical position (TID range scans) for parallel readers sharing
+    -- one snapshot; the partials, aggregated over the whole range, go with
+    -- the first part.
+    IF parts > 1 AND has_hll AND (SELECT relkind FROM pg_class WHERE oid = src) = 'r' THEN
+        pages := pg_relation_size(src) / current_setting('block_size')::bigint;
     END IF;
-    IF has_part OR NOT has_hll THEN
-        q := CASE WHEN q IS NULL THEN '' ELSE q || ' UNION ALL ' END
-          || format('SELECT false, %s%s%s FROM %s WHERE %s GROUP BY %s',
-                    bucket_expr, dims, part_cols, src, pred,
-                    (SELECT string_agg(x::text, ', ') FROM generate_series(2, 2 + cardinality(d.dimensions)) x));
+    IF pages IS NULL OR pages < parts * 8 THEN
+        parts := 1;
     END IF;
-    read_sql := q;
+    read_sql := '{}';
+    FOR i IN 1 .. parts LOOP
+        q := NULL;
+        IF has_hll THEN
+            q := format('SELECT true, %s%s%s FROM %s WHERE %s%s', time_expr, dims, hll_cols, src, pred,
+                CASE WHEN parts = 1 THEN ''
+                     WHEN i = 1 THEN format(' AND ctid < ''(%s,0)''::tid', pages * i / parts)
+                     WHEN i = parts THEN format(' AND ctid >= ''(%s,0)''::tid', pages * (i - 1) / parts)
+                     ELSE format(' AND ctid >= ''(%s,0)''::tid AND ctid < ''(%s,0)''::tid',
+                                 pages * (i - 1) / parts, pages * i / parts) END);
+        END IF;
+        IF i = 1 AND (has_part OR NOT has_hll) THEN
+            q := CASE WHEN q IS NULL THEN '' ELSE q || ' UNION ALL ' END
+              || format('SELECT false, %s%s%s FROM %s WHERE %s GROUP BY %s',
+                        bucket_expr, dims, part_cols, src, pred,
+                        (SELECT string_agg(x::text, ', ') FROM generate_series(2, 2 + cardinality(d.dimensions)) x));
+        END IF;
+        read_sql := read_sql || q;
+    END LOOP;
     bucket_zone := CASE WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain <> 'hour'
                         THEN d.time_zone END;
     time_kind := CASE ttype WHEN 'date' THEN 'date' ELSE 'timestamp' END;
@@ -593,7 +615,7 @@ CREATE FUNCTION pgsketch.catalog() RETURNS json
         'name', d.name,
         'source_schema', d.source_schema, 'source_table', d.source_table,
         'rollup_schema', d.rollup_schema, 'rollup_table', d.rollup_table,
-        'source_oid', to_regclass(format('%I.%I', d.source_schema, d.source_table))::oid,
+        'source_oid', to_regclass(format('%I.%I', d.source_schema, d.source_table))::oid::bigint,
         'source_rls', coalesce((SELECT relrowsecurity FROM pg_class
                                  WHERE oid = to_regclass(format('%I.%I', d.source_schema, d.source_table))), false),
         'source_columns', (SELECT coalesce(json_agg(a.attname ORDER BY a.attnum), '[]') FROM pg_attribute a

@@ -26,6 +26,17 @@ type Conn interface {
 // PgConn adapts a pgconn.PgConn (pgx's low-level connection) to Conn.
 type PgConn struct{ C *pgconn.PgConn }
 
+// DialPgConn returns a Dialer opening pgconn connections to dsn.
+func DialPgConn(dsn string) Dialer {
+	return func(ctx context.Context) (Conn, func(), error) {
+		c, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		return PgConn{C: c}, func() { c.Close(context.WithoutCancel(ctx)) }, nil
+	}
+}
+
 // Exec implements Conn.
 func (c PgConn) Exec(ctx context.Context, sql string) error {
 	_, err := c.C.Exec(ctx, sql).ReadAll()

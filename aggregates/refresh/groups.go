@@ -73,7 +73,7 @@ type group struct {
 	key      string
 	rows     int64         // base rows streamed (the row count when there is no partials row)
 	sketches []*sketch.HLL // per field; nil for non-hll fields
-	pending  [][]uint64    // per hll field: hashes not yet added
+	pending  [][]int64     // per hll field: hashes not yet added (signed: the EXPLICIT order)
 	partials [][]byte      // per field: the partials row's value; nil for NULL and hll fields
 	partial  bool          // the partials row arrived
 }
@@ -144,7 +144,7 @@ func (g *groups) add(f [][]byte) error {
 	grp := g.m[string(g.key)]
 	if grp == nil {
 		grp = &group{key: string(g.key), sketches: make([]*sketch.HLL, len(g.fields)),
-			pending: make([][]uint64, len(g.fields)), partials: make([][]byte, len(g.fields))}
+			pending: make([][]int64, len(g.fields)), partials: make([][]byte, len(g.fields))}
 		for i, fd := range g.fields {
 			if fd.kind == "hll" {
 				grp.sketches[i], _ = sketch.NewHLL(fd.log2m, fd.regwidth) // checked by parseFields
@@ -165,7 +165,11 @@ func (g *groups) add(f [][]byte) error {
 			if err != nil {
 				return fmt.Errorf("measure %d: %w", i+1, err)
 			}
-			grp.pending[i] = append(grp.pending[i], h)
+			if sk := grp.sketches[i]; !sk.Exact() {
+				sk.AddHash(h) // registers: order does not matter
+				continue
+			}
+			grp.pending[i] = append(grp.pending[i], int64(h))
 			if len(grp.pending[i]) >= pendingMax {
 				grp.flush(i)
 			}
@@ -210,23 +214,65 @@ func (g *groups) hash(form string, v []byte) (uint64, error) {
 	return xxhash.Sum64(g.num), nil
 }
 
-// flush adds the pending hashes of field i to its sketch, in ascending
-// signed order, as the EXPLICIT representation keeps them.
+// flush adds the pending hashes of field i to its sketch. While the sketch
+// is EXPLICIT (a sorted set), the batch is sorted and merged in one pass
+// (a union with a sketch of the batch) instead of inserted value by value.
 func (grp *group) flush(i int) {
 	p := grp.pending[i]
-	slices.SortFunc(p, func(a, b uint64) int {
-		switch {
-		case int64(a) < int64(b):
-			return -1
-		case int64(a) > int64(b):
-			return 1
+	if len(p) == 0 {
+		return
+	}
+	sk := grp.sketches[i]
+	if !sk.Exact() {
+		for _, h := range p {
+			sk.AddHash(uint64(h))
 		}
-		return 0
-	})
-	for _, h := range p {
-		grp.sketches[i].AddHash(h)
+	} else {
+		slices.Sort(p)
+		batch, _ := sketch.NewHLL(sk.Log2m(), sk.Regwidth())
+		for _, h := range p { // ascending: each one appends
+			batch.AddHash(uint64(h))
+		}
+		if err := sk.Union(batch); err != nil {
+			// Same parameters by construction; fall back to adding one by one.
+			for _, h := range p {
+				sk.AddHash(uint64(h))
+			}
+		}
 	}
 	grp.pending[i] = p[:0]
+}
+
+// merge moves o's groups into g: sketches are united, row counts added,
+// and each bucket's partials row kept from whichever stream read it.
+func (g *groups) merge(o *groups) error {
+	g.rows += o.rows
+	g.tuples.Add(o.tuples.Load())
+	for k, og := range o.m {
+		mine := g.m[k]
+		if mine == nil {
+			g.m[k] = og
+			continue
+		}
+		mine.rows += og.rows
+		for i, fd := range g.fields {
+			if fd.kind != "hll" {
+				continue
+			}
+			mine.flush(i)
+			og.flush(i)
+			if err := mine.sketches[i].Union(og.sketches[i]); err != nil {
+				return err
+			}
+		}
+		if og.partial {
+			if mine.partial {
+				return fmt.Errorf("two partials rows for one bucket and dimension values")
+			}
+			mine.partial, mine.partials = true, og.partials
+		}
+	}
+	return nil
 }
 
 // localBuckets returns the distinct finite bucket starts, sorted.

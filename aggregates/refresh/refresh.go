@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pgsketch/pgsketch/aggregates/catalog"
@@ -33,11 +34,21 @@ type Options struct {
 	// overlap [From, To), read in the rollup's time zone (any text
 	// PostgreSQL accepts as a timestamptz, e.g. 2026-01-05).
 	From, To string
+	// Streams > 1 reads the base rows of a plain table in that many parts
+	// at once, each on its own connection from Dial (sharing one snapshot
+	// exported by the refresh's transaction): a full build uses more of the
+	// server's cores. Without Dial, one stream.
+	Streams int
+	Dial    Dialer
 	// Progress, when set, is called about every ProgressEvery while base rows
 	// are read, and once when reading ends.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 }
+
+// Dialer opens another connection to the same database as the refresh's
+// own, returning it and the function that closes it.
+type Dialer func(ctx context.Context) (Conn, func(), error)
 
 // Progress reports a running refresh.
 type Progress struct {
@@ -121,9 +132,13 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if opt.To != "" {
 		to = opt.To
 	}
-	rows, err := conn.Query(ctx, `SELECT lo, hi, read_sql, ndims, array_to_json(fields), write_sql, ranged, bucket_zone,
-		time_kind, grain
-		FROM pgsketch.refresh_begin($1, $2, $3, $4)`, name, strconv.FormatBool(opt.Full), from, to)
+	parts := 1
+	if opt.Dial != nil && opt.Streams > 1 {
+		parts = opt.Streams
+	}
+	rows, err := conn.Query(ctx, `SELECT lo, hi, array_to_json(read_sql), ndims, array_to_json(fields), write_sql, ranged,
+		bucket_zone, time_kind, grain
+		FROM pgsketch.refresh_begin($1, $2, $3, $4, $5)`, name, strconv.FormatBool(opt.Full), from, to, strconv.Itoa(parts))
 	if err != nil {
 		return res, fmt.Errorf("refresh %s: %w", name, err)
 	}
@@ -131,8 +146,12 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 		return res, fmt.Errorf("refresh %s: refresh_begin returned %d rows", name, len(rows))
 	}
 	row := rows[0]
-	lo, hi, readSQL, writeSQL := row[0], row[1], string(row[2]), string(row[5])
+	lo, hi, writeSQL := row[0], row[1], string(row[5])
 	res.From, res.To = string(lo), string(hi)
+	var readSQL []string
+	if err := json.Unmarshal(row[2], &readSQL); err != nil || len(readSQL) == 0 {
+		return res, fmt.Errorf("refresh %s: read statements: %v", name, err)
+	}
 	ndims, err := strconv.Atoi(string(row[3]))
 	if err != nil {
 		return res, fmt.Errorf("refresh %s: ndims: %w", name, err)
@@ -145,19 +164,24 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if err != nil {
 		return res, fmt.Errorf("refresh %s: %w", name, err)
 	}
-
-	estimate := int64(0)
-	if opt.Progress != nil {
-		estimate = planRows(ctx, conn, readSQL)
-	}
 	var grain catalog.Grain // none: the times are bucket starts already
 	if string(row[9]) != "none" {
 		if grain, err = catalog.ParseGrain(string(row[9])); err != nil {
 			return res, fmt.Errorf("refresh %s: %w", name, err)
 		}
 	}
-	g := newGroups(ndims, fields, bucketer{grain: grain, date: string(row[8]) == "date"})
-	pipe := newPipeline(g.feed)
+	bk := bucketer{grain: grain, date: string(row[8]) == "date"}
+
+	estimate := int64(0)
+	if opt.Progress != nil {
+		for _, q := range readSQL {
+			estimate += planRows(ctx, conn, q)
+		}
+	}
+	streams := make([]*groups, len(readSQL))
+	for i := range streams {
+		streams[i] = newGroups(ndims, fields, bk)
+	}
 	stop := make(chan struct{})
 	ticked := make(chan struct{})
 	if opt.Progress != nil {
@@ -174,22 +198,24 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 				case <-stop:
 					return
 				case <-t.C:
-					opt.Progress(Progress{Rollup: name, Rows: g.tuples.Load(), Estimate: estimate, Elapsed: time.Since(start)})
+					opt.Progress(Progress{Rollup: name, Rows: tuples(streams), Estimate: estimate, Elapsed: time.Since(start)})
 				}
 			}
 		}()
 	} else {
 		close(ticked)
 	}
-	cerr := conn.CopyTo(ctx, pipe, "COPY ("+readSQL+") TO STDOUT (FORMAT binary)")
-	perr := pipe.close()
+	rerr := readStreams(ctx, conn, opt.Dial, readSQL, streams)
 	close(stop)
 	<-ticked
-	if cerr != nil {
-		return res, fmt.Errorf("refresh %s: read base rows: %w", name, cerr)
+	if rerr != nil {
+		return res, fmt.Errorf("refresh %s: read base rows: %w", name, rerr)
 	}
-	if perr != nil {
-		return res, fmt.Errorf("refresh %s: read base rows: %w", name, perr)
+	g := streams[0]
+	for _, o := range streams[1:] {
+		if err := g.merge(o); err != nil {
+			return res, fmt.Errorf("refresh %s: merge streams: %w", name, err)
+		}
 	}
 	res.RowsRead = g.rows
 	if g.rows == 0 {
@@ -233,6 +259,90 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+func tuples(gs []*groups) int64 {
+	var n int64
+	for _, g := range gs {
+		n += g.tuples.Load()
+	}
+	return n
+}
+
+// readStreams runs the read statements, the first on conn and each other on
+// a connection of its own that imports conn's snapshot, so every part sees
+// the same rows; their data goes into the matching groups.
+func readStreams(ctx context.Context, conn Conn, dial Dialer, readSQL []string, streams []*groups) error {
+	if len(readSQL) == 1 {
+		return readStream(ctx, conn, readSQL[0], streams[0])
+	}
+	rows, err := conn.Query(ctx, "SELECT pg_export_snapshot()")
+	if err != nil {
+		return fmt.Errorf("export snapshot: %w", err)
+	}
+	if len(rows) != 1 || len(rows[0]) != 1 {
+		return errors.New("export snapshot: no snapshot")
+	}
+	snapshot := string(rows[0][0])
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(readSQL))
+	var wg sync.WaitGroup
+	for i := range readSQL {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = readPart(ctx, dial, snapshot, readSQL[i], streams[i]); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// readPart reads one part on a new connection in a read-only transaction
+// on snapshot.
+func readPart(ctx context.Context, dial Dialer, snapshot, query string, g *groups) error {
+	c, closeConn, err := dial(ctx)
+	if err != nil {
+		return fmt.Errorf("connect a parallel reader: %w", err)
+	}
+	defer closeConn()
+	var b strings.Builder
+	fmt.Fprintf(&b, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT %s", catalog.QuoteLiteral(snapshot))
+	for _, s := range PinnedSettings {
+		fmt.Fprintf(&b, "; SET LOCAL %s = %s", s.Name, catalog.QuoteLiteral(s.Value))
+	}
+	if err := c.Exec(ctx, b.String()); err != nil {
+		return err
+	}
+	if pc, ok := c.(PgConn); ok {
+		// The connection exists for this statement: read it raw, then drop it
+		// (ending its read-only transaction).
+		pipe := newPipeline(g.feed)
+		cerr := rawCopyTo(ctx, pc.C, pipe, "COPY ("+query+") TO STDOUT (FORMAT binary)")
+		perr := pipe.close()
+		if cerr != nil {
+			return cerr
+		}
+		return perr
+	}
+	if err := readStream(ctx, c, query, g); err != nil {
+		return err
+	}
+	return c.Exec(ctx, "COMMIT")
+}
+
+// readStream streams query's rows with COPY TO into g.
+func readStream(ctx context.Context, conn Conn, query string, g *groups) error {
+	pipe := newPipeline(g.feed)
+	cerr := conn.CopyTo(ctx, pipe, "COPY ("+query+") TO STDOUT (FORMAT binary)")
+	perr := pipe.close()
+	if cerr != nil {
+		return cerr
+	}
+	return perr
 }
 
 // instants converts local bucket starts (µs since 2000-01-01, wall clock

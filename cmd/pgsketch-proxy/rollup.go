@@ -135,6 +135,7 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	regwidth := f.Int("regwidth", 5, "bits per sketch register (1..5)")
 	late := f.String("late-window", "", "how far before the watermark refreshes re-read late rows, as a PostgreSQL interval (default one bucket)")
 	noBuild := f.Bool("no-build", false, "only define the rollup; do not fill it now")
+	streams := streamsFlag(f)
 	name, err := parseNamed(f, args, true)
 	if err != nil {
 		return err
@@ -164,12 +165,18 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	if *noBuild {
 		return nil
 	}
-	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, name, refresh.Options{Full: true, Progress: progressReporter(a)})
+	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, name, refresh.Options{Full: true,
+		Progress: progressReporter(a), Streams: *streams, Dial: refresh.DialPgConn(*dsn)})
 	if err != nil {
 		return fmt.Errorf("%w; the rollup is defined but empty: run pgsketch-proxy rollup refresh %s", err, name)
 	}
 	fmt.Fprintln(a.stdout, res)
 	return nil
+}
+
+func streamsFlag(f *flags) *int {
+	return f.Int("streams", 2, "read the base table of a refresh over this many connections at once "+
+		"(plain tables; one snapshot); 1 reads over the command's own connection only")
 }
 
 func nonNil(s []string) []string {
@@ -186,6 +193,7 @@ func rollupRefresh(ctx context.Context, a *app, args []string) error {
 	full := f.Bool("full", false, "rebuild every bucket")
 	from := f.String("from", "", "rebuild the buckets from this time (a timestamp in the rollup's time zone) ...")
 	to := f.String("to", "", "... up to this time, exclusive; the buckets it cuts through are rebuilt whole")
+	streams := streamsFlag(f)
 	name, err := parseNamed(f, args, false)
 	if err != nil {
 		return err
@@ -213,7 +221,8 @@ func rollupRefresh(ctx context.Context, a *app, args []string) error {
 	}
 	for _, n := range names {
 		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, n,
-			refresh.Options{Full: *full, From: *from, To: *to, Progress: progressReporter(a)})
+			refresh.Options{Full: *full, From: *from, To: *to, Progress: progressReporter(a),
+				Streams: *streams, Dial: refresh.DialPgConn(*dsn)})
 		if err != nil {
 			return explain(err)
 		}

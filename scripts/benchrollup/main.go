@@ -36,11 +36,14 @@ import (
 	"github.com/pgsketch/pgsketch/migrations"
 )
 
+var streams int
+
 func main() {
 	rows := flag.Int64("rows", 20_000_000, "events to generate")
 	days := flag.Int("days", 90, "days the events span")
 	users := flag.Int64("users", 2_000_000, "possible distinct users")
 	rounds := flag.Int("rounds", 3, "builds of each kind, alternating")
+	flag.IntVar(&streams, "streams", 2, "parallel readers of pgsketch's build (as rollup create --streams)")
 	dsn := flag.String("dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; the table events_bench is created in it")
 	keep := flag.String("keep", "", "keep the throwaway cluster in this directory, and reuse its table on the next run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -121,7 +124,8 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 
 	pgsketch := func() (time.Duration, int64, error) {
 		t0 := time.Now()
-		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "bench_daily", refresh.Options{Full: true})
+		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "bench_daily",
+			refresh.Options{Full: true, Streams: streams, Dial: refresh.DialPgConn(dsn)})
 		return time.Since(t0), res.Written, err
 	}
 	postgres := func() (time.Duration, int64, error) {
