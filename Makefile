@@ -44,6 +44,11 @@ bench-rewrite:
 
 ## bench-relay: pgbench -S direct, through PgBouncer and through pgsketch-proxy (docs/benchmarks.md);
 ## BENCH_RELAY_ARGS=--quick for a 20-second check of the setup
+## bench-rollup: pgsketch's rollup build against hll_add_agg in PostgreSQL (docs/benchmarks.md)
+.PHONY: bench-rollup
+bench-rollup: deps
+	./scripts/bench-rollup.sh $(BENCH_ROLLUP_ARGS)
+
 .PHONY: bench-relay
 bench-relay: deps
 	./scripts/bench-relay.sh $(BENCH_RELAY_ARGS)

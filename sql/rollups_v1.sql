@@ -303,7 +303,7 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = '0A000',
         MESSAGE = 'pgsketch.refresh_rollup must be executed by pgsketch-proxy',
         DETAIL = 'Sketching needs xxhash64, which PostgreSQL does not have; pgsketch-proxy runs the refresh when the statement is sent through it.',
-        HINT = format('Send SELECT pgsketch.refresh_rollup(%L) through pgsketch-proxy, or run: pgsketch-proxy rollup refresh %s --dsn ...', name, name);
+        HINT = format('Send SELECT pgsketch.refresh_rollup(%L) through pgsketch-proxy with the simple query protocol (as psql does), or run: pgsketch-proxy rollup refresh %s --dsn ...', name, name);
 END $$;
 
 -- bucket_local is the local start of the bucket of grain g holding local time t.
