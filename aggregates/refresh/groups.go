@@ -91,6 +91,11 @@ type groups struct {
 	num    []byte
 	// instants, when set, maps local bucket starts to the instants written.
 	instants map[int64]int64
+	// byBucket indexes m by bucket, then dimension bytes; cur is the
+	// current bucket's index (see add).
+	byBucket  map[int64]map[string]*group
+	cur       map[string]*group
+	curBucket int64
 }
 
 func newGroups(ndims int, fields []field, b bucketer) *groups {
@@ -141,7 +146,20 @@ func (g *groups) add(f [][]byte) error {
 	for _, d := range f[2 : 2+g.ndims] {
 		g.key = appendField(g.key, d)
 	}
-	grp := g.m[string(g.key)]
+	// Rows mostly arrive in time order: the groups of the current bucket are
+	// looked up in a small map by their dimension bytes, which stays in
+	// cache, before the map of all groups.
+	if start != g.curBucket || g.cur == nil {
+		g.curBucket = start
+		if g.byBucket == nil {
+			g.byBucket = make(map[int64]map[string]*group)
+		}
+		if g.cur = g.byBucket[start]; g.cur == nil {
+			g.cur = make(map[string]*group)
+			g.byBucket[start] = g.cur
+		}
+	}
+	grp := g.cur[string(g.key[8:])]
 	if grp == nil {
 		grp = &group{key: string(g.key), sketches: make([]*sketch.HLL, len(g.fields)),
 			pending: make([][]int64, len(g.fields)), partials: make([][]byte, len(g.fields))}
@@ -151,6 +169,7 @@ func (g *groups) add(f [][]byte) error {
 			}
 		}
 		g.m[grp.key] = grp
+		g.cur[grp.key[8:]] = grp
 	}
 	vals := f[2+g.ndims:]
 	if f[0][0] != 0 { // a base row
@@ -246,6 +265,7 @@ func (grp *group) flush(i int) {
 // merge moves o's groups into g: sketches are united, row counts added,
 // and each bucket's partials row kept from whichever stream read it.
 func (g *groups) merge(o *groups) error {
+	g.byBucket, g.cur = nil, nil // the index is for add, which is done
 	g.rows += o.rows
 	g.tuples.Add(o.tuples.Load())
 	for k, og := range o.m {

@@ -320,13 +320,7 @@ func readPart(ctx context.Context, dial Dialer, snapshot, query string, g *group
 	if pc, ok := c.(PgConn); ok {
 		// The connection exists for this statement: read it raw, then drop it
 		// (ending its read-only transaction).
-		pipe := newPipeline(g.feed)
-		cerr := rawCopyTo(ctx, pc.C, pipe, "COPY ("+query+") TO STDOUT (FORMAT binary)")
-		perr := pipe.close()
-		if cerr != nil {
-			return cerr
-		}
-		return perr
+		return rawCopyTo(ctx, pc.C, g.feed, "COPY ("+query+") TO STDOUT (FORMAT binary)")
 	}
 	if err := readStream(ctx, c, query, g); err != nil {
 		return err
