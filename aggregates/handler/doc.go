@@ -5,5 +5,16 @@
 // Today that is SELECT pgsketch.refresh_rollup(...), sent with the simple
 // query protocol: the refresh needs xxhash64, which PostgreSQL lacks, so the
 // proxy runs package refresh over the session (sessionConn) as the client's
-// role. Rewritten COUNT(DISTINCT) queries join here with the executor.
+// role.
+//
+// And queries the rewriter answers from a rollup (rollup.go): for a simple
+// Query that passes the rewriter's prefilter, the handler reads the session's
+// settings and the rollup catalog on the session itself (as the client's
+// role, in its transaction), plans with package rewrite, and runs the plan
+// with package exec (querier in query.go). Inside a transaction block the
+// plan runs under a savepoint; on any error but a cancel the proxy rolls
+// back to it and sends the original query upstream, so the client gets
+// exactly PostgreSQL's answer or error and its transaction is never left in
+// a state the original query would not have left it in. A multi-statement
+// Query string, and every extended-protocol request, passes through for now.
 package handler

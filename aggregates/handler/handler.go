@@ -6,17 +6,23 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
 // Handler is pgsketch-proxy's wire.Handler.
 type Handler struct {
 	Log *slog.Logger
+	// Approx is pgsketch.approx for sessions that leave it unset: whether
+	// COUNT(DISTINCT ...) is answered from rollups (APPROX_COUNT_DISTINCT
+	// always is).
+	Approx bool
 }
 
 // New returns a Handler logging to log.
@@ -28,12 +34,16 @@ func New(log *slog.Logger) *Handler {
 }
 
 // Intercept implements wire.Handler.
+//
+// It wants the refresh call and whatever the rewriter's prefilter lets
+// through (a mention of COUNT and DISTINCT, APPROX_COUNT_DISTINCT or
+// pgsketch): a byte scan, no parsing.
 func (h *Handler) Intercept(sql []byte) bool {
-	if !quickRefresh(sql) {
+	if len(sql) == 0 {
 		return false
 	}
-	_, ok := parseRefresh(string(sql))
-	return ok
+	// The prefilter keeps nothing of its argument.
+	return rewrite.Prefilter(unsafe.String(unsafe.SliceData(sql), len(sql)))
 }
 
 // Serve implements wire.Handler.
@@ -43,6 +53,7 @@ func (h *Handler) Serve(ctx context.Context, req *wire.Request, s *wire.Session)
 			if call, ok := parseRefresh(q.String); ok {
 				return h.serveRefresh(ctx, call, s)
 			}
+			return h.serveQuery(ctx, q, s)
 		}
 	}
 	// The extended protocol: PostgreSQL answers with its own error, which

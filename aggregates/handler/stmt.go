@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"strings"
@@ -17,11 +16,6 @@ type refreshCall struct {
 var refreshRE = regexp.MustCompile(`(?is)^\s*select\s+pgsketch\s*\.\s*refresh_rollup\s*\((.*)\)\s*;?\s*$`)
 
 var refreshArgs = []string{"name", "full_rebuild", "from_time", "to_time"}
-
-// quickRefresh is the cheap test before the regular expression.
-func quickRefresh(sql []byte) bool {
-	return len(sql) < 4096 && bytes.Contains(bytes.ToLower(sql), []byte("refresh_rollup"))
-}
 
 // parseRefresh recognizes the call with literal arguments, positional or
 // named (name, full_rebuild, from_time, to_time). ok is false for anything

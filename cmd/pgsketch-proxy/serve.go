@@ -43,11 +43,21 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	refreshInterval := f.Duration("refresh-interval", 0, "refresh every rollup in the background this often, e.g. 1m (off when 0; needs --refresh-dsn)")
 	refreshDSN := f.String("refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
 		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
+	approx := f.String("approx", "off", "pgsketch.approx for sessions that leave it unset (on|off): "+
+		"answer COUNT(DISTINCT ...) from rollups too, not only APPROX_COUNT_DISTINCT")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if f.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	var approxOn bool
+	switch *approx {
+	case "on":
+		approxOn = true
+	case "off":
+	default:
+		return fmt.Errorf("%w: --approx must be on or off, not %q", errUsage, *approx)
 	}
 	if *upstream == "" {
 		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
@@ -56,7 +66,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("%w: --refresh-interval and --refresh-dsn go together", errUsage)
 	}
 	cfg := wire.Config{
-		Handler:        handler.New(a.log),
+		Handler:        &handler.Handler{Log: a.log, Approx: approxOn},
 		Upstream:       *upstream,
 		ConnectTimeout: *connectTimeout,
 		MaxMessageSize: *maxMessage,

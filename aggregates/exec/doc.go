@@ -1,0 +1,26 @@
+// Package exec executes a rewrite.Plan on the client's own upstream session
+// (DESIGN §1, issue 7): it runs the plan's fetch statement (whole rollup
+// buckets and base edge/tail rows in one statement), merges the sketches of
+// every group in Go (sketch.HLL Union of the rollup's bytes, canonical-text
+// hashes of the base rows' distinct values), estimates, and evaluates the
+// plan's shaping statement over the merged groups, so that PostgreSQL itself
+// restores the select list, HAVING, ORDER BY and LIMIT with the column names
+// and types the original query would have.
+//
+// It talks to PostgreSQL only through Querier, an interface it declares, so
+// that the merge and shape logic is testable without a server.
+//
+// The merged groups reach the shaping statement as one-dimensional arrays
+// bound in binary format and read with unnest:
+//
+//	WITH pgsketch_groups(k1, .., a1, ..) AS (
+//	    SELECT u.c1, .., max(u.cA), CAST(COALESCE(sum(u.cB), 0) AS bigint), ..
+//	    FROM unnest($N+1, $N+2, ..) AS u(c1, ..) GROUP BY 1, ..)
+//	<ShapeSQL>
+//
+// Each array holds one element per fetched row (and per ExactSQL row), and
+// one extra row per group carrying the HLL estimates; counts, sums, minima
+// and maxima are merged there by PostgreSQL's own aggregates (so sums keep
+// PostgreSQL's types and overflow rules) while the sketches are merged here.
+// Group keys keep the binary values and type OIDs the fetch returned.
+package exec

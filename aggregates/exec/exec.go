@@ -1,0 +1,472 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/sketch"
+)
+
+// Querier runs one statement on the client's upstream session (its role,
+// its transaction) and returns its whole result. An error PostgreSQL
+// reports is a *pgconn.PgError.
+type Querier interface {
+	Query(ctx context.Context, st Statement) (*Result, error)
+}
+
+// Statement is one statement with its parameters, run with the extended
+// protocol.
+type Statement struct {
+	SQL string
+	// ParamOIDs are the parameters' types (0: let PostgreSQL infer it).
+	ParamOIDs []uint32
+	// Params are the values, in ParamFormats (0 text, 1 binary; one code
+	// for all, or one per parameter); nil is NULL.
+	Params       [][]byte
+	ParamFormats []int16
+	// ResultFormats are the result columns' formats, as in Bind.
+	ResultFormats []int16
+}
+
+// Result is a statement's description and rows.
+type Result struct {
+	Fields []pgproto3.FieldDescription
+	Rows   [][][]byte
+	// Tag is the CommandComplete tag, e.g. "SELECT 3".
+	Tag string
+}
+
+// Params are the client's parameter values for a plan's $1..$n.
+type Params struct {
+	OIDs    []uint32
+	Values  [][]byte
+	Formats []int16
+}
+
+// Answer is an executed plan's result.
+type Answer struct {
+	// Result is the shaped answer in the formats asked for.
+	Result
+	// BaseRows reports whether any rows of the base table (edges, tail,
+	// NULL times) were merged in.
+	BaseRows bool
+	// Groups is the number of merged groups.
+	Groups int
+}
+
+// Notice is the text of the NoticeResponse sent with a plan's answer.
+func (a *Answer) Notice(p *rewrite.Plan) string {
+	n := p.Notice
+	if n == "" {
+		n = "pgsketch: answered from rollup " + p.Rollup
+	}
+	if a.BaseRows {
+		return n + "; edge and tail rows read from the base table " + p.Source.String()
+	}
+	return n + "; no rows read from the base table"
+}
+
+// ErrData is wrapped around errors in the bytes a fetch returned (a
+// sketch that does not decode, sketches that cannot be merged): the plan
+// cannot be answered from the rollup.
+var ErrData = errors.New("exec: rollup data")
+
+// Run executes a FromRollup plan: the fetch, the exact statement if any,
+// the merge, and the shaping statement, whose rows come back in
+// resultFormats.
+func Run(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultFormats []int16) (*Answer, error) {
+	if p.Kind != rewrite.FromRollup {
+		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
+	}
+	nkeys := len(p.Keys)
+	ncols := 1 + nkeys
+	for _, a := range p.Aggs {
+		ncols = max(ncols, a.RollupColumn+1, a.BaseColumn+1)
+	}
+	fetchFormats := make([]int16, ncols)
+	for i := range fetchFormats {
+		fetchFormats[i] = 1
+	}
+	for _, a := range p.Aggs {
+		if a.Op == rewrite.MergeHLL {
+			fetchFormats[a.BaseColumn] = 0 // canonical text, hashed here
+		}
+	}
+	fetch, err := q.Query(ctx, statement(p.FetchSQL, p.Params, p.FetchParams, params, fetchFormats))
+	if err != nil {
+		return nil, fmt.Errorf("exec: fetch: %w", err)
+	}
+	if len(fetch.Fields) != ncols {
+		return nil, fmt.Errorf("%w: fetch returned %d columns, the plan has %d", ErrData, len(fetch.Fields), ncols)
+	}
+	var exact *Result
+	if p.ExactSQL != "" {
+		nexact := nkeys
+		for _, a := range p.Aggs {
+			nexact = max(nexact, a.ExactColumn+1)
+		}
+		exact, err = q.Query(ctx, statement(p.ExactSQL, p.Params, p.ExactParams, params, []int16{1}))
+		if err != nil {
+			return nil, fmt.Errorf("exec: exact: %w", err)
+		}
+		if len(exact.Fields) != nexact {
+			return nil, fmt.Errorf("%w: exact statement returned %d columns, want %d", ErrData, len(exact.Fields), nexact)
+		}
+	}
+
+	m, err := merge(p, fetch, exact)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := m.shapeStatement(ctx, q, p, params, resultFormats)
+	if err != nil {
+		return nil, err
+	}
+	res, err := q.Query(ctx, shape)
+	if err != nil {
+		return nil, fmt.Errorf("exec: shape: %w", err)
+	}
+	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups}, nil
+}
+
+// statement binds the client's parameters for one of the plan's
+// statements: those it references with their own types, the others as
+// NULL text (PostgreSQL must still know every $n's type up to the highest).
+func statement(sql string, n int, refs []int, params Params, resultFormats []int16) Statement {
+	st := Statement{SQL: sql, ResultFormats: resultFormats}
+	if n == 0 {
+		return st
+	}
+	used := make(map[int]bool, len(refs))
+	for _, r := range refs {
+		used[r] = true
+	}
+	st.ParamOIDs = make([]uint32, n)
+	st.Params = make([][]byte, n)
+	st.ParamFormats = make([]int16, n)
+	for i := 0; i < n; i++ {
+		if !used[i+1] {
+			st.ParamOIDs[i] = pgtype.TextOID
+			continue
+		}
+		if i < len(params.OIDs) {
+			st.ParamOIDs[i] = params.OIDs[i]
+		}
+		if i < len(params.Values) {
+			st.Params[i] = params.Values[i]
+		}
+		switch len(params.Formats) {
+		case 0:
+		case 1:
+			st.ParamFormats[i] = params.Formats[0]
+		default:
+			if i < len(params.Formats) {
+				st.ParamFormats[i] = params.Formats[i]
+			}
+		}
+	}
+	return st
+}
+
+// merged is the input of the shaping statement: one column per key and
+// per aggregate, one element per row.
+type merged struct {
+	elemOIDs []uint32
+	cols     [][][]byte
+	baseRows bool
+	groups   int
+}
+
+func (m *merged) addRow(vals [][]byte) {
+	for i, v := range vals {
+		m.cols[i] = append(m.cols[i], v)
+	}
+}
+
+type group struct {
+	keys     [][]byte
+	sketches []*sketch.HLL // per agg; nil for other ops
+}
+
+// groupKey encodes key values so that equal keys (NULLs equal) give equal
+// strings.
+func groupKey(dst []byte, keys [][]byte) []byte {
+	for _, k := range keys {
+		if k == nil {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = append(dst, 1)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(k)))
+		dst = append(dst, k...)
+	}
+	return dst
+}
+
+func merge(p *rewrite.Plan, fetch, exact *Result) (*merged, error) {
+	nkeys := len(p.Keys)
+	m := &merged{elemOIDs: make([]uint32, nkeys+len(p.Aggs)), cols: make([][][]byte, nkeys+len(p.Aggs))}
+	for i := 0; i < nkeys; i++ {
+		m.elemOIDs[i] = fetch.Fields[1+i].DataTypeOID
+	}
+	for j, a := range p.Aggs {
+		switch a.Op {
+		case rewrite.MergeHLL:
+			m.elemOIDs[nkeys+j] = pgtype.Int8OID
+		case rewrite.Exact:
+			m.elemOIDs[nkeys+j] = exact.Fields[a.ExactColumn].DataTypeOID
+		default:
+			m.elemOIDs[nkeys+j] = fetch.Fields[a.RollupColumn].DataTypeOID
+		}
+	}
+	groups := map[string]*group{}
+	var order []*group
+	var kb []byte
+	lookup := func(keys [][]byte) *group {
+		kb = groupKey(kb[:0], keys)
+		g := groups[string(kb)]
+		if g == nil {
+			g = &group{keys: keys, sketches: make([]*sketch.HLL, len(p.Aggs))}
+			groups[string(kb)] = g
+			order = append(order, g)
+		}
+		return g
+	}
+	if nkeys == 0 {
+		lookup(nil) // one group, even for no rows
+	}
+	row := make([][]byte, nkeys+len(p.Aggs))
+	for _, r := range fetch.Rows {
+		if len(r) != len(fetch.Fields) {
+			return nil, fmt.Errorf("%w: fetch row of %d columns", ErrData, len(r))
+		}
+		rollup := string(r[0]) == "rollup"
+		if !rollup {
+			m.baseRows = true
+		}
+		g := lookup(r[1 : 1+nkeys])
+		clear(row)
+		copy(row, r[1:1+nkeys])
+		for j, a := range p.Aggs {
+			switch a.Op {
+			case rewrite.MergeHLL:
+				if err := mergeHLL(g, j, a, r, rollup); err != nil {
+					return nil, err
+				}
+			case rewrite.Exact:
+			default:
+				if rollup {
+					row[nkeys+j] = r[a.RollupColumn]
+				} else {
+					row[nkeys+j] = r[a.BaseColumn]
+				}
+			}
+		}
+		m.addRow(row)
+	}
+	if exact != nil {
+		for _, r := range exact.Rows {
+			if len(r) != len(exact.Fields) {
+				return nil, fmt.Errorf("%w: exact row of %d columns", ErrData, len(r))
+			}
+			clear(row)
+			copy(row, r[:nkeys])
+			for j, a := range p.Aggs {
+				if a.Op == rewrite.Exact {
+					row[nkeys+j] = r[a.ExactColumn]
+				}
+			}
+			m.addRow(row)
+		}
+	}
+	// One row per group with the estimates.
+	for _, g := range order {
+		clear(row)
+		copy(row, g.keys)
+		for j, a := range p.Aggs {
+			if a.Op != rewrite.MergeHLL {
+				continue
+			}
+			est := int64(0)
+			if h := g.sketches[j]; h != nil {
+				e := h.Estimate()
+				if math.IsNaN(e) {
+					return nil, fmt.Errorf("%w: %s: undefined sketch", ErrData, a.Measure)
+				}
+				est = int64(math.Round(e))
+			}
+			row[nkeys+j] = binary.BigEndian.AppendUint64(nil, uint64(est))
+		}
+		m.addRow(row)
+	}
+	m.groups = len(order)
+	return m, nil
+}
+
+// mergeHLL merges the sketches (rollup rows) or the hashed canonical text
+// of the distinct values (base rows) of row r into group g's sketch j.
+func mergeHLL(g *group, j int, a rewrite.Agg, r [][]byte, rollup bool) error {
+	h := g.sketches[j]
+	if h == nil {
+		var err error
+		if h, err = sketch.NewHLL(a.Log2m, a.Regwidth); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+		}
+		g.sketches[j] = h
+	}
+	if !rollup {
+		return eachTextArrayElement(r[a.BaseColumn], h.Add)
+	}
+	elems, err := decodeBinaryArray(r[a.RollupColumn])
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+	}
+	var s sketch.HLL
+	for _, e := range elems {
+		if e == nil {
+			continue
+		}
+		if err := s.UnmarshalBinary(e); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+		}
+		if err := unionFolding(g, j, &s); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+		}
+	}
+	return nil
+}
+
+// unionFolding unions s into group g's sketch j, folding the finer of the
+// two to the coarser precision when they differ.
+func unionFolding(g *group, j int, s *sketch.HLL) error {
+	h := g.sketches[j]
+	switch {
+	case s.Log2m() < h.Log2m():
+		f, err := h.Fold(s.Log2m())
+		if err != nil {
+			return err
+		}
+		g.sketches[j] = f
+		return f.Union(s)
+	case s.Log2m() > h.Log2m():
+		f, err := s.Fold(h.Log2m())
+		if err != nil {
+			return err
+		}
+		return h.Union(f)
+	}
+	return h.Union(s)
+}
+
+// shapeStatement builds the shaping statement over the merged groups.
+func (m *merged) shapeStatement(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultFormats []int16) (Statement, error) {
+	nkeys := len(p.Keys)
+	st := statement("", p.Params, p.ShapeParams, params, resultFormats)
+	n := p.Params
+	if len(st.ParamFormats) == 0 && len(m.cols) > 0 {
+		st.ParamFormats = make([]int16, n)
+	}
+	var names, cols, sel, args []string
+	for i, k := range p.Keys {
+		names = append(names, quoteIdent(k.Name))
+		sel = append(sel, "u.c"+strconv.Itoa(i+1))
+	}
+	for j, a := range p.Aggs {
+		names = append(names, quoteIdent(a.Name))
+		c := "u.c" + strconv.Itoa(nkeys+j+1)
+		switch a.Op {
+		case rewrite.MergeHLL, rewrite.Exact:
+			sel = append(sel, "max("+c+")")
+		case rewrite.AddCounts:
+			sel = append(sel, "CAST(COALESCE(sum("+c+"), 0) AS bigint)")
+		case rewrite.AddSums:
+			sel = append(sel, "CAST(sum("+c+") AS "+a.Type+")")
+		case rewrite.TakeMin:
+			sel = append(sel, "min("+c+")")
+		case rewrite.TakeMax:
+			sel = append(sel, "max("+c+")")
+		default:
+			return Statement{}, fmt.Errorf("exec: unknown merge op %q", a.Op)
+		}
+	}
+	for i, elem := range m.elemOIDs {
+		arr, err := arrayOID(ctx, q, elem)
+		if err != nil {
+			return Statement{}, err
+		}
+		cols = append(cols, "c"+strconv.Itoa(i+1))
+		args = append(args, "$"+strconv.Itoa(n+i+1))
+		st.ParamOIDs = append(st.ParamOIDs, arr)
+		st.Params = append(st.Params, appendBinaryArray(nil, elem, m.cols[i]))
+		st.ParamFormats = append(st.ParamFormats, 1)
+	}
+	var b strings.Builder
+	b.WriteString("WITH " + rewrite.GroupsRelation + "(" + strings.Join(names, ", ") + ") AS (SELECT ")
+	b.WriteString(strings.Join(sel, ", "))
+	b.WriteString(" FROM unnest(" + strings.Join(args, ", ") + ") AS u(" + strings.Join(cols, ", ") + ")")
+	if nkeys > 0 {
+		pos := make([]string, nkeys)
+		for i := range pos {
+			pos[i] = strconv.Itoa(i + 1)
+		}
+		b.WriteString(" GROUP BY " + strings.Join(pos, ", "))
+	}
+	b.WriteString(") ")
+	b.WriteString(p.ShapeSQL)
+	st.SQL = b.String()
+	return st, nil
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+var (
+	typeMap = pgtype.NewMap()
+	// arrays caches array type OIDs of built-in element types (their OIDs
+	// are the same in every database).
+	arrays sync.Map // uint32 → uint32
+)
+
+// firstNormalObjectID is PostgreSQL's FirstNormalObjectId: OIDs below it
+// are built in and the same in every database.
+const firstNormalObjectID = 16384
+
+// arrayOID returns the OID of the array type whose elements are elem.
+func arrayOID(ctx context.Context, q Querier, elem uint32) (uint32, error) {
+	if v, ok := arrays.Load(elem); ok {
+		return v.(uint32), nil
+	}
+	if t, ok := typeMap.TypeForOID(elem); ok {
+		if at, ok := typeMap.TypeForName("_" + t.Name); ok {
+			arrays.Store(elem, at.OID)
+			return at.OID, nil
+		}
+	}
+	res, err := q.Query(ctx, Statement{
+		SQL:       "SELECT typarray FROM pg_catalog.pg_type WHERE oid = $1",
+		ParamOIDs: []uint32{pgtype.OIDOID}, Params: [][]byte{strconv.AppendUint(nil, uint64(elem), 10)},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("exec: array type of %d: %w", elem, err)
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 || res.Rows[0][0] == nil {
+		return 0, fmt.Errorf("%w: type %d has no array type", ErrData, elem)
+	}
+	arr, err := strconv.ParseUint(string(res.Rows[0][0]), 10, 32)
+	if err != nil || arr == 0 {
+		return 0, fmt.Errorf("%w: type %d has no array type", ErrData, elem)
+	}
+	if elem < firstNormalObjectID {
+		arrays.Store(elem, uint32(arr))
+	}
+	return uint32(arr), nil
+}

@@ -1,0 +1,168 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/sketch"
+)
+
+// fakeQuerier answers the fetch with canned rows and records the rest.
+type fakeQuerier struct {
+	fetch *Result
+	stmts []Statement
+}
+
+func (f *fakeQuerier) Query(_ context.Context, st Statement) (*Result, error) {
+	f.stmts = append(f.stmts, st)
+	if len(f.stmts) == 1 {
+		return f.fetch, nil
+	}
+	return &Result{Fields: []pgproto3.FieldDescription{{Name: []byte("x")}}, Tag: "SELECT 0"}, nil
+}
+
+func field(oid uint32) pgproto3.FieldDescription { return pgproto3.FieldDescription{DataTypeOID: oid} }
+
+func sketchOf(t *testing.T, vals ...string) []byte {
+	h, err := sketch.NewHLL(14, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vals {
+		h.Add([]byte(v))
+	}
+	b, err := h.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRunMergesRollupAndBaseRows(t *testing.T) {
+	p := &rewrite.Plan{
+		Kind: rewrite.FromRollup, Rollup: "daily",
+		Keys: []rewrite.Key{{Name: "pgsketch_k1"}},
+		Aggs: []rewrite.Agg{
+			{Name: "pgsketch_a1", Op: rewrite.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
+			{Name: "pgsketch_a2", Op: rewrite.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
+		},
+		FetchSQL: "fetch", ShapeSQL: "SELECT * FROM pgsketch_groups",
+	}
+	arr := appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{sketchOf(t, "1", "2"), sketchOf(t, "2", "3"), nil})
+	i8 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
+	q := &fakeQuerier{fetch: &Result{
+		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID), field(pgtype.Int8OID)},
+		Rows: [][][]byte{
+			{[]byte("rollup"), []byte("DE"), arr, nil, i8(10)},
+			{[]byte("base"), []byte("DE"), nil, []byte("{3,4,NULL}"), i8(2)},
+			{[]byte("base"), nil, nil, []byte(`{"5"}`), i8(1)},
+		},
+	}}
+	ans, err := Run(context.Background(), q, p, Params{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ans.BaseRows || ans.Groups != 2 {
+		t.Errorf("BaseRows %v, Groups %d; want true, 2", ans.BaseRows, ans.Groups)
+	}
+	if len(q.stmts) != 2 {
+		t.Fatalf("%d statements, want fetch and shape", len(q.stmts))
+	}
+	if got := q.stmts[0].ResultFormats; len(got) != 5 || got[3] != 0 || got[2] != 1 {
+		t.Errorf("fetch result formats %v: want text for the base values only", got)
+	}
+	shape := q.stmts[1]
+	want := `WITH pgsketch_groups("pgsketch_k1", "pgsketch_a1", "pgsketch_a2") AS (SELECT u.c1, max(u.c2), CAST(COALESCE(sum(u.c3), 0) AS bigint) FROM unnest($1, $2, $3) AS u(c1, c2, c3) GROUP BY 1) SELECT * FROM pgsketch_groups`
+	if shape.SQL != want {
+		t.Errorf("shape SQL\n got %s\nwant %s", shape.SQL, want)
+	}
+	if shape.ParamOIDs[0] != pgtype.TextArrayOID || shape.ParamOIDs[1] != pgtype.Int8ArrayOID {
+		t.Errorf("shape parameter types %v", shape.ParamOIDs)
+	}
+	keys, _ := decodeBinaryArray(shape.Params[0])
+	ests, _ := decodeBinaryArray(shape.Params[1])
+	counts, _ := decodeBinaryArray(shape.Params[2])
+	// 3 fetch rows, then one estimate row per group (DE, NULL).
+	if len(keys) != 5 || string(keys[3]) != "DE" || keys[4] != nil {
+		t.Fatalf("keys %q", keys)
+	}
+	got := map[string]int64{}
+	for i := 3; i < 5; i++ {
+		got[string(keys[i])] = int64(binary.BigEndian.Uint64(ests[i]))
+	}
+	if got["DE"] != 4 || got[""] != 1 {
+		t.Errorf("estimates %v, want DE 4 (1,2,3,4) and NULL 1", got)
+	}
+	if ests[0] != nil || counts[3] != nil || int64(binary.BigEndian.Uint64(counts[0])) != 10 {
+		t.Errorf("estimates %q counts %q", ests, counts)
+	}
+}
+
+func TestRunNoKeysNoRows(t *testing.T) {
+	p := &rewrite.Plan{Kind: rewrite.FromRollup, Aggs: []rewrite.Agg{{Name: "a", Op: rewrite.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}, ShapeSQL: "SELECT a FROM pgsketch_groups"}
+	q := &fakeQuerier{fetch: &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
+	if _, err := Run(context.Background(), q, p, Params{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ests, _ := decodeBinaryArray(q.stmts[1].Params[0])
+	if len(ests) != 1 || binary.BigEndian.Uint64(ests[0]) != 0 {
+		t.Errorf("estimates %q: want one group with 0", ests)
+	}
+	if strings.Contains(q.stmts[1].SQL, "GROUP BY") {
+		t.Errorf("no keys, no GROUP BY: %s", q.stmts[1].SQL)
+	}
+}
+
+func TestRunRejectsBadSketch(t *testing.T) {
+	p := &rewrite.Plan{Kind: rewrite.FromRollup, Aggs: []rewrite.Agg{{Name: "a", Op: rewrite.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}}
+	q := &fakeQuerier{fetch: &Result{
+		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)},
+		Rows:   [][][]byte{{[]byte("rollup"), appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{{0xff, 1}}), nil}},
+	}}
+	if _, err := Run(context.Background(), q, p, Params{}, nil); err == nil {
+		t.Fatal("a sketch that does not decode was merged")
+	}
+}
+
+func TestTextArray(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+		ok   bool
+	}{
+		{`{}`, nil, true},
+		{`{1,2,NULL,-3}`, []string{"1", "2", "-3"}, true},
+		{`{"a b","c\"d","e\\f","NULL",x}`, []string{"a b", `c"d`, `e\f`, "NULL", "x"}, true},
+		{`[0:1]={a,b}`, []string{"a", "b"}, true},
+		{`{{1},{2}}`, nil, false},
+		{`{"a`, nil, false},
+		{`{a,}`, nil, false},
+		{`1,2`, nil, false},
+	} {
+		var got []string
+		err := eachTextArrayElement([]byte(c.in), func(b []byte) { got = append(got, string(b)) })
+		if (err == nil) != c.ok || c.ok && strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%s: %q, %v", c.in, got, err)
+		}
+	}
+}
+
+func FuzzArrays(f *testing.F) {
+	f.Add([]byte(`{"a",b,NULL}`))
+	f.Add(appendBinaryArray(nil, 25, [][]byte{[]byte("x"), nil}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_ = eachTextArrayElement(b, func([]byte) {})
+		if elems, err := decodeBinaryArray(b); err == nil {
+			back, err := decodeBinaryArray(appendBinaryArray(nil, 25, elems))
+			if err != nil || len(back) != len(elems) {
+				t.Fatalf("round trip: %d elements, then %d, %v", len(elems), len(back), err)
+			}
+		}
+	})
+}

@@ -1,0 +1,267 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/wire"
+)
+
+// ApproxSetting is the session variable that turns transparent mode on:
+// COUNT(DISTINCT ...) answered from rollups too. It lives in PostgreSQL as a
+// placeholder (custom) setting, so SET, SET LOCAL, RESET, ROLLBACK and
+// ALTER ROLE|DATABASE ... SET work as for any setting; the proxy only reads
+// it, and supplies Handler.Approx while it is unset or empty.
+const ApproxSetting = "pgsketch.approx"
+
+// settingsSQL reads, without any chance of an error outside an aborted
+// transaction, what the rewriter and the executor need of the session, and
+// whether the role may read the catalog.
+const settingsSQL = `SELECT current_setting('search_path'), current_setting('TimeZone'), current_user,
+ current_setting('` + ApproxSetting + `', true),
+ current_setting('DateStyle'), current_setting('IntervalStyle'), current_setting('extra_float_digits'),
+ current_setting('bytea_output'), current_setting('client_encoding'),
+ COALESCE(has_schema_privilege(to_regnamespace('pgsketch'), 'USAGE')
+   AND has_function_privilege(to_regprocedure('pgsketch.catalog()'), 'EXECUTE')
+   AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false)`
+
+// savepoint protects the client's transaction block from errors of the
+// statements the proxy runs: on one, the proxy rolls back to it and lets
+// PostgreSQL answer the original query instead.
+const savepoint = "pgsketch_exec"
+
+type sessionSettings struct {
+	rw        rewrite.Session
+	exec      exec.Settings
+	catalogOK bool
+}
+
+func parseBool(s string) (v, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "on", "true", "yes", "1", "t", "y":
+		return true, true
+	case "off", "false", "no", "0", "f", "n":
+		return false, true
+	}
+	return false, false
+}
+
+func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings, error) {
+	rows, err := c.Query(ctx, settingsSQL)
+	if err != nil {
+		return sessionSettings{}, err
+	}
+	if len(rows) != 1 || len(rows[0]) != 10 {
+		return sessionSettings{}, errProtocol
+	}
+	r := rows[0]
+	st := sessionSettings{
+		rw: rewrite.Session{SearchPath: string(r[0]), TimeZone: string(r[1]), User: string(r[2]), Approx: h.Approx},
+		exec: exec.Settings{DateStyle: string(r[4]), TimeZone: string(r[1]), IntervalStyle: string(r[5]),
+			ExtraFloatDigits: string(r[6]), ByteaOutput: string(r[7]), ClientEncoding: string(r[8])},
+		catalogOK: string(r[9]) == "t",
+	}
+	if v, ok := parseBool(string(r[3])); ok {
+		st.rw.Approx = v
+	}
+	return st, nil
+}
+
+var showApproxRE = regexp.MustCompile(`(?is)^\s*show\s+pgsketch\s*\.\s*approx\s*;?\s*$`)
+
+// isPgError reports whether err is PostgreSQL's answer (the session goes
+// on) rather than a lost or confused upstream connection.
+func isPgError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && !errors.Is(err, errProtocol) && !errors.Is(err, errUpstream)
+}
+
+// clientCancelled reports an error the client must see even though the
+// proxy could retry: a cancel request or a timeout, or the server going away.
+func clientCancelled(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Code == "57014" || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08")
+}
+
+// serveQuery answers a simple Query the rewriter may answer from a rollup.
+// Whatever it cannot answer goes upstream unchanged.
+func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Session) error {
+	c := &sessionConn{s: s}
+	st, err := h.settings(ctx, c)
+	if err != nil {
+		if isPgError(err) { // an aborted transaction: PostgreSQL answers
+			return forwardQuery(q.String, s)
+		}
+		return err
+	}
+	if showApproxRE.MatchString(q.String) {
+		v := "off"
+		if st.rw.Approx {
+			v = "on"
+		}
+		s.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{
+			Name: []byte(ApproxSetting), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}})
+		s.Send(&pgproto3.DataRow{Values: [][]byte{[]byte(v)}})
+		s.Send(&pgproto3.CommandComplete{CommandTag: []byte("SHOW")})
+		s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+		return s.Flush()
+	}
+	if !st.catalogOK {
+		return forwardQuery(q.String, s)
+	}
+	snap, err := h.loadCatalog(ctx, c)
+	if err != nil {
+		if isPgError(err) || errors.Is(err, errCatalog) {
+			h.Log.Info("rollup catalog unreadable: query passed through", "err", err)
+			return forwardQuery(q.String, s)
+		}
+		return err
+	}
+	res := rewrite.Rewrite(q.String, snap, st.rw)
+	p := res.Plan
+	if p == nil {
+		h.Log.Debug("query passed through", "reason", res.Reason)
+		return forwardQuery(q.String, s)
+	}
+	if p.Params > 0 { // PostgreSQL says there is no parameter $1
+		return forwardQuery(q.String, s)
+	}
+	if p.Explain {
+		return h.explain(p, c, s)
+	}
+	if p.Kind == rewrite.Substitute {
+		if p.Notice != "" {
+			s.Send(notice(p.Notice))
+		}
+		return forwardQuery(p.SubstituteSQL, s)
+	}
+	if p.Guard != "" {
+		rows, err := c.Query(ctx, p.Guard)
+		if err != nil {
+			if isPgError(err) {
+				return forwardQuery(q.String, s)
+			}
+			return err
+		}
+		if len(rows) != 1 || len(rows[0]) != 1 || string(rows[0][0]) != "t" {
+			h.Log.Debug("query passed through: its table is not the rollup's source on this search_path", "rollup", p.Rollup)
+			return forwardQuery(q.String, s)
+		}
+	}
+	if why := hashable(p, snap, st.exec); why != "" {
+		h.Log.Debug("query passed through", "reason", why)
+		return forwardQuery(q.String, s)
+	}
+	ans, err := h.run(ctx, c, p, exec.Params{}, nil)
+	if err != nil {
+		return h.failed(ctx, c, s, p, err, q.String)
+	}
+	s.Send(notice(ans.Notice(p)))
+	s.Send(&pgproto3.RowDescription{Fields: ans.Fields})
+	for _, r := range ans.Rows {
+		s.Send(&pgproto3.DataRow{Values: r})
+	}
+	s.Send(&pgproto3.CommandComplete{CommandTag: []byte(ans.Tag)})
+	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	return s.Flush()
+}
+
+// run executes p inside a savepoint when the client is in a transaction
+// block, releasing it on success.
+func (h *Handler) run(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
+	inBlock := c.txStatus == 'T'
+	if inBlock {
+		if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+			return nil, err
+		}
+	}
+	ans, err := exec.Run(ctx, querier{c}, p, params, formats)
+	if err != nil {
+		return nil, err
+	}
+	if inBlock {
+		if err := c.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
+			return nil, err
+		}
+	}
+	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows)
+	return ans, nil
+}
+
+// failed handles an error of run: the session ends if the upstream is
+// lost; a cancel or timeout goes to the client as PostgreSQL's error (the
+// transaction block, if any, is then aborted as the original query's would
+// be); anything else (no privilege on the rollup or the base table, bad
+// rollup data) is rolled back to the savepoint and the original query goes
+// to PostgreSQL, which gives its own answer or error.
+func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p *rewrite.Plan, err error, original string) error {
+	if !isPgError(err) && !errors.Is(err, exec.ErrData) {
+		return err
+	}
+	if clientCancelled(err) {
+		s.Send(errorResponse(err))
+		s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+		return s.Flush()
+	}
+	h.Log.Info("rollup answer failed: query passed through", "rollup", p.Rollup, "err", err)
+	if c.txStatus == 'E' || c.txStatus == 'T' {
+		if err := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
+			return err // the savepoint is gone: the state is unknown
+		}
+	}
+	return forwardQuery(original, s)
+}
+
+// hashable says why the base rows' text cannot be hashed as the refresher
+// hashed them, or "" if it can.
+func hashable(p *rewrite.Plan, snap *catalog.Snapshot, st exec.Settings) string {
+	r, ok := snap.Rollup(p.Rollup)
+	if !ok {
+		return "rollup " + p.Rollup + " is not in the catalog"
+	}
+	for _, a := range p.Aggs {
+		if a.Op != rewrite.MergeHLL {
+			continue
+		}
+		for _, m := range r.Measures {
+			if m.Column == a.Measure && !exec.CanonicalText(m.Type, st) {
+				return "the session prints " + m.Type + " values differently from the pinned settings the rollup was hashed under"
+			}
+		}
+	}
+	return ""
+}
+
+func notice(msg string) *pgproto3.NoticeResponse {
+	return &pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: msg}
+}
+
+// explain answers EXPLAIN of a planned query with the plan, one line per
+// row, as PostgreSQL's EXPLAIN prints its own.
+func (h *Handler) explain(p *rewrite.Plan, c *sessionConn, s *wire.Session) error {
+	s.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{
+		Name: []byte("QUERY PLAN"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}})
+	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
+	for _, l := range lines {
+		s.Send(&pgproto3.DataRow{Values: [][]byte{[]byte(l)}})
+	}
+	s.Send(&pgproto3.CommandComplete{CommandTag: []byte("EXPLAIN")})
+	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	return s.Flush()
+}
+
+// forwardQuery sends a simple Query upstream and relays its replies.
+func forwardQuery(sql string, s *wire.Session) error {
+	return forward(&wire.Request{Messages: []pgproto3.FrontendMessage{&pgproto3.Query{String: sql}}}, s)
+}

@@ -1,0 +1,419 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+)
+
+// rollupQuery is one line of testdata/aggregates/queries.txt.
+type rollupQuery struct {
+	rollup bool
+	sql    string
+	line   int
+}
+
+func readRollupQueries(t *testing.T) []rollupQuery {
+	t.Helper()
+	f, err := os.Open("testdata/aggregates/queries.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []rollupQuery
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		l := strings.TrimSpace(sc.Text())
+		switch {
+		case l == "" || strings.HasPrefix(l, "#"):
+		case strings.HasPrefix(l, "rollup:"):
+			out = append(out, rollupQuery{true, strings.TrimSpace(strings.TrimPrefix(l, "rollup:")), n})
+		case strings.HasPrefix(l, "passthrough:"):
+			out = append(out, rollupQuery{false, strings.TrimSpace(strings.TrimPrefix(l, "passthrough:")), n})
+		default:
+			t.Fatalf("queries.txt:%d: want rollup: or passthrough:", n)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// answer is a query's result in the simple protocol (text values), with
+// the notices that came with it.
+type answer struct {
+	fields  []pgconn.FieldDescription
+	rows    [][]string
+	nulls   [][]bool
+	raw     [][][]byte
+	tag     string
+	notices []string
+}
+
+// noticeConn is a pgx connection in the simple protocol that records
+// notices.
+type noticeConn struct {
+	*pgx.Conn
+	mu      sync.Mutex
+	notices []string
+}
+
+func connectSimple(t *testing.T, url string) *noticeConn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	nc := &noticeConn{}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		nc.mu.Lock()
+		nc.notices = append(nc.notices, n.Message)
+		nc.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if nc.Conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close(context.Background()) })
+	return nc
+}
+
+func (nc *noticeConn) query(ctx context.Context, sql string) (*answer, error) {
+	nc.mu.Lock()
+	nc.notices = nil
+	nc.mu.Unlock()
+	rows, err := nc.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	a := &answer{}
+	for rows.Next() {
+		var r []string
+		var nl []bool
+		var raw [][]byte
+		for _, v := range rows.RawValues() {
+			r = append(r, string(v))
+			nl = append(nl, v == nil)
+			raw = append(raw, append([]byte(nil), v...))
+		}
+		a.rows, a.nulls, a.raw = append(a.rows, r), append(a.nulls, nl), append(a.raw, raw)
+	}
+	a.fields = rows.FieldDescriptions()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	a.tag = rows.CommandTag().String()
+	nc.mu.Lock()
+	a.notices = nc.notices
+	nc.mu.Unlock()
+	return a, nil
+}
+
+// stdErrs is how many standard errors est is from exact, at log2m 14.
+func stdErrs(est, exact float64) float64 {
+	if exact == 0 {
+		return math.Abs(est)
+	}
+	return math.Abs(est-exact) / (exact * 1.04 / 128)
+}
+
+var acdRE = regexp.MustCompile(`(?i)approx_count_distinct\(`)
+
+// compareRollupAnswer checks an approximate answer against the exact one
+// and returns the errors of its approximate values in standard errors.
+func compareRollupAnswer(got, want *answer) ([]float64, error) {
+	if len(got.fields) != len(want.fields) {
+		return nil, fmt.Errorf("%d columns, want %d", len(got.fields), len(want.fields))
+	}
+	var approx []int
+	for i := range got.fields {
+		g, w := got.fields[i], want.fields[i]
+		if g.Name != w.Name || g.DataTypeOID != w.DataTypeOID {
+			return nil, fmt.Errorf("column %d is %s (type %d), want %s (type %d)", i+1, g.Name, g.DataTypeOID, w.Name, w.DataTypeOID)
+		}
+		if strings.HasPrefix(g.Name, "users") {
+			approx = append(approx, i)
+		}
+	}
+	if len(got.rows) != len(want.rows) || got.tag != want.tag {
+		return nil, fmt.Errorf("%d rows (%s), want %d (%s)", len(got.rows), got.tag, len(want.rows), want.tag)
+	}
+	key := func(a *answer, r int) string {
+		var b strings.Builder
+		for i, v := range a.rows[r] {
+			if !strings.HasPrefix(a.fields[i].Name, "users") {
+				fmt.Fprintf(&b, "%v:%q|", a.nulls[r][i], v)
+			}
+		}
+		return b.String()
+	}
+	byKey := map[string]int{}
+	for r := range want.rows {
+		byKey[key(want, r)] = r
+	}
+	var errs []float64
+	for r := range got.rows {
+		w, ok := byKey[key(got, r)]
+		if !ok {
+			return nil, fmt.Errorf("row %d %q: no such row in the exact answer", r+1, got.rows[r])
+		}
+		for _, i := range approx {
+			var est, exact float64
+			if _, err := fmt.Sscan(got.rows[r][i], &est); err != nil {
+				return nil, fmt.Errorf("row %d column %d: %q: %v", r+1, i+1, got.rows[r][i], err)
+			}
+			if _, err := fmt.Sscan(want.rows[w][i], &exact); err != nil {
+				return nil, fmt.Errorf("exact row %d column %d: %q: %v", w+1, i+1, want.rows[w][i], err)
+			}
+			errs = append(errs, stdErrs(est, exact))
+		}
+	}
+	return errs, nil
+}
+
+// TestRollupQueries: dashboard queries through pgsketch-proxy with the
+// simple protocol (pgx and psql) are answered from a daily rollup over a
+// 2 M-row events table, with a NOTICE, within 5 standard errors of the
+// exact answer (99 % within 3); the others give PostgreSQL's own bytes.
+// Then transactions, pgsketch.approx, privileges and row-level security.
+func TestRollupQueries(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 2_000_000, 90)
+	// Dashboards' event tables have an index on the time column: the base
+	// half (edges, tail) reads a few rows through it.
+	mustExec(t, conn, `CREATE INDEX ON events (created_at)`)
+	createRollup(t, conn, "daily", eventsRollupArgs)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	// A tail the rollup has not read: rows after its watermark.
+	mustExec(t, conn, `INSERT INTO events
+		SELECT id + 10000000, created_at + interval '3 days', user_id + 17, country, device, amount
+		FROM events WHERE created_at >= '2026-03-29 12:00'`)
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	url := p.URL(db.DSN)
+	ctx := context.Background()
+
+	direct := connectSimple(t, db.DSN)
+	proxied := connectSimple(t, url)
+	var all []float64
+	for _, q := range readRollupQueries(t) {
+		name := fmt.Sprintf("queries.txt:%d", q.line)
+		exactSQL := q.sql
+		if q.rollup {
+			exactSQL = acdRE.ReplaceAllString(q.sql, "count(DISTINCT ")
+		}
+		start := time.Now()
+		want, err := direct.query(ctx, exactSQL)
+		if err != nil {
+			t.Errorf("%s: direct: %v", name, err)
+			continue
+		}
+		exactTime := time.Since(start)
+		start = time.Now()
+		got, err := proxied.query(ctx, q.sql)
+		if err != nil {
+			t.Errorf("%s: through the proxy: %v\n%s", name, err, q.sql)
+			continue
+		}
+		proxyTime := time.Since(start)
+		if !q.rollup {
+			if len(got.notices) != 0 {
+				t.Errorf("%s: passthrough with notices %q", name, got.notices)
+			}
+			if fmt.Sprint(got.fields, got.raw, got.tag) != fmt.Sprint(want.fields, want.raw, want.tag) {
+				t.Errorf("%s: passthrough differs from direct:\n got %v %q %s\nwant %v %q %s", name, got.fields, got.rows, got.tag, want.fields, want.rows, want.tag)
+			}
+			continue
+		}
+		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup daily (standard error 0.81%)") {
+			t.Errorf("%s: notices %q, want the rollup's\n%s", name, got.notices, q.sql)
+			continue
+		}
+		errs, err := compareRollupAnswer(got, want)
+		if err != nil {
+			t.Errorf("%s: %v\n%s\n got %q\nwant %q", name, err, q.sql, got.rows, want.rows)
+			continue
+		}
+		worst := 0.0
+		for _, e := range errs {
+			worst = max(worst, e)
+		}
+		t.Logf("%s: %d rows, %d estimates, worst %.2f standard errors; exact %v, proxy %v", name, len(got.rows), len(errs), worst, exactTime.Round(time.Millisecond), proxyTime.Round(time.Millisecond))
+		if worst > 5 {
+			t.Errorf("%s: an estimate is %.2f standard errors off\n got %q\nwant %q", name, worst, got.rows, want.rows)
+		}
+		all = append(all, errs...)
+	}
+	within3 := 0
+	for _, e := range all {
+		if e <= 3 {
+			within3++
+		}
+	}
+	if len(all) < 100 || float64(within3) < 0.99*float64(len(all)) {
+		t.Errorf("%d of %d estimates within 3 standard errors (want ≥ 99 %% of ≥ 100)", within3, len(all))
+	}
+
+	t.Run("psql", func(t *testing.T) {
+		out, errOut, code := psql(t, url, "-A", "-t", "-c", "SELECT count(DISTINCT user_id) AS users FROM events WHERE country = 'FR'")
+		if code != 0 || !strings.Contains(errOut, "NOTICE:  pgsketch: count(DISTINCT \"user_id\") approximated from rollup daily") {
+			t.Fatalf("psql: exit %d\nstdout %q\nstderr %q", code, out, errOut)
+		}
+		var est, exact float64
+		fmt.Sscan(out, &est)
+		if err := conn.QueryRow(ctx, "SELECT count(DISTINCT user_id) FROM events WHERE country = 'FR'").Scan(&exact); err != nil {
+			t.Fatal(err)
+		}
+		if e := stdErrs(est, exact); e > 5 {
+			t.Errorf("psql: %v, exact %v: %.2f standard errors", est, exact, e)
+		}
+		// psql's aligned output: the same header as PostgreSQL's.
+		out, _, _ = psql(t, url, "-c", "SELECT device, count(DISTINCT user_id) AS users FROM events GROUP BY device ORDER BY device")
+		if !regexp.MustCompile(`^\s*device\s+\|\s+users\s*\n`).MatchString(out) || !strings.Contains(out, "(3 rows)") {
+			t.Errorf("psql table:\n%s", out)
+		}
+	})
+
+	t.Run("transactions", func(t *testing.T) {
+		c := connectSimple(t, url)
+		q := "SELECT country, count(DISTINCT user_id) AS users FROM events GROUP BY 1 ORDER BY 1"
+		mustExec(t, c.Conn, "BEGIN")
+		a, err := c.query(ctx, q)
+		if err != nil || len(a.notices) != 1 || len(a.rows) != 20 {
+			t.Fatalf("in a transaction block: %v %v", a, err)
+		}
+		if st := c.PgConn().TxStatus(); st != 'T' {
+			t.Fatalf("transaction status %c after a rollup answer, want T", st)
+		}
+		// The transaction's own writes are seen (the base half reads them).
+		mustExec(t, c.Conn, `INSERT INTO events VALUES (99999999, '2026-04-10', 424242424242, 'ZZ', 'web', 1)`)
+		a, err = c.query(ctx, "SELECT count(DISTINCT user_id) AS users FROM events WHERE country = 'ZZ'")
+		if err != nil || len(a.rows) != 1 || a.rows[0][0] != "1" || len(a.notices) != 1 {
+			t.Fatalf("own insert: %v %v", a, err)
+		}
+		_, err = c.query(ctx, "SELECT 1/0")
+		if err == nil {
+			t.Fatal("1/0 succeeded")
+		}
+		_, err = c.query(ctx, q)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "25P02" {
+			t.Fatalf("in an aborted transaction: %v", err)
+		}
+		mustExec(t, c.Conn, "ROLLBACK")
+		if st := c.PgConn().TxStatus(); st != 'I' {
+			t.Fatalf("transaction status %c after ROLLBACK", st)
+		}
+		a, err = c.query(ctx, "SELECT count(DISTINCT user_id) AS users FROM events WHERE country = 'ZZ'")
+		if err != nil || a.rows[0][0] != "0" {
+			t.Fatalf("after ROLLBACK: %v %v", a, err)
+		}
+	})
+
+	t.Run("approx setting", func(t *testing.T) {
+		c := connectSimple(t, url)
+		show := func() string {
+			a, err := c.query(ctx, "SHOW pgsketch.approx")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a.rows[0][0]
+		}
+		notices := func(sql string) int {
+			a, err := c.query(ctx, sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(a.notices)
+		}
+		q := "SELECT count(DISTINCT user_id) AS users FROM events WHERE created_at < '2026-01-03'"
+		if show() != "on" || notices(q) != 1 {
+			t.Fatal("--approx on: not on")
+		}
+		mustExec(t, c.Conn, "SET pgsketch.approx = off")
+		if show() != "off" || notices(q) != 0 {
+			t.Fatal("SET pgsketch.approx = off: still on")
+		}
+		if notices("SELECT approx_count_distinct(user_id) AS users FROM events WHERE created_at < '2026-01-03'") != 1 {
+			t.Fatal("APPROX_COUNT_DISTINCT not answered from the rollup with pgsketch.approx off")
+		}
+		mustExec(t, c.Conn, "BEGIN; SET LOCAL pgsketch.approx = on")
+		if show() != "on" {
+			t.Fatal("SET LOCAL: not on")
+		}
+		mustExec(t, c.Conn, "ROLLBACK")
+		if show() != "off" {
+			t.Fatal("after ROLLBACK: not off")
+		}
+		mustExec(t, c.Conn, "RESET pgsketch.approx")
+		if show() != "on" || notices(q) != 1 {
+			t.Fatal("RESET: not back to the --approx default")
+		}
+	})
+
+	t.Run("explain", func(t *testing.T) {
+		a, err := proxied.query(ctx, "EXPLAIN SELECT count(DISTINCT user_id) FROM events")
+		if err != nil || len(a.rows) < 3 || !strings.Contains(fmt.Sprint(a.rows), "rollup: daily") {
+			t.Fatalf("EXPLAIN: %v %v", a, err)
+		}
+	})
+
+	t.Run("security", func(t *testing.T) {
+		suffix := strings.TrimPrefix(db.Name, server.prefix)
+		outsider := "pgsk_q_outsider" + suffix
+		mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT USAGE ON SCHEMA pgsketch TO %[1]s`, outsider))
+		t.Cleanup(func() {
+			c, err := pgx.Connect(context.Background(), db.DSN)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close(context.Background())
+			if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, outsider)); err != nil {
+				t.Errorf("drop role %s: %v", outsider, err)
+			}
+		})
+		c := connectSimple(t, url)
+		mustExec(t, c.Conn, "SET ROLE "+outsider)
+		_, err := c.query(ctx, "SELECT count(DISTINCT user_id) AS users FROM events")
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" || !strings.Contains(pe.Message, "events") {
+			t.Fatalf("a role without SELECT on events: %v", err)
+		}
+		// Even with SELECT on the rollup table (and not on events).
+		mustExec(t, conn, fmt.Sprintf(`GRANT SELECT ON daily, pgsketch.rollup_defs TO %s`, outsider))
+		for _, sql := range []string{"SELECT count(DISTINCT user_id) AS users FROM events", "BEGIN", "SELECT count(DISTINCT user_id) AS users FROM events"} {
+			_, err = c.query(ctx, sql)
+			if sql != "BEGIN" && (!errors.As(err, &pe) || pe.Code != "42501" || !strings.Contains(pe.Message, `table events`)) {
+				t.Fatalf("%s: a role with SELECT on the rollup but not on events: %v", sql, err)
+			}
+		}
+		if st := c.PgConn().TxStatus(); st != 'E' {
+			t.Fatalf("transaction status %c after a permission error, want E", st)
+		}
+		mustExec(t, c.Conn, "ROLLBACK; RESET ROLE")
+
+		// Row-level security enabled after the rollup was made: never rewritten.
+		mustExec(t, conn, `ALTER TABLE events ENABLE ROW LEVEL SECURITY`)
+		a, err := proxied.query(ctx, "SELECT count(DISTINCT user_id) AS users FROM events WHERE created_at < '2026-01-02'")
+		if err != nil || len(a.notices) != 0 {
+			t.Fatalf("RLS table: %v, notices %q", err, a.notices)
+		}
+	})
+}
