@@ -36,6 +36,36 @@ CREATE FUNCTION pgsketch.hll_hashable(t regtype) RETURNS boolean
                               'timestamp without time zone'::regtype,
                               'timestamp with time zone'::regtype);
 
+-- exact_column reports whether column col of rel holds values that are equal
+-- exactly when their bytes (and printed text) are: a type hll_hashable
+-- accepts, bounded if it is character(n) (unbounded bpchar ignores trailing
+-- spaces in comparisons), under a deterministic collation. Dimensions are
+-- grouped by their bytes and distinct values sketched by their text, so both
+-- must be such columns, or one group (or value) could become two.
+CREATE FUNCTION pgsketch.exact_column(rel regclass, col text) RETURNS boolean
+    LANGUAGE sql STABLE STRICT
+    SET search_path = pg_catalog, pg_temp
+    RETURN (SELECT pgsketch.hll_hashable(a.atttypid::regtype)
+               AND (t.typname <> 'bpchar' AND coalesce(bt.typname, '') <> 'bpchar'
+                    OR greatest(a.atttypmod, t.typtypmod) > 0)
+               AND coalesce((SELECT c.collisdeterministic FROM pg_collation c WHERE c.oid = a.attcollation), true)
+              FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+              LEFT JOIN pg_type bt ON bt.oid = t.typbasetype
+             WHERE a.attrelid = rel AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped);
+
+-- base_type is the type of column col of rel without its modifier
+-- (timestamp(0) with time zone is timestamp with time zone), or NULL.
+CREATE FUNCTION pgsketch.base_type(rel regclass, col text) RETURNS text
+    LANGUAGE sql STABLE STRICT
+    SET search_path = pg_catalog, pg_temp
+    RETURN (SELECT format_type(a.atttypid, NULL) FROM pg_attribute a
+             WHERE a.attrelid = rel AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped);
+
+-- is_utc reports whether time zone tz is UTC under one of its names.
+CREATE FUNCTION pgsketch.is_utc(tz text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN tz IN ('UTC', 'Etc/UTC', 'UCT', 'Etc/UCT', 'Universal', 'Etc/Universal', 'Zulu', 'Etc/Zulu');
+
 -- raise_unless fails with SQLSTATE code and message msg (and hint) when ok is
 -- not true.
 CREATE FUNCTION pgsketch.raise_unless(ok boolean, code text, msg text, hint text DEFAULT NULL)
@@ -142,15 +172,16 @@ BEGIN
     PERFORM pgsketch.raise_unless(src IS NOT NULL, '42P01', format('relation %s does not exist', source));
     SELECT n.nspname, c.relname, c.relkind INTO src_schema, src_table, src_kind
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = src;
-    PERFORM pgsketch.raise_unless(src_kind IN ('r', 'p', 'v', 'm', 'f'), '42809',
-        format('%s is not a table, view or materialized view', src));
+    PERFORM pgsketch.raise_unless(src_kind IN ('r', 'p', 'm'), '42809',
+        format('%s is not a table or materialized view', src),
+        CASE WHEN src_kind = 'v' THEN 'Views are not rolled up: the row-level security of the tables under them cannot be checked. Roll up the table.' END);
     PERFORM pgsketch.raise_unless(NOT (SELECT relrowsecurity FROM pg_class WHERE oid = src), '0A000',
         format('table %s has row-level security enabled', src),
         'A rollup would show every role the aggregates of rows its policies hide; pgsketch does not roll up such tables.');
     PERFORM pgsketch.raise_unless(has_table_privilege(src, 'SELECT'), '42501',
         format('permission denied for table %s', src));
 
-    ttype := pgsketch.column_type(src, time_column);
+    ttype := pgsketch.base_type(src, time_column);
     PERFORM pgsketch.raise_unless(ttype IS NOT NULL, '42703',
         format('column %I of relation %s does not exist', time_column, src));
     PERFORM pgsketch.raise_unless(ttype IN ('date', 'timestamp without time zone', 'timestamp with time zone'), '42804',
@@ -164,7 +195,7 @@ BEGIN
     PERFORM pgsketch.raise_unless(pgsketch.is_time_zone(time_zone), '22023',
         format('unknown time zone %L', time_zone),
         'Use a name from pg_timezone_names, such as UTC or Europe/Berlin.');
-    PERFORM pgsketch.raise_unless(time_zone = 'UTC' OR ttype = 'timestamp with time zone', '22023',
+    PERFORM pgsketch.raise_unless(pgsketch.is_utc(time_zone) OR ttype = 'timestamp with time zone', '22023',
         format('time zone %L given for time column %I of type %s', time_zone, time_column, ttype),
         'Buckets of date and timestamp columns are cut on the values themselves; omit the time zone.');
     PERFORM pgsketch.raise_unless(log2m BETWEEN 4 AND 17, '22023',
@@ -196,6 +227,9 @@ BEGIN
         PERFORM pgsketch.raise_unless(NOT col = ANY (used), '42701',
             format('dimension %I is listed twice or clashes with a rollup column', col),
             'bucket and row_count are the rollup table''s own columns.');
+        PERFORM pgsketch.raise_unless(pgsketch.exact_column(src, col), '42804',
+            format('cannot use column %I of type %s as a dimension', col, coltype),
+            'Dimensions are integer, text, varchar, char(n), uuid, date, boolean, timestamp or timestamptz columns under a deterministic collation: values that are equal exactly when their bytes are.');
         used := used || col;
         defs := defs || format('%I %s', col, coltype);
     END LOOP;
@@ -204,10 +238,9 @@ BEGIN
         coltype := pgsketch.column_type(src, col);
         PERFORM pgsketch.raise_unless(coltype IS NOT NULL, '42703',
             format('column %I of relation %s does not exist', col, src));
-        PERFORM pgsketch.raise_unless(pgsketch.hll_hashable((SELECT atttypid FROM pg_attribute
-                                         WHERE attrelid = src AND attname = col)::regtype), '42804',
+        PERFORM pgsketch.raise_unless(pgsketch.exact_column(src, col), '42804',
             format('cannot sketch distinct values of column %I of type %s', col, coltype),
-            'Distinct counts are sketched for integer, text, varchar, char, uuid, date, boolean, timestamp and timestamptz columns, whose text form is equal exactly when the values are.');
+            'Distinct counts are sketched for integer, text, varchar, char(n), uuid, date, boolean, timestamp and timestamptz columns under a deterministic collation, whose text form is equal exactly when the values are.');
         mcol := 'distinct_' || col;
         PERFORM pgsketch.raise_unless(NOT mcol = ANY (used), '42701', format('column %I is listed twice', mcol));
         PERFORM pgsketch.raise_unless(mcol ~ '^[a-z_][a-z0-9_]{0,62}$', '22023',
@@ -228,6 +261,11 @@ BEGIN
                 -- The partial's type is what PostgreSQL's own aggregate returns.
                 EXECUTE format('SELECT format_type(pg_typeof(%s(%I))::oid, NULL) FROM %s WHERE false', k, col, src)
                    INTO coltype;
+                -- min and max return the column's own values: keep its
+                -- modifier (character(n), numeric(p,s)), which pg_typeof drops.
+                IF k IN ('min', 'max') AND coltype = pgsketch.base_type(src, col) THEN
+                    coltype := pgsketch.column_type(src, col);
+                END IF;
             EXCEPTION WHEN undefined_function THEN
                 RAISE EXCEPTION USING ERRCODE = '42804',
                     MESSAGE = format('cannot compute %s of column %I of type %s', k, col, pgsketch.column_type(src, col));
@@ -359,6 +397,8 @@ DECLARE
     bucket_expr text;
     time_expr text;
     mtype oid;
+    zoned boolean;
+    zhour boolean;
     pred text := 'true';
     bpred text := 'true';
     dims text := '';
@@ -383,10 +423,17 @@ BEGIN
         format('rollup table %I.%I of rollup %L does not exist', d.rollup_schema, d.rollup_table, r));
     PERFORM pgsketch.raise_unless(NOT (SELECT relrowsecurity FROM pg_class WHERE oid = src), '0A000',
         format('table %s has row-level security enabled', src));
-    ttype := pgsketch.column_type(src, d.time_column);
+    PERFORM pgsketch.raise_unless((SELECT relkind FROM pg_class WHERE oid = src) IN ('r', 'p', 'm'), '42809',
+        format('%s is not a table or materialized view', src));
+    ttype := pgsketch.base_type(src, d.time_column);
     PERFORM pgsketch.raise_unless(ttype IN ('date', 'timestamp without time zone', 'timestamp with time zone'), '42804',
         format('time column %I of %s is missing or no longer a date, timestamp or timestamptz', d.time_column, src));
     g := pgsketch.grain_interval(d.grain);
+    -- zoned: a timestamptz column bucketed in a zone other than UTC; zhour:
+    -- by the hour, where date_trunc keeps each row's UTC offset, so bounds
+    -- are instants rather than local times.
+    zoned := ttype = 'timestamp with time zone' AND NOT pgsketch.is_utc(d.time_zone);
+    zhour := zoned AND d.grain = 'hour';
 
     ranged := from_time IS NOT NULL OR to_time IS NOT NULL;
     PERFORM pgsketch.raise_unless(NOT (ranged AND full_rebuild), '22023',
@@ -397,12 +444,18 @@ BEGIN
         IF from_time IS NOT NULL THEN
             v := from_time::timestamptz;
             lo_local := pgsketch.bucket_local(d.grain, v AT TIME ZONE d.time_zone);
+            IF zhour THEN
+                lo := date_trunc('hour', v, d.time_zone);
+            END IF;
         END IF;
         IF to_time IS NOT NULL THEN
             v := to_time::timestamptz;
             hi_local := pgsketch.bucket_local(d.grain, v AT TIME ZONE d.time_zone);
             IF hi_local < v AT TIME ZONE d.time_zone THEN
                 hi_local := hi_local + g;
+            END IF;
+            IF zhour THEN
+                hi := v; -- every bucket starting before to_time
             END IF;
         END IF;
         PERFORM set_config('TimeZone', 'UTC', true);
@@ -411,22 +464,42 @@ BEGIN
     ELSIF NOT full_rebuild AND d.watermark IS NOT NULL THEN
         lo_local := pgsketch.bucket_local(d.grain,
             (d.watermark AT TIME ZONE d.time_zone) - coalesce(d.late_window, g));
+        IF zhour THEN
+            lo := date_trunc('hour', d.watermark - coalesce(d.late_window, g), d.time_zone);
+        END IF;
     END IF;
-    lo := lo_local AT TIME ZONE d.time_zone;
-    hi := hi_local AT TIME ZONE d.time_zone;
+    IF NOT zhour THEN
+        lo := lo_local AT TIME ZONE d.time_zone;
+        hi := hi_local AT TIME ZONE d.time_zone;
+    END IF;
 
     -- Rows whose time is NULL belong to no bucket and are never rolled up.
+    -- The rows read are exactly those whose bucket lies in [lo, hi), the
+    -- buckets deleted: for plain times a bound on the time is that; in a
+    -- zone, a bucket may start after some of its rows (a midnight that
+    -- happens twice counts from the second), so the bound is on the local
+    -- time (or, by the hour, on the bucket itself), with a day's margin on
+    -- the time for the index. The refresher pins TimeZone = UTC, so lo and
+    -- hi print with +00 and mean the same instant when cast back.
     pred := format('%I IS NOT NULL', d.time_column);
-    -- The refresher pins TimeZone = UTC, so lo and hi print with +00 and a
-    -- timestamptz bound cast to the column's type means the same instant.
     IF lo IS NOT NULL THEN
-        pred := pred || format(' AND %I >= %L::%s', d.time_column,
-            CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END, ttype);
+        pred := pred || CASE
+            WHEN zhour THEN format(' AND %1$I >= %2$L::timestamptz - interval ''1 day'' AND date_trunc(''hour'', %1$I, %3$L) >= %2$L::timestamptz',
+                                   d.time_column, lo, d.time_zone)
+            WHEN zoned THEN format(' AND %1$I >= %2$L::timestamptz - interval ''1 day'' AND (%1$I AT TIME ZONE %3$L) >= %4$L::timestamp',
+                                   d.time_column, lo, d.time_zone, lo_local)
+            ELSE format(' AND %I >= %L::%s', d.time_column,
+                        CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END, ttype) END;
         bpred := format('bucket >= %L::%s', CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END, ttype);
     END IF;
     IF hi IS NOT NULL THEN
-        pred := pred || format(' AND %I < %L::%s', d.time_column,
-            CASE ttype WHEN 'timestamp with time zone' THEN hi::text ELSE hi_local::text END, ttype);
+        pred := pred || CASE
+            WHEN zhour THEN format(' AND %1$I < %2$L::timestamptz + interval ''1 day'' AND date_trunc(''hour'', %1$I, %3$L) < %2$L::timestamptz',
+                                   d.time_column, hi, d.time_zone)
+            WHEN zoned THEN format(' AND %1$I < %2$L::timestamptz + interval ''1 day'' AND (%1$I AT TIME ZONE %3$L) < %4$L::timestamp',
+                                   d.time_column, hi, d.time_zone, hi_local)
+            ELSE format(' AND %I < %L::%s', d.time_column,
+                        CASE ttype WHEN 'timestamp with time zone' THEN hi::text ELSE hi_local::text END, ttype) END;
         bpred := bpred || format(' AND bucket < %L::%s',
             CASE ttype WHEN 'timestamp with time zone' THEN hi::text ELSE hi_local::text END, ttype);
     END IF;
@@ -443,16 +516,12 @@ BEGIN
     -- stay apart), so hourly buckets in such a zone come from PostgreSQL
     -- and grain 'none' tells the refresher they are bucket starts already.
     time_expr := CASE
-        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain = 'hour'
-            THEN format('date_trunc(%L, %I, %L)', d.grain, d.time_column, d.time_zone)
-        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC'
-            THEN format('(%I AT TIME ZONE %L)', d.time_column, d.time_zone)
+        WHEN zhour THEN format('date_trunc(%L, %I, %L)', d.grain, d.time_column, d.time_zone)
+        WHEN zoned THEN format('(%I AT TIME ZONE %L)', d.time_column, d.time_zone)
         ELSE format('%I', d.time_column) END;
     bucket_expr := CASE
-        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain = 'hour'
-            THEN time_expr
-        WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC'
-            THEN format('date_trunc(%L, %I AT TIME ZONE %L)', d.grain, d.time_column, d.time_zone)
+        WHEN zhour THEN time_expr
+        WHEN zoned THEN format('date_trunc(%L, %I AT TIME ZONE %L)', d.grain, d.time_column, d.time_zone)
         WHEN ttype = 'timestamp with time zone' THEN format('date_trunc(%L, %I, %L)', d.grain, d.time_column, d.time_zone)
         WHEN ttype = 'timestamp without time zone' THEN format('date_trunc(%L, %I)', d.grain, d.time_column)
         ELSE format('date_trunc(%L, %I::timestamp)::date', d.grain, d.time_column) END;
@@ -520,11 +589,9 @@ BEGIN
         END IF;
         read_sql := read_sql || q;
     END LOOP;
-    bucket_zone := CASE WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain <> 'hour'
-                        THEN d.time_zone END;
+    bucket_zone := CASE WHEN zoned AND NOT zhour THEN d.time_zone END;
     time_kind := CASE ttype WHEN 'date' THEN 'date' ELSE 'timestamp' END;
-    grain := CASE WHEN ttype = 'timestamp with time zone' AND d.time_zone <> 'UTC' AND d.grain = 'hour'
-                  THEN 'none' ELSE d.grain END;
+    grain := CASE WHEN zhour THEN 'none' ELSE d.grain END;
     ndims := cardinality(d.dimensions);
     fields := flds;
     write_sql := format('COPY %s (bucket%s%s) FROM STDIN (FORMAT binary)', dst, dims,
@@ -553,23 +620,30 @@ BEGIN
     SELECT * INTO d FROM pgsketch.rollup_defs WHERE name = r;
     PERFORM pgsketch.raise_unless(FOUND, '42704', format('rollup %L does not exist', r));
     dst := to_regclass(format('%I.%I', d.rollup_schema, d.rollup_table));
-    ttype := pgsketch.column_type(dst, 'bucket');
+    ttype := pgsketch.base_type(dst, 'bucket');
     wm := d.watermark;
     IF NOT ranged THEN
         -- The rows at or after lo are exactly the buckets this refresh read.
         -- Infinite buckets (rows at +/-infinity) do not move the watermark:
         -- such rows stay after it, read from the base table by queries.
+        -- The end of the newest bucket is computed on local time, as bucket
+        -- boundaries are, except for hours in a zone: date_trunc keeps each
+        -- row's offset there, so every row of an hourly bucket lies within
+        -- one hour (absolute) of its start.
         EXECUTE format('SELECT max(%s) FROM %s WHERE isfinite(bucket) AND %s',
-            CASE ttype WHEN 'timestamp with time zone' THEN format('bucket AT TIME ZONE %L', d.time_zone)
-                       ELSE 'bucket::timestamp' END,
+            CASE WHEN ttype = 'timestamp with time zone' AND d.grain = 'hour' AND NOT pgsketch.is_utc(d.time_zone)
+                     THEN 'bucket AT TIME ZONE ''UTC'''
+                 WHEN ttype = 'timestamp with time zone' THEN format('bucket AT TIME ZONE %L', d.time_zone)
+                 ELSE 'bucket::timestamp' END,
             dst,
             CASE WHEN lo IS NULL THEN 'true'
                  WHEN ttype = 'timestamp with time zone' THEN format('bucket >= %L::timestamptz', lo)
                  ELSE format('bucket >= %L::%s', lo AT TIME ZONE 'UTC', ttype) END)
            INTO newest;
-        wm := CASE WHEN newest IS NOT NULL
-                   THEN (newest + pgsketch.grain_interval(d.grain)) AT TIME ZONE d.time_zone
-                   ELSE lo END;
+        wm := CASE WHEN newest IS NULL THEN lo
+                   WHEN ttype = 'timestamp with time zone' AND d.grain = 'hour' AND NOT pgsketch.is_utc(d.time_zone)
+                       THEN (newest + interval '1 hour') AT TIME ZONE 'UTC'
+                   ELSE (newest + pgsketch.grain_interval(d.grain)) AT TIME ZONE d.time_zone END;
     END IF;
     EXECUTE format('SELECT count(*) FROM %s', dst) INTO n;
     UPDATE pgsketch.rollup_defs x
@@ -603,6 +677,7 @@ SELECT d.name,
        now() - d.watermark AS lag,
        d.version
   FROM pgsketch.rollup_defs d;
+GRANT SELECT ON pgsketch.rollups TO PUBLIC;
 COMMENT ON VIEW pgsketch.rollups IS 'Every pgsketch rollup with its source, grain, dimensions, measures, size and freshness';
 
 -- catalog returns the whole rollup catalog as one JSON array, the form
@@ -622,7 +697,7 @@ CREATE FUNCTION pgsketch.catalog() RETURNS json
                             WHERE a.attrelid = to_regclass(format('%I.%I', d.source_schema, d.source_table))
                               AND a.attnum > 0 AND NOT a.attisdropped),
         'time_column', d.time_column,
-        'time_type', pgsketch.column_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), d.time_column),
+        'time_type', pgsketch.base_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), d.time_column),
         'grain', d.grain, 'time_zone', d.time_zone,
         'dimensions', (SELECT coalesce(json_agg(json_build_object('column', x,
                               'type', pgsketch.column_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), x))

@@ -66,6 +66,10 @@ func TestRefreshThroughProxy(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "25001" {
 		t.Fatalf("refresh in a transaction block: %v", err)
 	}
+	// As after VACUUM in a transaction block, the transaction is aborted.
+	if _, err = tx.Exec(context.Background(), "SELECT 1"); !errors.As(err, &pe) || pe.Code != "25P02" {
+		t.Fatalf("statement after the refused refresh: %v, want 25P02", err)
+	}
 	if err := tx.Rollback(context.Background()); err != nil {
 		t.Fatal(err)
 	}

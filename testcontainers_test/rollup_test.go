@@ -518,7 +518,10 @@ func TestRollupBuckets(t *testing.T) {
 		for _, grain := range []string{"hour", "day", "week", "month"} {
 			zones := []string{"UTC"}
 			if col == "tz" {
-				zones = append(zones, "Europe/Berlin", "America/Santiago", "Asia/Kolkata")
+				// Santiago and the Azores turn their clocks at midnight (the
+				// Azores' midnight happens twice), Lord Howe by 30 minutes.
+				zones = append(zones, "Europe/Berlin", "America/Santiago", "Asia/Kolkata", "Atlantic/Azores",
+					"America/New_York", "Australia/Lord_Howe")
 			}
 			for _, zone := range zones {
 				if col == "d" && grain == "hour" {
@@ -532,6 +535,14 @@ func TestRollupBuckets(t *testing.T) {
 					res := refreshRollup(t, conn, name, refresh.Options{})
 					if res.Watermark == "infinity" {
 						t.Fatal("the row at infinity moved the watermark to infinity")
+					}
+					// Rebuilding buckets must give them back exactly: an
+					// incremental refresh, and ranges over the 2025 clock
+					// changes of the zones above.
+					refreshRollup(t, conn, name, refresh.Options{})
+					for _, r := range [][2]string{{"2025-04-04", "2025-04-08"}, {"2025-10-24", "2025-10-28"},
+						{"2025-11-01 00:30", "2025-11-03 01:30"}, {"1999-12-31 12:00", "2000-01-01"}} {
+						refreshRollup(t, conn, name, refresh.Options{From: r[0], To: r[1]})
 					}
 					want := map[string]string{
 						"tz": fmt.Sprintf("date_trunc('%s', tz, '%s')", grain, zone),
@@ -555,5 +566,106 @@ func TestRollupBuckets(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestRollupLateRowInRepeatedHour: an hourly rollup in New York whose
+// newest row lies in the hour that happens twice (2024-11-03 01:00 EDT);
+// a row arriving late in that hour is counted by the next refresh.
+func TestRollupLateRowInRepeatedHour(t *testing.T) {
+	t.Parallel()
+	_, conn := eventsDB(t, 10, 1)
+	mustExec(t, conn, `CREATE TABLE ny (t timestamptz, u int); INSERT INTO ny VALUES ('2024-11-03 05:10+00', 1)`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('nyh', 'ny', 't', grain => 'hour', time_zone => 'America/New_York', distinct_columns => '{u}')`)
+	res := refreshRollup(t, conn, "nyh", refresh.Options{})
+	if res.Watermark != "2024-11-03 06:00:00+00" {
+		t.Fatalf("watermark %s, want the end of the hour read, 2024-11-03 06:00:00+00", res.Watermark)
+	}
+	mustExec(t, conn, `INSERT INTO ny VALUES ('2024-11-03 05:50+00', 2)`)
+	refreshRollup(t, conn, "nyh", refresh.Options{})
+	var n int64
+	if err := conn.QueryRow(context.Background(), `SELECT row_count FROM nyh WHERE bucket = '2024-11-03 05:00+00'`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("bucket 05:00Z has %d rows (%v), want 2", n, err)
+	}
+}
+
+// TestRollupColumnTypes: a time column with a precision, a char(n)
+// dimension with its min; dimensions and sketches refuse types whose equal
+// values differ in bytes or text.
+func TestRollupColumnTypes(t *testing.T) {
+	t.Parallel()
+	_, conn := eventsDB(t, 10, 1)
+	mustExec(t, conn, `CREATE TABLE typed (t timestamptz(0), code char(2), n numeric, f float8, free bpchar, u uuid);
+		INSERT INTO typed SELECT timestamptz '2026-01-01' + i * interval '7 minutes', (ARRAY['a','bb',NULL])[1 + i % 3],
+		       i % 5, i % 3, 'x', md5(i::text)::uuid FROM generate_series(1, 2000) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('typed_daily', 'typed', 't', dimensions => '{code}',
+		distinct_columns => '{u}', min_columns => '{code}', max_columns => '{t}')`)
+	refreshRollup(t, conn, "typed_daily", refresh.Options{})
+	var diff int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM (
+		(SELECT date_trunc('day', t, 'UTC'), code, count(*), min(code), max(t) FROM typed GROUP BY 1, 2
+		 EXCEPT SELECT bucket, code, row_count, min_code, max_t FROM typed_daily)
+		UNION ALL
+		(SELECT bucket, code, row_count, min_code, max_t FROM typed_daily
+		 EXCEPT SELECT date_trunc('day', t, 'UTC'), code, count(*), min(code), max(t) FROM typed GROUP BY 1, 2)) x`).Scan(&diff); err != nil || diff != 0 {
+		t.Fatalf("%d rows differ from GROUP BY (%v)", diff, err)
+	}
+	for _, c := range []struct{ args, msg string }{
+		{`dimensions => '{n}', distinct_columns => '{u}'`, "cannot use column n of type numeric as a dimension"},
+		{`dimensions => '{f}', distinct_columns => '{u}'`, "cannot use column f of type double precision as a dimension"},
+		{`distinct_columns => '{free}'`, "cannot sketch distinct values of column free of type bpchar"},
+	} {
+		_, err := conn.Exec(context.Background(), `SELECT pgsketch.create_rollup('bad', 'typed', 't', `+c.args+`)`)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42804" || !strings.Contains(pe.Message, c.msg) {
+			t.Errorf("%s: got %v, want 42804 %q", c.args, err, c.msg)
+		}
+	}
+	// A case-insensitive (nondeterministic) collation, where 'a' = 'A'.
+	if _, err := conn.Exec(context.Background(), `CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`); err == nil {
+		mustExec(t, conn, `ALTER TABLE typed ADD COLUMN name text COLLATE ci`)
+		_, err := conn.Exec(context.Background(), `SELECT pgsketch.create_rollup('bad', 'typed', 't', dimensions => '{name}', distinct_columns => '{u}')`)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42804" {
+			t.Errorf("nondeterministic collation: got %v, want 42804", err)
+		}
+	} else {
+		t.Logf("no ICU collations on this server (%v): the collation case is not exercised", err)
+	}
+	// A view: its tables' row-level security cannot be checked.
+	mustExec(t, conn, `CREATE VIEW typed_v AS SELECT * FROM typed`)
+	_, err := conn.Exec(context.Background(), `SELECT pgsketch.create_rollup('bad', 'typed_v', 't', distinct_columns => '{u}')`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42809" {
+		t.Errorf("view: got %v, want 42809", err)
+	}
+}
+
+// TestRollupSearchPathHijack: a function a user plants in a schema on the
+// refresher's search_path (here public.format for uuid, which the refresh
+// statement calls) is not what the refresh runs.
+func TestRollupSearchPathHijack(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 10, 1)
+	suffix := strings.TrimPrefix(db.Name, server.prefix)
+	mallory := "pgsk_mallory" + suffix
+	mustExec(t, conn, fmt.Sprintf(`CREATE ROLE %[1]s; GRANT CREATE ON SCHEMA public TO %[1]s;
+		CREATE TABLE ids (t timestamptz, id uuid); INSERT INTO ids VALUES (now(), gen_random_uuid());
+		SET ROLE %[1]s;
+		CREATE FUNCTION public.format(f text, v uuid) RETURNS text LANGUAGE plpgsql AS $$
+		BEGIN EXECUTE 'ALTER ROLE %[1]s SUPERUSER'; RETURN pg_catalog.format(f, v); END $$;
+		RESET ROLE`, mallory))
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), db.DSN)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, mallory))
+			c.Close(context.Background())
+		}
+	})
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ids_daily', 'ids', 't', distinct_columns => '{id}')`)
+	refreshRollup(t, conn, "ids_daily", refresh.Options{})
+	var super bool
+	if err := conn.QueryRow(context.Background(), `SELECT rolsuper FROM pg_roles WHERE rolname = $1`, mallory).Scan(&super); err != nil || super {
+		t.Fatalf("the planted function ran as the refresher: %s is superuser %v (%v)", mallory, super, err)
 	}
 }

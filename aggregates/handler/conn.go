@@ -205,7 +205,8 @@ func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (in
 		return nil
 	})
 	if rerr != io.EOF {
-		return n, errors.Join(rerr, err)
+		// PostgreSQL's answer to CopyFail only echoes rerr, as 57014.
+		return n, fmt.Errorf("copy aborted: %w", rerr)
 	}
 	return n, err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -75,13 +76,14 @@ func (h *Handler) serveRefresh(ctx context.Context, call refreshCall, s *wire.Se
 	case 'I':
 		h.Log.Info("refresh through the proxy", "rollup", call.name, "user", s.Params()["user"])
 		res, err = refresh.Refresh(ctx, c, call.name, refresh.Options{Full: call.full, From: call.from, To: call.to})
-	case 'E':
-		err = &pgconn.PgError{Severity: "ERROR", Code: "25P02",
-			Message: "current transaction is aborted, commands ignored until end of transaction block"}
 	default:
-		err = &pgconn.PgError{Severity: "ERROR", Code: "25001",
-			Message: "pgsketch.refresh_rollup cannot run inside a transaction block",
-			Hint:    "A refresh commits its own transaction. Run it outside BEGIN ... COMMIT."}
+		// Inside a transaction block the statement fails as VACUUM's does,
+		// and, as there, the transaction is aborted: PostgreSQL itself
+		// raises the error (or, in an aborted transaction, its 25P02).
+		if err := c.send(&pgproto3.Query{String: refuseInTransaction}); err != nil {
+			return err
+		}
+		return forwardReplies(s)
 	}
 	if err != nil {
 		// The session is only lost if the upstream is; else the error is the client's.
@@ -104,27 +106,43 @@ func (h *Handler) serveRefresh(ctx context.Context, call refreshCall, s *wire.Se
 	return s.Flush()
 }
 
+// refuseInTransaction raises, in the client's transaction, the error that
+// refresh_rollup inside a transaction block gets.
+const refuseInTransaction = `DO $pgsketch$ BEGIN RAISE EXCEPTION USING ERRCODE = '25001',
+	MESSAGE = 'pgsketch.refresh_rollup cannot run inside a transaction block',
+	HINT = 'A refresh commits its own transaction. Run it outside BEGIN ... COMMIT.'; END $pgsketch$`
+
+// forwardReplies relays the upstream's replies to the client up to and
+// including ReadyForQuery.
+func forwardReplies(s *wire.Session) error {
+	for {
+		msg, err := s.Frontend.Receive()
+		if err != nil {
+			return err
+		}
+		if err := s.Send(msg); err != nil {
+			return err
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			return s.Flush()
+		}
+	}
+}
+
 // errorResponse turns err into the ErrorResponse the client gets.
 func errorResponse(err error) *pgproto3.ErrorResponse {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		msg := pe.Message
-		if outer := err.Error(); outer != pe.Error() {
-			msg = fmt.Sprintf("%s (%s)", pe.Message, trimPgError(outer, pe))
+		// The refresher's context around PostgreSQL's error, e.g.
+		// "refresh daily: read base rows".
+		if ctx := strings.Trim(strings.TrimSuffix(err.Error(), pe.Error()), ": \n"); ctx != "" && ctx != err.Error() {
+			msg = fmt.Sprintf("%s (%s)", pe.Message, ctx)
 		}
 		return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pe.Code, Message: msg,
 			Detail: pe.Detail, Hint: pe.Hint, Where: pe.Where}
 	}
 	return &pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "XX000", Message: err.Error()}
-}
-
-// trimPgError is the context the refresher wrapped around a PostgreSQL
-// error, e.g. "refresh daily: read base rows".
-func trimPgError(outer string, pe *pgconn.PgError) string {
-	if i := len(outer) - len(pe.Error()); i > 2 && outer[i:] == pe.Error() {
-		return outer[:i-2]
-	}
-	return outer
 }
 
 // forward sends a request upstream unchanged and relays every reply, up to

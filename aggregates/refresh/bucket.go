@@ -71,11 +71,15 @@ func floorDiv(a, b int64) int64 {
 
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 
-// localText prints a finite local timestamp (µs) as PostgreSQL reads it.
+// localText prints a finite local timestamp (µs) as PostgreSQL reads it:
+// years beyond 9999 with more digits, years before 1 as "BC" (year 0 is
+// 1 BC).
 func localText(v int64) (string, error) {
 	t := time.Unix(pgEpochUnix+floorDiv(v, 1e6), floorMod(v, 1e6)*1000).UTC()
-	if t.Year() < 1 || t.Year() > 9999 {
-		return "", fmt.Errorf("bucket start in year %d is out of the range the refresher converts (1 to 9999)", t.Year())
+	y, bc := t.Year(), ""
+	if y <= 0 {
+		y, bc = 1-y, " BC"
 	}
-	return t.Format("2006-01-02 15:04:05.999999"), nil
+	return fmt.Sprintf("%04d-%02d-%02d %02d:%02d:%02d.%06d%s", y, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(),
+		t.Nanosecond()/1000, bc), nil
 }

@@ -26,6 +26,24 @@ var PinnedSettings = []struct{ Name, Value string }{
 	{"client_encoding", "UTF8"},
 }
 
+// SessionSettings are set LOCAL in every refresh and verify transaction
+// besides PinnedSettings: a search_path no other schema can hijack (the
+// generated statements call built-in functions by their bare names), and no
+// idle-in-transaction timeout, as the transaction waits while sketches are
+// merged between the reading and the writing.
+var SessionSettings = []struct{ Name, Value string }{
+	{"search_path", "pg_catalog, pg_temp"},
+	{"idle_in_transaction_session_timeout", "0"},
+}
+
+// setLocal appends "; SET LOCAL name = 'value'" for each pinned and session
+// setting to b.
+func setLocal(b *strings.Builder) {
+	for _, s := range append(PinnedSettings[:len(PinnedSettings):len(PinnedSettings)], SessionSettings...) {
+		fmt.Fprintf(b, "; SET LOCAL %s = %s", s.Name, catalog.QuoteLiteral(s.Value))
+	}
+}
+
 // Options say which buckets a refresh rebuilds.
 type Options struct {
 	// Full rebuilds every bucket.
@@ -45,6 +63,9 @@ type Options struct {
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 }
+
+// MaxStreams caps Options.Streams.
+const MaxStreams = 16
 
 // Dialer opens another connection to the same database as the refresh's
 // own, returning it and the function that closes it.
@@ -110,9 +131,7 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	}
 	var b strings.Builder
 	b.WriteString("BEGIN ISOLATION LEVEL READ COMMITTED")
-	for _, s := range PinnedSettings {
-		fmt.Fprintf(&b, "; SET LOCAL %s = %s", s.Name, catalog.QuoteLiteral(s.Value))
-	}
+	setLocal(&b)
 	if err := conn.Exec(ctx, b.String()); err != nil {
 		return res, fmt.Errorf("refresh %s: begin: %w", name, err)
 	}
@@ -134,7 +153,7 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	}
 	parts := 1
 	if opt.Dial != nil && opt.Streams > 1 {
-		parts = opt.Streams
+		parts = min(opt.Streams, MaxStreams)
 	}
 	rows, err := conn.Query(ctx, `SELECT lo, hi, array_to_json(read_sql), ndims, array_to_json(fields), write_sql, ranged,
 		bucket_zone, time_kind, grain
@@ -311,9 +330,7 @@ func readPart(ctx context.Context, dial Dialer, snapshot, query string, g *group
 	defer closeConn()
 	var b strings.Builder
 	fmt.Fprintf(&b, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT %s", catalog.QuoteLiteral(snapshot))
-	for _, s := range PinnedSettings {
-		fmt.Fprintf(&b, "; SET LOCAL %s = %s", s.Name, catalog.QuoteLiteral(s.Value))
-	}
+	setLocal(&b)
 	if err := c.Exec(ctx, b.String()); err != nil {
 		return err
 	}

@@ -37,9 +37,7 @@ type Check struct {
 func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []Check, err error) {
 	var b strings.Builder
 	b.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-	for _, s := range PinnedSettings {
-		fmt.Fprintf(&b, "; SET LOCAL %s = %s", s.Name, catalog.QuoteLiteral(s.Value))
-	}
+	setLocal(&b)
 	if err := conn.Exec(ctx, b.String()); err != nil {
 		return nil, fmt.Errorf("verify %s: %w", name, err)
 	}

@@ -168,7 +168,11 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, name, refresh.Options{Full: true,
 		Progress: progressReporter(a), Streams: *streams, Dial: refresh.DialPgConn(*dsn)})
 	if err != nil {
-		return fmt.Errorf("%w; the rollup is defined but empty: run pgsketch-proxy rollup refresh %s", err, name)
+		// One command: a rollup that could not be built is not left behind.
+		if _, derr := conn.Exec(context.WithoutCancel(ctx), "SELECT pgsketch.drop_rollup($1)", name); derr != nil {
+			return fmt.Errorf("%w; the rollup is defined but empty (dropping it failed: %v)", err, derr)
+		}
+		return fmt.Errorf("%w; rollup %s was not created", err, name)
 	}
 	fmt.Fprintln(a.stdout, res)
 	return nil
