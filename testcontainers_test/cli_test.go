@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,7 +113,7 @@ func TestCLIMigrate(t *testing.T) {
 // command's URL, then sends SIGINT and checks the cluster is gone.
 func TestDemoStopsOnSIGINT(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(binary(t), "demo", "--listen", "127.0.0.1:0")
+	cmd := exec.Command(binary(t), "demo", "--listen", "127.0.0.1:0", "--rows", "20000")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -132,21 +134,31 @@ func TestDemoStopsOnSIGINT(t *testing.T) {
 		}
 		close(lines)
 	}()
-	var dsn string
+	// The first psql command is through the proxy, the second direct; the
+	// queries follow, up to the Ctrl-C line.
+	var urls []string
+	var printed strings.Builder
 	deadline := time.After(2 * time.Minute)
-	for dsn == "" {
+	for done := false; !done; {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatalf("demo exited before printing a psql command; stderr:\n%s", stderr.String())
+				t.Fatalf("demo exited before it was ready; stdout:\n%s\nstderr:\n%s", printed.String(), stderr.String())
 			}
+			printed.WriteString(l + "\n")
 			if m := urlRE.FindStringSubmatch(l); m != nil {
-				dsn = m[1]
+				urls = append(urls, m[1])
 			}
+			done = strings.HasPrefix(l, "Press Ctrl-C")
 		case <-deadline:
-			t.Fatalf("demo printed no psql command in 2 minutes; stderr:\n%s", stderr.String())
+			t.Fatalf("demo not ready in 2 minutes; stdout:\n%s\nstderr:\n%s", printed.String(), stderr.String())
 		}
 	}
+	if len(urls) != 2 {
+		t.Fatalf("want two psql commands (proxy, direct), got %q", urls)
+	}
+	dsn := urls[1]
+	checkDemoQueries(t, printed.String(), urls[0], urls[1])
 	go func() {
 		for range lines {
 		}
@@ -223,4 +235,79 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// checkDemoQueries runs the three queries demo printed through the proxy
+// with psql, as a newcomer would, and checks them against exact answers
+// computed directly: the exact query equal, every approximate count within
+// 5 standard errors (1.04/√16384) with the NOTICE, and the side-by-side
+// error column consistent with its neighbours.
+func checkDemoQueries(t *testing.T, printed, proxyURL, directURL string) {
+	t.Helper()
+	qre := regexp.MustCompile(`(?s)-- ([^\n]+)\n(SELECT .*?;)`)
+	qs := qre.FindAllStringSubmatch(printed, -1)
+	if len(qs) != 3 {
+		t.Fatalf("want 3 printed queries, got %d in:\n%s", len(qs), printed)
+	}
+	rows := func(url, sql string) ([][]string, string) {
+		out, errOut, code := psql(t, url, "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1", "-c", sql)
+		if code != 0 {
+			t.Fatalf("psql %s: exit %d\n%s", sql, code, errOut)
+		}
+		var rs [][]string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if l != "" {
+				rs = append(rs, strings.Split(l, "|"))
+			}
+		}
+		return rs, errOut
+	}
+	exactRows, _ := rows(directURL, `SELECT coalesce(country, 'NULL'), count(DISTINCT user_id) FROM events
+		WHERE created_at >= '2026-02-01' AND created_at < '2026-03-01' GROUP BY country`)
+	exact := map[string]float64{}
+	for _, r := range exactRows {
+		exact[r[0]], _ = strconv.ParseFloat(r[1], 64)
+	}
+	within := func(country, approx string) {
+		t.Helper()
+		a, err := strconv.ParseFloat(approx, 64)
+		e := exact[country]
+		if err != nil || e == 0 || math.Abs(a-e) > 5*1.04/128*e {
+			t.Errorf("%s: approximate %s, exact %v: beyond 5 standard errors", country, approx, e)
+		}
+	}
+	// 1: exact, identical to the same query sent directly.
+	got1, _ := rows(proxyURL, qs[0][2])
+	want1, _ := rows(directURL, qs[0][2])
+	if fmt.Sprint(got1) != fmt.Sprint(want1) || len(got1) != 5 {
+		t.Errorf("exact query through the proxy %v, direct %v", got1, want1)
+	}
+	// 2: approximate.
+	got2, notice2 := rows(proxyURL, qs[1][2])
+	if len(got2) != 5 || !strings.Contains(notice2, "NOTICE:  pgsketch:") || !strings.Contains(notice2, "standard error 0.81%") {
+		t.Errorf("approximate query: rows %v, stderr %q", got2, notice2)
+	}
+	for _, r := range got2 {
+		within(r[0], r[1])
+	}
+	// 3: side by side.
+	got3, notice3 := rows(proxyURL, qs[2][2])
+	if len(got3) != 5 || !strings.Contains(notice3, "NOTICE:  pgsketch:") {
+		t.Errorf("side-by-side query: rows %v, stderr %q", got3, notice3)
+	}
+	for _, r := range got3 {
+		if len(r) != 4 {
+			t.Fatalf("side-by-side row %q", r)
+		}
+		if e, _ := strconv.ParseFloat(r[1], 64); e != exact[r[0]] {
+			t.Errorf("%s: exact column %s, exact %v", r[0], r[1], exact[r[0]])
+		}
+		within(r[0], r[2])
+		e, _ := strconv.ParseFloat(r[1], 64)
+		a, _ := strconv.ParseFloat(r[2], 64)
+		if p, err := strconv.ParseFloat(r[3], 64); err != nil || math.Abs(p-100*(a-e)/e) > 0.01 {
+			t.Errorf("%s: error_pct %s, want %.2f", r[0], r[3], 100*(a-e)/e)
+		}
+	}
+	t.Logf("demo side by side: %v", got3)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/aggregates/handler"
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/wire"
@@ -16,7 +18,7 @@ import (
 
 var demoCommand = &command{
 	name:    "demo",
-	summary: "start a throwaway PostgreSQL with hll and the pgsketch catalog behind the proxy; Ctrl-C removes it",
+	summary: "a throwaway PostgreSQL with a generated events table and its daily rollup, behind the proxy; Ctrl-C removes it",
 	run:     runDemo,
 }
 
@@ -27,11 +29,15 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	keep := f.String("keep", "", "keep the cluster in this directory (reused by the next run) instead of a temporary one")
 	port := f.Int("pg-port", 0, "port for the throwaway PostgreSQL (0: a free one)")
 	listen := f.String("listen", "127.0.0.1:6432", "address the proxy accepts clients on")
+	rows := f.Int64("rows", demodata.Default.Rows, "events to generate (over 90 days from 2026-01-01)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if f.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	if *rows < 1 {
+		return fmt.Errorf("%w: --rows must be at least 1", errUsage)
 	}
 	cluster, err := localpg.Start(ctx, localpg.Options{Dir: *keep, Keep: *keep != "", Port: *port, Logger: a.log})
 	if err != nil {
@@ -54,6 +60,9 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := loadDemoData(ctx, a, cluster.URL(demoDB), *rows); err != nil {
+		return err
+	}
 	stopNote := " and remove the cluster"
 	if *keep != "" {
 		stopNote = " (the cluster is kept in " + *keep + ")"
@@ -64,10 +73,81 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "and pgsketch-proxy relays to it on %s.\n\n", addr)
 		fmt.Fprintf(a.stdout, "Connect through the proxy:\n  psql '%s'\n", proxyURL(cluster.URL(demoDB), addr))
 		fmt.Fprintf(a.stdout, "or directly:\n  psql '%s'\n\n", cluster.URL(demoDB))
-		fmt.Fprintf(a.stdout, "Rollups can be created (pgsketch.create_rollup) and refreshed (SELECT pgsketch.refresh_rollup(...)\n"+
-			"through the proxy); approximate answers from them are not built yet: other queries pass unchanged.\n")
+		fmt.Fprintf(a.stdout, "Table events holds %d generated events (2026-01-01 for 90 days); rollup events_daily\n"+
+			"holds a sketch of user_id per day, country and device. Try, through the proxy:\n\n", *rows)
+		for _, q := range DemoQueries {
+			fmt.Fprintf(a.stdout, "-- %s\n%s\n\n", q.What, q.SQL)
+		}
 		fmt.Fprintf(a.stdout, "Press Ctrl-C to stop%s.\n", stopNote)
 	})
+}
+
+// DemoQueries are the queries demo prints: one month of distinct users by
+// country, exactly, approximately from the rollup, and side by side.
+var DemoQueries = []struct{ What, SQL string }{
+	{"exact: PostgreSQL counts every distinct user",
+		"SELECT country, count(DISTINCT user_id) AS users FROM events\n" +
+			"WHERE created_at >= '2026-02-01' AND created_at < '2026-03-01'\n" +
+			"GROUP BY country ORDER BY users DESC LIMIT 5;"},
+	{"approximate: merged from the rollup's sketches (a NOTICE states the error)",
+		"SELECT country, approx_count_distinct(user_id) AS users FROM events\n" +
+			"WHERE created_at >= '2026-02-01' AND created_at < '2026-03-01'\n" +
+			"GROUP BY country ORDER BY users DESC LIMIT 5;"},
+	{"side by side, with the relative error in percent",
+		"SELECT country, count(DISTINCT user_id) AS exact, approx_count_distinct(user_id) AS approx,\n" +
+			"       round(100.0 * (approx_count_distinct(user_id) - count(DISTINCT user_id)) / count(DISTINCT user_id), 2) AS error_pct\n" +
+			"FROM events WHERE created_at >= '2026-02-01' AND created_at < '2026-03-01'\n" +
+			"GROUP BY country ORDER BY exact DESC LIMIT 5;"},
+}
+
+// loadDemoData makes table events hold rows generated events and rollup
+// events_daily cover them; with a kept cluster that already has them, it
+// only refreshes the rollup.
+func loadDemoData(ctx context.Context, a *app, dsn string, rows int64) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	have := int64(-1)
+	var table bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('public.events') IS NOT NULL`).Scan(&table); err != nil {
+		return err
+	}
+	if table {
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM public.events`).Scan(&have); err != nil {
+			return err
+		}
+	}
+	if have != rows {
+		fmt.Fprintf(a.stderr, "generating %d events...\n", rows)
+		start := time.Now()
+		spec := demodata.Default
+		spec.Rows = rows
+		spec.Users = max(1, rows*2/5)
+		if _, err := conn.Exec(ctx, `SELECT pgsketch.drop_rollup('events_daily', if_exists => true);
+			DROP TABLE IF EXISTS public.events; `+spec.CreateSQL()); err != nil {
+			return fmt.Errorf("generate events: %w", err)
+		}
+		fmt.Fprintf(a.stderr, "generated %d events in %s\n", rows, time.Since(start).Round(100*time.Millisecond))
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pgsketch.rollup_defs WHERE name = 'events_daily')`).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `SELECT pgsketch.create_rollup('events_daily', 'public.events', 'created_at',
+			grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}', sum_columns => '{amount}')`); err != nil {
+			return fmt.Errorf("create rollup: %w", err)
+		}
+	}
+	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "events_daily", refresh.Options{
+		Progress: progressReporter(a), Streams: 2, Dial: refresh.DialPgConn(dsn)})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stderr, res)
+	return nil
 }
 
 // proxyURL is dsn with its host and port replaced by addr.
