@@ -3,15 +3,20 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/url"
+	"strconv"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // proxyProc is a running `pgsketch-proxy serve`.
@@ -103,4 +108,88 @@ func (p *proxyProc) URL(dsn string) string {
 	}
 	u.Host = p.Addr
 	return u.String()
+}
+
+// TestMetrics: serve --http-listen serves Prometheus metrics that count the
+// connections, bytes and messages of a session, and a failed upstream
+// connection.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t)
+	p := startProxy(t, server.adminURL, "--http-listen", "127.0.0.1:0")
+	var httpAddr string
+	waitFor(t, 10*time.Second, "the http listening log line", func() bool {
+		for _, l := range strings.Split(p.Log(), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "http listening" {
+				httpAddr = rec.Addr
+				return true
+			}
+		}
+		return false
+	})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.URL(db.DSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+	metrics := func() map[string]float64 {
+		resp, err := http.Get("http://" + httpAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+			t.Fatalf("content type %q", ct)
+		}
+		m := map[string]float64{}
+		for _, l := range strings.Split(string(body), "\n") {
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			i := strings.LastIndexByte(l, ' ')
+			v, err := strconv.ParseFloat(l[i+1:], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q", l)
+			}
+			m[l[:i]] = v
+		}
+		return m
+	}
+	m := metrics()
+	if m["pgsketch_connections_open"] != 1 || m["pgsketch_connections_total"] != 1 ||
+		m[`pgsketch_bytes_total{direction="from_client"}`] == 0 || m[`pgsketch_bytes_total{direction="to_client"}`] == 0 ||
+		m[`pgsketch_messages_total{direction="from_client"}`] == 0 || m[`pgsketch_messages_total{direction="from_upstream"}`] == 0 ||
+		m["pgsketch_upstream_connect_seconds_count"] != 1 {
+		t.Fatalf("after one session and a query: %v", m)
+	}
+	conn.Close(ctx)
+	waitFor(t, 10*time.Second, "the session to end", func() bool { return metrics()["pgsketch_connections_open"] == 0 })
+
+	// A proxy whose upstream refuses connections counts the failure.
+	bad := startProxy(t, "postgres://127.0.0.1:1/?sslmode=disable", "--http-listen", "127.0.0.1:0", "--connect-timeout", "2s")
+	var badHTTP string
+	waitFor(t, 10*time.Second, "the http listening log line", func() bool {
+		for _, l := range strings.Split(bad.Log(), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "http listening" {
+				badHTTP = rec.Addr
+				return true
+			}
+		}
+		return false
+	})
+	if c, err := pgx.Connect(ctx, bad.URL(db.DSN)); err == nil {
+		c.Close(ctx)
+		t.Fatal("connected through a proxy with no upstream")
+	}
+	httpAddr = badHTTP
+	if m := metrics(); m[`pgsketch_errors_total{kind="upstream_connect"}`] < 1 {
+		t.Fatalf("failed upstream connection not counted: %v", m)
+	}
 }

@@ -215,6 +215,8 @@ func (ss *session) relayLoop() error {
 func (ss *session) upstreamLoop() error {
 	rs := &ss.relay
 	buf := make([]byte, readBufSize)
+	var msgs int64 // messages seen since the last count
+	defer func() { ss.srv.metrics.messagesFromUpstream.Add(msgs) }()
 	var (
 		hdr      [5]byte
 		hdrN     int  // header bytes seen of the current message
@@ -230,6 +232,10 @@ func (ss *session) upstreamLoop() error {
 			rs.grantLocked()
 		}
 		rs.mu.Unlock()
+		if msgs > 0 {
+			ss.srv.metrics.messagesFromUpstream.Add(msgs)
+			msgs = 0
+		}
 		n, err := ss.up.Read(buf)
 		rs.mu.Lock()
 		rs.idle = false
@@ -289,6 +295,7 @@ func (ss *session) upstreamLoop() error {
 				continue
 			}
 			// A message ended at pos.
+			msgs++
 			lastType = typ
 			if handover {
 				// One message per pipe write, so the Handler never reads past
@@ -346,7 +353,7 @@ func (ss *session) upstreamLoop() error {
 			}
 			ss.abort(sqlstateConnectionFailure,
 				fmt.Sprintf("pgsketch-proxy lost the upstream server %s: %v", ss.srv.upstreamName, err))
-			return fmt.Errorf("upstream: %w", err)
+			return fmt.Errorf("%w: %w", errUpstreamGone, err)
 		}
 	}
 }
@@ -589,7 +596,13 @@ func (ss *session) clientLoop(ctx context.Context) error {
 		}
 		return nil
 	}
+	var msgs int64 // messages seen since the last count
+	defer func() { ss.srv.metrics.messagesFromClients.Add(msgs) }()
 	for {
+		if msgs > 0 {
+			ss.srv.metrics.messagesFromClients.Add(msgs)
+			msgs = 0
+		}
 		n, err := ss.client.Read(buf[w:])
 		w += n
 		for r < w {
@@ -630,12 +643,14 @@ func (ss *session) clientLoop(ctx context.Context) error {
 				}
 				out = append(out, buf[r:w]...)
 				sent(typ)
+				msgs++
 				stream = total - (w - r)
 				r = w
 				break
 			}
 			msg := buf[r : r+total]
 			r += total
+			msgs++
 			body := msg[5:]
 			switch typ {
 			case 'Q':

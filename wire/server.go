@@ -76,6 +76,7 @@ type Server struct {
 	targets      []upstreamTarget
 	upstreamName string
 	cancels      cancelRegistry
+	metrics      Metrics
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -135,6 +136,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("wire: accept: %w", err)
 		}
 		backoff = 0
+		conn = countedConn{conn, &s.metrics.bytesFromClients, &s.metrics.bytesToClients}
+		s.metrics.connsTotal.Add(1)
 		sess := newSession(s, conn)
 		s.mu.Lock()
 		if s.closing {
@@ -145,8 +148,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.sessions[sess] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.metrics.connsOpen.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer s.metrics.connsOpen.Add(-1)
 			sess.run()
 			s.mu.Lock()
 			delete(s.sessions, sess)
@@ -189,6 +194,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	<-done
 	return ctx.Err()
 }
+
+// Metrics returns the server's counters.
+func (s *Server) Metrics() *Metrics { return &s.metrics }
 
 // UpstreamAddr is the address of the upstream server, without credentials.
 func (s *Server) UpstreamAddr() string { return s.upstreamName }

@@ -84,6 +84,9 @@ func (ss *session) run() {
 	if err := ss.startup(); err != nil {
 		if !errors.Is(err, errSessionDone) {
 			ss.log.Info("startup failed", "err", err)
+			if !errors.Is(err, errConnectUpstream) { // counted as it happened
+				ss.srv.metrics.countError(kindStartup)
+			}
 		}
 		return
 	}
@@ -92,6 +95,12 @@ func (ss *session) run() {
 	ss.log.Debug("session started", "user", ss.params["user"], "database", ss.params["database"])
 	err := ss.relayLoop()
 	ss.log.Debug("session ended", "err", err)
+	switch {
+	case errors.Is(err, ErrProtocol):
+		ss.srv.metrics.countError(kindProtocol)
+	case errors.Is(err, errUpstreamGone):
+		ss.srv.metrics.countError(kindUpstreamLost)
+	}
 }
 
 // close closes both connections, once.
@@ -239,13 +248,18 @@ func (ss *session) handleCancel(body []byte) {
 func (ss *session) authenticate(startup []byte) error {
 	cfg := &ss.srv.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ConnectTimeout)
+	t0 := time.Now()
 	up, target, err := dialUpstream(ctx, ss.srv.targets, cfg.ConnectTimeout)
 	cancel()
+	m := &ss.srv.metrics
 	if err != nil {
+		m.countError(kindUpstreamConnect)
 		ss.reply(fatal(sqlstateCannotConnect,
 			fmt.Sprintf("pgsketch-proxy could not connect to the upstream server %s: %v", ss.srv.upstreamName, err)))
-		return fmt.Errorf("connect upstream: %w", err)
+		return fmt.Errorf("%w: %w", errConnectUpstream, err)
 	}
+	m.connectSeconds.observe(time.Since(t0))
+	up = countedConn{up, &m.bytesFromUpstream, &m.bytesToUpstream}
 	if err := ss.setConn(&ss.up, up); err != nil {
 		return err
 	}
@@ -333,8 +347,13 @@ func (ss *session) authenticate(startup []byte) error {
 func (ss *session) upstreamLost(err error) error {
 	ss.reply(fatal(sqlstateConnectionFailure,
 		fmt.Sprintf("pgsketch-proxy lost the upstream server %s: %v", ss.srv.upstreamName, err)))
-	return fmt.Errorf("upstream: %w", err)
+	return fmt.Errorf("%w: %w", errUpstreamGone, err)
 }
+
+var (
+	errConnectUpstream = errors.New("connect upstream")
+	errUpstreamGone    = errors.New("upstream lost")
+)
 
 // channelBindingHint explains the one refusal the proxy itself causes: a
 // client on TLS to the proxy says it could bind SCRAM to the channel but was

@@ -68,7 +68,7 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 		stopNote = " (the cluster is kept in " + *keep + ")"
 	}
 	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log, Handler: handler.New(a.log)}
-	return serveUntilDone(ctx, a, cfg, *listen, 5*time.Second, func(addr string) {
+	return serveUntilDone(ctx, a, cfg, *listen, "", 5*time.Second, func(addr string) {
 		fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d),\n", migrations.Latest())
 		fmt.Fprintf(a.stdout, "and pgsketch-proxy relays to it on %s.\n\n", addr)
 		fmt.Fprintf(a.stdout, "Connect through the proxy:\n  psql '%s'\n", proxyURL(cluster.URL(demoDB), addr))

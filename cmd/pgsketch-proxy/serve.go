@@ -40,6 +40,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	procs := f.Int("procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: half the CPUs available, "+
 		"at least 1, unless the GOMAXPROCS environment variable is set (the relay mostly waits in system calls; see docs/benchmarks.md)")
 	pprofListen := f.String("pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
+	httpListen := f.String("http-listen", "", "address for the HTTP server of Prometheus metrics at /metrics (off when empty)")
 	refreshInterval := f.Duration("refresh-interval", 0, "refresh every rollup in the background this often, e.g. 1m (off when 0; needs --refresh-dsn)")
 	refreshDSN := f.String("refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
 		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
@@ -99,7 +100,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 			refreshLoop(rctx, a, *refreshDSN, *refreshInterval)
 		}()
 	}
-	return serveUntilDone(ctx, a, cfg, *listen, *shutdownTimeout, nil)
+	return serveUntilDone(ctx, a, cfg, *listen, *httpListen, *shutdownTimeout, nil)
 }
 
 // refreshLoop refreshes every rollup of the database at dsn now and then
@@ -154,10 +155,17 @@ func refreshAll(ctx context.Context, dsn string, log *slog.Logger) error {
 // serveUntilDone listens on addr and relays clients until ctx is done, then
 // shuts down, giving sessions up to shutdownTimeout. ready, if set, is called
 // with the address once listening.
-func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr string, shutdownTimeout time.Duration, ready func(addr string)) error {
+func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr, httpAddr string, shutdownTimeout time.Duration, ready func(addr string)) error {
 	srv, err := wire.NewServer(cfg)
 	if err != nil {
 		return err
+	}
+	if httpAddr != "" {
+		stop, err := startHTTP(a, httpAddr, srv)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -185,6 +193,26 @@ func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr string, s
 	}
 	a.log.Info("stopped")
 	return nil
+}
+
+// startHTTP serves the metrics of srv at /metrics on addr and returns the
+// function that stops it.
+func startHTTP(a *app, addr string, srv *wire.Server) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		if err := srv.Metrics().WritePrometheus(w); err != nil {
+			a.log.Debug("write metrics", "err", err)
+		}
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.log.Info("http listening", "addr", ln.Addr().String())
+	go hs.Serve(ln)
+	return func() { hs.Close() }, nil
 }
 
 // startPprof serves net/http/pprof on addr, for profiling the relay.
