@@ -1,0 +1,79 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRecorderKeepsTheLast(t *testing.T) {
+	r := NewRecorder(3, 2)
+	for i := range 5 {
+		r.Query(Query{SQL: string(rune('a' + i)), Rewritten: i%2 == 0})
+		r.Sample(Sample{Exact: float64(i + 1), Approx: float64(i + 1)})
+	}
+	r.Sample(Sample{Exact: 0}) // no exact count: no relative error
+	s := r.Snapshot()
+	got := func(qs []Query) (out string) {
+		for _, q := range qs {
+			out += q.SQL
+		}
+		return out
+	}
+	if got(s.Rewritten) != "eca" || got(s.Passed) != "db" || s.TotalRewritten != 3 || s.TotalPassed != 2 {
+		t.Fatalf("rewritten %q passed %q totals %d %d", got(s.Rewritten), got(s.Passed), s.TotalRewritten, s.TotalPassed)
+	}
+	if len(s.Samples) != 2 || s.Samples[0].Exact != 5 || s.Samples[1].Exact != 4 {
+		t.Fatalf("samples %+v", s.Samples)
+	}
+	r.Query(Query{SQL: strings.Repeat("x", MaxSQL+10)})
+	if q := r.Snapshot().Passed[0]; len(q.SQL) > MaxSQL+len("…") {
+		t.Fatalf("SQL kept at %d bytes", len(q.SQL))
+	}
+	var nilRec *Recorder
+	nilRec.Query(Query{}) // a nil recorder records nothing, without a panic
+}
+
+func TestPage(t *testing.T) {
+	wm := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	rec := NewRecorder(10, 10)
+	rec.Query(Query{Time: wm, SQL: "SELECT country, count(DISTINCT user_id) FROM events GROUP BY 1", Rewritten: true,
+		Rollup: "events_daily", Detail: "rollup: events_daily", Latency: 12 * time.Millisecond})
+	rec.Query(Query{Time: wm, SQL: "SELECT <script>alert(1)</script>", Detail: "no COUNT(DISTINCT ...)", Latency: time.Millisecond})
+	rec.Sample(Sample{Rollup: "events_daily", Exact: 1000, Approx: 1010, StdErr: 0.0081})
+	rec.Sample(Sample{Rollup: "events_daily", Exact: 1000, Approx: 1100, StdErr: 0.0081})
+	p := &Page{Recorder: rec, Upstream: "127.0.0.1:5432", Now: func() time.Time { return wm },
+		Rollups: func(context.Context) ([]Rollup, error) {
+			return []Rollup{{Name: "events_daily", Source: "public.events", Grain: "day", TimeZone: "UTC",
+				Dimensions: []string{"country", "device"}, Measures: []string{"distinct_user_id: hll(user_id)"},
+				Watermark: &wm, Rows: 5400, Bytes: 56 << 20, Version: 3, Lag: "1 day"}}, nil
+		}}
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	body := w.Body.String()
+	for _, want := range []string{
+		`<tr class="rollup"><td><b>events_daily</b>`, "56.0 MB", "2026-04-01 00:00 UTC", "country, device",
+		`<tr class="rewritten">`, "12.0 ms", "rollup: events_daily",
+		`<tr class="passed">`, "&lt;script&gt;", "no COUNT(DISTINCT ...)",
+		`<svg id="error-chart"`, `class="sample"`, "+1.000%", `fill="#d93025"`, "2 samples",
+		"1 queries answered from rollups, 1 passed through",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script>") {
+		t.Error("query text not escaped")
+	}
+	// No database, an error from it, and nothing recorded yet.
+	for _, pg := range []*Page{{}, {Rollups: func(context.Context) ([]Rollup, error) { return nil, errors.New("boom") }}} {
+		w := httptest.NewRecorder()
+		pg.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != 200 || !strings.Contains(w.Body.String(), "None yet.") {
+			t.Errorf("empty page: %d %s", w.Code, w.Body.String())
+		}
+	}
+}
