@@ -113,7 +113,7 @@ func TestCLIMigrate(t *testing.T) {
 // command's URL, then sends SIGINT and checks the cluster is gone.
 func TestDemoStopsOnSIGINT(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(binary(t), "demo", "--listen", "127.0.0.1:0", "--rows", "20000")
+	cmd := exec.Command(binary(t), "demo", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--rows", "20000")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/status"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -30,6 +31,7 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	port := f.Int("pg-port", 0, "port for the throwaway PostgreSQL (0: a free one)")
 	listen := f.String("listen", "127.0.0.1:6432", "address the proxy accepts clients on")
 	rows := f.Int64("rows", demodata.Default.Rows, "events to generate (over 90 days from 2026-01-01)")
+	httpListen := f.String("http-listen", "127.0.0.1:6480", "address of the status page (/) and metrics (/metrics); empty: off")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -67,8 +69,10 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if *keep != "" {
 		stopNote = " (the cluster is kept in " + *keep + ")"
 	}
+	recorder := status.NewRecorder(50, 1000)
 	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log, Handler: handler.New(a.log)}
-	return serveUntilDone(ctx, a, cfg, *listen, "", 5*time.Second, func(addr string) {
+	ho := httpOptions{addr: *httpListen, recorder: recorder, rollups: rollupLister(cluster.URL(demoDB))}
+	return serveUntilDone(ctx, a, cfg, *listen, ho, 5*time.Second, func(addr, httpAddr string) {
 		fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d),\n", migrations.Latest())
 		fmt.Fprintf(a.stdout, "and pgsketch-proxy relays to it on %s.\n\n", addr)
 		fmt.Fprintf(a.stdout, "Connect through the proxy:\n  psql '%s'\n", proxyURL(cluster.URL(demoDB), addr))
@@ -77,6 +81,9 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 			"holds a sketch of user_id per day, country and device. Try, through the proxy:\n\n", *rows)
 		for _, q := range DemoQueries {
 			fmt.Fprintf(a.stdout, "-- %s\n%s\n\n", q.What, q.SQL)
+		}
+		if httpAddr != "" {
+			fmt.Fprintf(a.stdout, "Status page (rollups, recent queries, observed error): http://%s/\n", httpAddr)
 		}
 		fmt.Fprintf(a.stdout, "Press Ctrl-C to stop%s.\n", stopNote)
 	})

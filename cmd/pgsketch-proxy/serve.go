@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/aggregates/handler"
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/status"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -40,7 +41,8 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	procs := f.Int("procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: half the CPUs available, "+
 		"at least 1, unless the GOMAXPROCS environment variable is set (the relay mostly waits in system calls; see docs/benchmarks.md)")
 	pprofListen := f.String("pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
-	httpListen := f.String("http-listen", "", "address for the HTTP server of Prometheus metrics at /metrics (off when empty)")
+	httpListen := f.String("http-listen", "", "address for the HTTP server: the status page at / and Prometheus metrics at /metrics (off when empty)")
+	statusDSN := f.String("status-dsn", "", "database whose rollups the status page lists (default: --refresh-dsn)")
 	refreshInterval := f.Duration("refresh-interval", 0, "refresh every rollup in the background this often, e.g. 1m (off when 0; needs --refresh-dsn)")
 	refreshDSN := f.String("refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
 		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
@@ -66,6 +68,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	if (*refreshInterval > 0) != (*refreshDSN != "") {
 		return fmt.Errorf("%w: --refresh-interval and --refresh-dsn go together", errUsage)
 	}
+	recorder := status.NewRecorder(50, 1000)
 	cfg := wire.Config{
 		Handler:        &handler.Handler{Log: a.log, Approx: approxOn},
 		Upstream:       *upstream,
@@ -100,7 +103,14 @@ func runServe(ctx context.Context, a *app, args []string) error {
 			refreshLoop(rctx, a, *refreshDSN, *refreshInterval)
 		}()
 	}
-	return serveUntilDone(ctx, a, cfg, *listen, *httpListen, *shutdownTimeout, nil)
+	ho := httpOptions{addr: *httpListen, recorder: recorder}
+	if *statusDSN == "" {
+		*statusDSN = *refreshDSN
+	}
+	if *statusDSN != "" {
+		ho.rollups = rollupLister(*statusDSN)
+	}
+	return serveUntilDone(ctx, a, cfg, *listen, ho, *shutdownTimeout, nil)
 }
 
 // refreshLoop refreshes every rollup of the database at dsn now and then
@@ -155,17 +165,26 @@ func refreshAll(ctx context.Context, dsn string, log *slog.Logger) error {
 // serveUntilDone listens on addr and relays clients until ctx is done, then
 // shuts down, giving sessions up to shutdownTimeout. ready, if set, is called
 // with the address once listening.
-func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr, httpAddr string, shutdownTimeout time.Duration, ready func(addr string)) error {
+// httpOptions configure the HTTP server of --http-listen.
+type httpOptions struct {
+	addr     string
+	recorder *status.Recorder
+	rollups  status.RollupSource
+}
+
+func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr string, ho httpOptions, shutdownTimeout time.Duration, ready func(addr, httpAddr string)) error {
 	srv, err := wire.NewServer(cfg)
 	if err != nil {
 		return err
 	}
-	if httpAddr != "" {
-		stop, err := startHTTP(a, httpAddr, srv)
+	httpAddr := ""
+	if ho.addr != "" {
+		bound, stop, err := startHTTP(a, ho, srv)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		httpAddr = bound
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -173,7 +192,7 @@ func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr, httpAddr
 	}
 	a.log.Info("listening", "addr", ln.Addr().String(), "upstream", srv.UpstreamAddr(), "tls", cfg.TLS != nil)
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(ln.Addr().String(), httpAddr)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -195,14 +214,15 @@ func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr, httpAddr
 	return nil
 }
 
-// startHTTP serves the metrics of srv at /metrics on addr and returns the
-// function that stops it.
-func startHTTP(a *app, addr string, srv *wire.Server) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
+// startHTTP serves the status page at / and the metrics of srv at
+// /metrics on ho.addr, and returns the function that stops it.
+func startHTTP(a *app, ho httpOptions, srv *wire.Server) (string, func(), error) {
+	ln, err := net.Listen("tcp", ho.addr)
 	if err != nil {
-		return nil, fmt.Errorf("http listen: %w", err)
+		return "", nil, fmt.Errorf("http listen: %w", err)
 	}
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", &status.Page{Recorder: ho.recorder, Rollups: ho.rollups, Upstream: srv.UpstreamAddr()})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		if err := srv.Metrics().WritePrometheus(w); err != nil {
@@ -212,7 +232,32 @@ func startHTTP(a *app, addr string, srv *wire.Server) (func(), error) {
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	a.log.Info("http listening", "addr", ln.Addr().String())
 	go hs.Serve(ln)
-	return func() { hs.Close() }, nil
+	return ln.Addr().String(), func() { hs.Close() }, nil
+}
+
+// rollupLister lists the rollups of the database at dsn for the status
+// page, over one connection opened per request.
+func rollupLister(dsn string) status.RollupSource {
+	return func(ctx context.Context) ([]status.Rollup, error) {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		rows, err := conn.Query(ctx, `SELECT name, source, grain, time_zone, dimensions, coalesce(measures, '{}'),
+			watermark, last_refresh, coalesce(rows, 0), coalesce(bytes, 0), version,
+			coalesce(justify_interval(date_trunc('second', lag))::text, '')
+			FROM pgsketch.rollups ORDER BY name`)
+		if err != nil {
+			return nil, explain(err)
+		}
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (status.Rollup, error) {
+			var x status.Rollup
+			err := r.Scan(&x.Name, &x.Source, &x.Grain, &x.TimeZone, &x.Dimensions, &x.Measures,
+				&x.Watermark, &x.LastRefresh, &x.Rows, &x.Bytes, &x.Version, &x.Lag)
+			return x, err
+		})
+	}
 }
 
 // startPprof serves net/http/pprof on addr, for profiling the relay.
