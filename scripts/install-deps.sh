@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need and a fresh Debian 12 machine
 # with Go lacks, from Debian's packages: PostgreSQL 15 and its hll extension,
-# psql, Node.js with npm (the node-postgres client test), and gcc (cgo, for
-# the SQL parser).
+# psql, Node.js with npm (the node-postgres client test), gcc (cgo, for the
+# SQL parser), and Chromium with its driver (the status page is tested in
+# headless Chromium).
 # As root it runs apt-get; otherwise it names the packages and exits 1.
 set -euo pipefail
 
@@ -18,6 +19,9 @@ command -v psql >/dev/null 2>&1 || missing+=(postgresql-client-15)
 # node-postgres runs in the end-to-end tests (npm ci of testcontainers_test/testdata/node).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# The status page test runs headless Chromium.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
