@@ -29,6 +29,11 @@ type Handler interface {
 // Flush that ends it. Its messages are copies the Handler may keep.
 type Request struct {
 	Messages []pgproto3.FrontendMessage
+	// Wanted says, per message, whether the Handler wants it: a Query or a
+	// Parse it intercepts, or a Bind, Describe, Execute or Close naming a
+	// statement or portal whose Parse or Bind it took. The others belong to
+	// the upstream's statements and portals.
+	Wanted []bool
 }
 
 // Passthrough is the Handler that wants nothing: every request goes upstream.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,10 @@ type relayState struct {
 	pipeW   *io.PipeWriter
 	closed  bool
 	doneCh  chan struct{}
+	// ready counts the upstream's ReadyForQuery messages (high bits) and
+	// holds the status byte of the last one (low 8 bits); written only by
+	// the upstream loop.
+	ready atomic.Uint64
 }
 
 // forwarded records a request written upstream that ReadyForQuery will answer.
@@ -506,6 +511,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 		groupStart     = -1   // where the open extended-protocol group starts in out
 		groupWanted    bool   // the open group holds a message the Handler wants
 		groupCommitted bool   // the open group goes upstream whatever comes
+		groupWants     []bool // per message of the open group: the Handler wants it
 		// unsynced: extended-protocol messages went upstream since the last
 		// Sync, so the upstream owes replies no ReadyForQuery will mark; a
 		// wanted request then goes upstream too.
@@ -560,7 +566,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 	}
 	// serve hands a wanted request to the Handler, or sends it upstream when
 	// the upstream cannot be handed over.
-	serve := func(msgs []byte) error {
+	serve := func(msgs []byte, wants []bool) error {
 		if err := flush(true); err != nil {
 			return err
 		}
@@ -575,6 +581,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 			ss.abort(sqlstateProtocolViolation, err.Error())
 			return err
 		}
+		req.Wanted = wants
 		pr, err := rs.acquire(ctx, cfg.HandoverWait)
 		if errors.Is(err, errNotCaughtUp) {
 			ss.log.Info("upstream still busy: request passed through unseen", "waited", cfg.HandoverWait.String())
@@ -660,7 +667,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 				delete(tr.stmts, "")
 				delete(tr.portals, "")
 				if len(body) > 0 && h.Intercept(body[:len(body)-1]) {
-					if err := serve(bytes.Clone(msg)); err != nil {
+					if err := serve(bytes.Clone(msg), []bool{true}); err != nil {
 						return err
 					}
 					continue
@@ -670,8 +677,11 @@ func (ss *session) clientLoop(ctx context.Context) error {
 			case 'P', 'B', 'D', 'E', 'C', 'H', 'S':
 				if groupStart < 0 {
 					groupStart, groupWanted, groupCommitted = len(out), false, false
+					groupWants = groupWants[:0]
 				}
-				if tr.wants(h, typ, body, cfg.InspectSize) && !groupCommitted {
+				wanted := tr.wants(h, typ, body, cfg.InspectSize)
+				groupWants = append(groupWants, wanted)
+				if wanted && !groupCommitted {
 					groupWanted = true
 				}
 				out = append(out, msg...)
@@ -682,7 +692,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 					continue
 				}
 				group := out[groupStart:]
-				wanted := groupWanted
+				wanted = groupWanted
 				groupStart = -1
 				if !wanted {
 					tr.passed()
@@ -691,7 +701,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 				}
 				group = bytes.Clone(group)
 				out = out[:len(out)-len(group)]
-				if err := serve(group); err != nil {
+				if err := serve(group, slices.Clone(groupWants)); err != nil {
 					return err
 				}
 			case 'X':
@@ -812,6 +822,22 @@ type Session struct {
 	Frontend *pgproto3.Frontend
 	out      []byte
 }
+
+// ReadyForQuery returns how many ReadyForQuery messages the upstream has
+// sent in this session, and the transaction status of the last one ('I'
+// before any). A Handler that left state between requests (a group ending
+// with Flush) learns from a changed count that requests it did not see
+// reached a Sync meanwhile.
+func (s *Session) ReadyForQuery() (n uint64, status byte) {
+	v := s.ss.relay.ready.Load()
+	return v >> 8, byte(v)
+}
+
+// State returns what the Handler stored for this session with SetState.
+func (s *Session) State() any { return s.ss.handlerState }
+
+// SetState stores per-session Handler state; it lives as long as the session.
+func (s *Session) SetState(v any) { s.ss.handlerState = v }
 
 // Params returns the client's startup parameters (user, database, ...).
 func (s *Session) Params() map[string]string { return s.ss.params }

@@ -53,11 +53,14 @@ type session struct {
 	terminating    atomic.Bool // the client said Terminate or left: upstream EOF is expected
 
 	relay relayState
+	// handlerState is the Handler's, used only on the session goroutine.
+	handlerState any
 }
 
 func newSession(s *Server, c net.Conn) *session {
 	ss := &session{srv: s, client: c, log: s.cfg.Logger.With("client", c.RemoteAddr().String())}
 	ss.clientBoundary.Store(true)
+	ss.relay.ready.Store('I')
 	return ss
 }
 

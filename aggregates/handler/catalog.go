@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/wire"
 )
 
 var errCatalog = errors.New("rollup catalog")
@@ -25,4 +26,9 @@ func (h *Handler) loadCatalog(ctx context.Context, c *sessionConn) (*catalog.Sna
 		return nil, fmt.Errorf("%w: %w", errCatalog, err)
 	}
 	return snap, nil
+}
+
+// catalogFor returns the catalog snapshot for the session.
+func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, s *wire.Session) (*catalog.Snapshot, error) {
+	return h.loadCatalog(ctx, c)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgsketch/pgsketch/aggregates/exec"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -21,7 +22,25 @@ type sessionConn struct {
 	s *wire.Session
 	// txStatus is the status byte of the last ReadyForQuery: I, T or E.
 	txStatus byte
+	// ext: the statements run inside an extended-protocol request of the
+	// client's, under a pgsketch-owned statement and portal name, so the
+	// client's unnamed statement and portal upstream are left alone; Exec
+	// uses the extended protocol too (a simple Query would drop the
+	// unnamed statement, and end an implicit transaction).
+	ext bool
+	// noSync: each statement ends with Flush instead of Sync, so that it
+	// runs inside the implicit transaction the client's request has open
+	// upstream. An error then leaves the upstream discarding until the
+	// client's Sync; failed records it, and every later statement fails.
+	noSync bool
+	failed bool
 }
+
+// internalName is the statement and portal name of the statements the
+// proxy runs inside a client's extended-protocol request.
+const internalName = "pgsketch_q"
+
+var errDiscarding = errors.New("upstream discards until Sync after an error")
 
 var (
 	errProtocol = errors.New("unexpected message from the upstream")
@@ -84,6 +103,9 @@ func (c *sessionConn) Exec(ctx context.Context, sql string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if c.ext {
+		return c.run(ctx, exec.Statement{SQL: sql}, nil)
+	}
 	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
 		return err
 	}
@@ -92,9 +114,6 @@ func (c *sessionConn) Exec(ctx context.Context, sql string) error {
 
 // Query implements refresh.Conn.
 func (c *sessionConn) Query(ctx context.Context, sql string, args ...any) ([][][]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	params := make([][]byte, len(args))
 	for i, a := range args {
 		switch v := a.(type) {
@@ -105,24 +124,103 @@ func (c *sessionConn) Query(ctx context.Context, sql string, args ...any) ([][][
 			return nil, fmt.Errorf("query parameter $%d: unsupported type %T", i+1, a)
 		}
 	}
-	if err := c.send(&pgproto3.Parse{Query: sql}, &pgproto3.Bind{Parameters: params},
-		&pgproto3.Execute{}, &pgproto3.Sync{}); err != nil {
-		return nil, err
-	}
 	var rows [][][]byte
-	err := c.finish(func(msg pgproto3.BackendMessage) error {
+	err := c.run(ctx, exec.Statement{SQL: sql, Params: params}, func(msg pgproto3.BackendMessage) error {
 		if dr, ok := msg.(*pgproto3.DataRow); ok {
-			row := make([][]byte, len(dr.Values))
-			for i, v := range dr.Values { // DataRow is a flyweight: copy
-				if v != nil {
-					row[i] = slices.Clone(v)
-				}
-			}
-			rows = append(rows, row)
+			rows = append(rows, cloneRow(dr.Values))
 		}
 		return nil
 	})
 	return rows, err
+}
+
+func cloneRow(vals [][]byte) [][]byte {
+	row := make([][]byte, len(vals))
+	for i, v := range vals { // DataRow is a flyweight: copy
+		if v != nil {
+			row[i] = slices.Clone(v)
+		}
+	}
+	return row
+}
+
+// run runs one statement with the extended protocol, handing each reply
+// other than the protocol's acknowledgements to each, and returns the
+// first ErrorResponse as a *pgconn.PgError.
+func (c *sessionConn) run(ctx context.Context, st exec.Statement, each func(pgproto3.BackendMessage) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.failed {
+		return errDiscarding
+	}
+	name := ""
+	if c.ext {
+		name = internalName
+		// A statement left by an earlier failure would make the Parse fail.
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+	}
+	c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
+	c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name,
+		ParameterFormatCodes: st.ParamFormats, Parameters: st.Params, ResultFormatCodes: st.ResultFormats})
+	c.s.Frontend.Send(&pgproto3.Describe{ObjectType: 'P', Name: name})
+	c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
+	if c.ext {
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+	}
+	filter := func(msg pgproto3.BackendMessage) error {
+		switch msg.(type) {
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
+			*pgproto3.EmptyQueryResponse:
+			return nil
+		}
+		if each == nil {
+			return nil
+		}
+		return each(msg)
+	}
+	if !c.noSync {
+		if err := c.send(&pgproto3.Sync{}); err != nil {
+			return err
+		}
+		return c.finish(filter)
+	}
+	if err := c.send(&pgproto3.Flush{}); err != nil {
+		return err
+	}
+	// Without Sync there is no ReadyForQuery: count the replies owed
+	// (Close, Close, Parse, Bind, Describe, Execute, Close, Close).
+	var first error
+	for owed := 8; owed > 0; {
+		msg, err := c.s.Frontend.Receive()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUpstream, err)
+		}
+		if async, err := c.relayAsync(msg); async || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			c.failed = true // the upstream skips the rest up to the client's Sync
+			return pgconn.ErrorResponseToPgError(m)
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.RowDescription,
+			*pgproto3.NoData, *pgproto3.CommandComplete, *pgproto3.EmptyQueryResponse, *pgproto3.PortalSuspended:
+			owed--
+		case *pgproto3.ReadyForQuery:
+			return fmt.Errorf("%w: ReadyForQuery without Sync", errProtocol)
+		}
+		if first == nil {
+			if err := filter(msg); err != nil {
+				first = err
+			}
+		}
+	}
+	return first
 }
 
 // CopyTo implements refresh.Conn.

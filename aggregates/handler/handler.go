@@ -57,9 +57,7 @@ func (h *Handler) Serve(ctx context.Context, req *wire.Request, s *wire.Session)
 			return h.serveQuery(ctx, q, s)
 		}
 	}
-	// The extended protocol: PostgreSQL answers with its own error, which
-	// says to use the simple query protocol through the proxy.
-	return forward(req, s)
+	return h.serveExtended(ctx, req, s)
 }
 
 // serveRefresh runs a refresh for a simple Query and answers like

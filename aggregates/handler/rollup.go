@@ -120,7 +120,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	if !st.catalogOK {
 		return forwardQuery(q.String, s)
 	}
-	snap, err := h.loadCatalog(ctx, c)
+	snap, err := h.catalogFor(ctx, c, s)
 	if err != nil {
 		if isPgError(err) || errors.Is(err, errCatalog) {
 			h.Log.Info("rollup catalog unreadable: query passed through", "err", err)
@@ -180,7 +180,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 // run executes p inside a savepoint when the client is in a transaction
 // block, releasing it on success.
 func (h *Handler) run(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
-	inBlock := c.txStatus == 'T'
+	inBlock := c.txStatus == 'T' && !c.noSync
 	if inBlock {
 		if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
 			return nil, err

@@ -1,0 +1,766 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/wire"
+)
+
+// The extended protocol (issue 7).
+//
+// A statement whose Parse the Handler takes (the relay then routes every
+// later Bind, Describe, Execute and Close naming it, or a portal bound to
+// it, here) is prepared upstream under a pgsketch-owned name, upStmtPrefix
+// + the client's name. What is prepared is the client's SQL itself, or, when
+// it calls APPROX_COUNT_DISTINCT (which PostgreSQL does not have), the same
+// query with exact counts (rewrite's Substitute plan): so PostgreSQL checks
+// the statement at Parse, as it would, and describes it; the proxy keeps the
+// description (parameter types, result columns) and answers Describe of the
+// statement, and of its portals, from it.
+//
+// A Bind of such a statement is kept in the proxy (checked against the
+// description; anything wrong is bound upstream, so that PostgreSQL raises
+// its own error). Execute plans the statement with the session's settings
+// and catalog: answered from a rollup, the rows are kept in the portal and
+// sent up to the row limit, PortalSuspended in between; otherwise the portal
+// is bound upstream (upPortalPrefix + the client's name) and executed there.
+//
+// Every other message of the request goes upstream unchanged, in order. The
+// replies are read back as the request is walked: before the proxy answers
+// an Execute itself, the upstream has answered everything sent before it.
+// An error, the upstream's or the proxy's own, discards the rest up to Sync,
+// as PostgreSQL does; when the proxy raises an error itself it also makes
+// the upstream fail (Describe of a portal that does not exist, reply
+// swallowed), so that the transaction ends as PostgreSQL would end it.
+//
+// The statements the proxy runs to answer an Execute use a pgsketch-owned
+// statement and portal name. While no client message that opens or uses a
+// portal has gone upstream since the last ReadyForQuery ("clean"), each is
+// followed by Sync (inside a transaction block, under a savepoint), and a
+// failure falls back to executing upstream. Otherwise ("dirty": the upstream
+// holds an implicit transaction with the client's work, which a Sync would
+// commit) they end with Flush, and a failure of one of them is the
+// Execute's error.
+const (
+	upStmtPrefix   = "pgsketch_s_"
+	upPortalPrefix = "pgsketch_p_"
+	// poisonPortal never exists: describing it makes the upstream fail.
+	poisonPortal = "pgsketch_no_such_portal"
+)
+
+// extSession is a session's extended-protocol state.
+type extSession struct {
+	stmts   map[string]*ownedStmt
+	portals map[string]*ownedPortal
+	// ready is the session's ReadyForQuery count when the last request
+	// served here ended.
+	ready    uint64
+	txStatus byte
+	// dirty: client messages opening or using portals went upstream since
+	// the last ReadyForQuery.
+	dirty bool
+	// discarding: an error came, and messages are skipped up to Sync.
+	discarding bool
+}
+
+// ownedStmt is a prepared statement the proxy holds for the client.
+type ownedStmt struct {
+	name, up string
+	sql      string
+	// described: the upstream described the prepared statement.
+	described bool
+	paramOIDs []uint32
+	fields    []pgproto3.FieldDescription // nil: NoData
+}
+
+// ownedPortal is a portal of an ownedStmt.
+type ownedPortal struct {
+	name, up      string
+	stmt          *ownedStmt
+	params        [][]byte
+	paramFormats  []int16
+	resultFormats []int16
+	// upstream: the portal is bound upstream and executes there.
+	upstream bool
+	// answered: the proxy answered it; rows are those not yet sent.
+	answered bool
+	rows     [][][]byte
+	done     bool
+}
+
+func extState(s *wire.Session) *extSession {
+	es, _ := s.State().(*extSession)
+	if es == nil {
+		es = &extSession{stmts: map[string]*ownedStmt{}, portals: map[string]*ownedPortal{}, txStatus: 'I'}
+		s.SetState(es)
+	}
+	n, status := s.ReadyForQuery()
+	if n != es.ready {
+		// Requests the relay passed on reached a Sync meanwhile.
+		es.ready, es.txStatus, es.dirty, es.discarding = n, status, false, false
+		if status == 'I' {
+			clear(es.portals) // the transaction that held them ended
+		}
+	}
+	return es
+}
+
+// entry is one pending reply to read (or, local, to send) in order.
+type entry struct {
+	kind byte // 'P','B','S'(Describe statement),'D'(Describe portal),'E','C','Y'(Sync), 0: local
+	// relay: pass the replies to the client; else they are the proxy's.
+	relay bool
+	// relayErr: an ErrorResponse goes to the client even if !relay.
+	relayErr bool
+	// local messages, built when the entry's turn comes.
+	local func() []pgproto3.BackendMessage
+	// localErr: the local messages are an error: discard from here.
+	localErr bool
+	// onReply sees the replies of an entry that is not relayed.
+	onReply func(pgproto3.BackendMessage)
+	// onError runs when the entry fails.
+	onError func()
+	// names to restore in error messages: upstream name → client's.
+	upName, clientName string
+}
+
+type extRequest struct {
+	h     *Handler
+	s     *wire.Session
+	es    *extSession
+	queue []entry
+	// upErr: the upstream failed and discards up to Sync.
+	upErr bool
+}
+
+func (h *Handler) serveExtended(ctx context.Context, req *wire.Request, s *wire.Session) error {
+	x := &extRequest{h: h, s: s, es: extState(s)}
+	for i, m := range req.Messages {
+		wanted := i < len(req.Wanted) && req.Wanted[i]
+		if err := x.message(ctx, m, wanted); err != nil {
+			return err
+		}
+	}
+	if len(x.queue) > 0 {
+		if err := x.drain(false); err != nil {
+			return err
+		}
+	}
+	x.es.ready, _ = s.ReadyForQuery()
+	return s.Flush()
+}
+
+func (x *extRequest) message(ctx context.Context, m pgproto3.FrontendMessage, wanted bool) error {
+	es := x.es
+	if _, ok := m.(*pgproto3.Sync); ok {
+		return x.sync()
+	}
+	if _, ok := m.(*pgproto3.Flush); ok {
+		return x.drain(false)
+	}
+	if es.discarding {
+		return nil
+	}
+	switch m := m.(type) {
+	case *pgproto3.Parse:
+		if wanted {
+			x.parse(m)
+			return nil
+		}
+		if old := es.stmts[m.Name]; old != nil {
+			// The client's statement of that name is now the upstream's.
+			delete(es.stmts, m.Name)
+			x.upstream(entry{kind: 'C'}, &pgproto3.Close{ObjectType: 'S', Name: old.up})
+		}
+		x.upstream(entry{kind: 'P', relay: true}, m)
+	case *pgproto3.Bind:
+		if old := es.portals[m.DestinationPortal]; old != nil && (!wanted || m.DestinationPortal == "") {
+			delete(es.portals, m.DestinationPortal)
+			if old.upstream {
+				x.upstream(entry{kind: 'C'}, &pgproto3.Close{ObjectType: 'P', Name: old.up})
+			}
+		}
+		if wanted {
+			return x.bind(m)
+		}
+		es.dirty = true
+		x.upstream(entry{kind: 'B', relay: true}, m)
+	case *pgproto3.Describe:
+		if !wanted {
+			if m.ObjectType == 'P' {
+				es.dirty = true
+			}
+			x.upstream(entry{kind: describeKind(m.ObjectType), relay: true}, m)
+			return nil
+		}
+		x.describe(m)
+	case *pgproto3.Execute:
+		if !wanted {
+			es.dirty = true
+			x.upstream(entry{kind: 'E', relay: true}, m)
+			return nil
+		}
+		return x.execute(ctx, m)
+	case *pgproto3.Close:
+		if !wanted {
+			x.upstream(entry{kind: 'C', relay: true}, m)
+			return nil
+		}
+		x.close(m)
+	}
+	return nil
+}
+
+func describeKind(objectType byte) byte {
+	if objectType == 'S' {
+		return 'S'
+	}
+	return 'D'
+}
+
+// upstream queues msg for the upstream and e for its replies.
+func (x *extRequest) upstream(e entry, msg pgproto3.FrontendMessage) {
+	x.s.Frontend.Send(msg)
+	x.queue = append(x.queue, e)
+}
+
+// local queues messages for the client, in order with the upstream's.
+func (x *extRequest) local(f func() []pgproto3.BackendMessage) {
+	x.queue = append(x.queue, entry{local: f})
+}
+
+// localError queues an error the proxy raises, and makes the upstream fail
+// too so that its transaction ends as PostgreSQL's would.
+func (x *extRequest) localError(code, msg string) {
+	x.queue = append(x.queue, entry{localErr: true, local: func() []pgproto3.BackendMessage {
+		return []pgproto3.BackendMessage{&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: msg}}
+	}})
+	x.upstream(entry{kind: 'D'}, &pgproto3.Describe{ObjectType: 'P', Name: poisonPortal})
+	x.es.discarding = true // for the rest of this request's messages
+}
+
+func upStmtName(name string) string   { return upStmtPrefix + name }
+func upPortalName(name string) string { return upPortalPrefix + name }
+
+func (x *extRequest) parse(m *pgproto3.Parse) {
+	es := x.es
+	if old := es.stmts[m.Name]; old != nil {
+		if m.Name != "" {
+			x.localError("42P05", `prepared statement "`+m.Name+`" already exists`)
+			return
+		}
+		x.upstream(entry{kind: 'C'}, &pgproto3.Close{ObjectType: 'S', Name: old.up})
+	}
+	st := &ownedStmt{name: m.Name, up: upStmtName(m.Name), sql: m.Query}
+	es.stmts[m.Name] = st
+	sql := describeSQL(m.Query)
+	x.upstream(entry{kind: 'P', relay: true, upName: st.up, clientName: m.Name, onError: func() {
+		if es.stmts[m.Name] == st {
+			delete(es.stmts, m.Name)
+		}
+	}}, &pgproto3.Parse{Name: st.up, Query: sql, ParameterOIDs: m.ParameterOIDs})
+	x.upstream(entry{kind: 'S', onReply: func(msg pgproto3.BackendMessage) {
+		switch r := msg.(type) {
+		case *pgproto3.ParameterDescription:
+			st.paramOIDs = append([]uint32(nil), r.ParameterOIDs...)
+		case *pgproto3.RowDescription:
+			st.fields = cloneFields(r.Fields)
+			st.described = true
+		case *pgproto3.NoData:
+			st.described = true
+		}
+	}}, &pgproto3.Describe{ObjectType: 'S', Name: st.up})
+}
+
+func cloneFields(fs []pgproto3.FieldDescription) []pgproto3.FieldDescription {
+	out := make([]pgproto3.FieldDescription, len(fs))
+	for i, f := range fs {
+		f.Name = append([]byte(nil), f.Name...)
+		out[i] = f
+	}
+	return out
+}
+
+// describeSQL is what is prepared upstream for a statement the proxy
+// takes: the SQL itself, or, when it calls APPROX_COUNT_DISTINCT, the
+// query with exact counts, which has the same columns and parameters.
+func describeSQL(sql string) string {
+	if !containsFold(sql, "approx_count_distinct") {
+		return sql
+	}
+	res := rewrite.Rewrite(sql, emptySnapshot, rewrite.Session{})
+	if res.Plan != nil && res.Plan.Kind == rewrite.Substitute {
+		return res.Plan.SubstituteSQL
+	}
+	return sql
+}
+
+var emptySnapshot = catalog.NewSnapshot(nil)
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), sub)
+}
+
+// validFormats reports whether a Bind's format codes fit n values.
+func validFormats(codes []int16, n int) bool {
+	if len(codes) > 1 && len(codes) != n {
+		return false
+	}
+	for _, c := range codes {
+		if c != 0 && c != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func (x *extRequest) bind(m *pgproto3.Bind) error {
+	es := x.es
+	st := es.stmts[m.PreparedStatement]
+	if st != nil && !st.described {
+		// Its Parse is in this request: its description comes first.
+		if err := x.drain(false); err != nil {
+			return err
+		}
+		if es.discarding {
+			return nil
+		}
+	}
+	p := &ownedPortal{name: m.DestinationPortal, up: upPortalName(m.DestinationPortal), stmt: st,
+		params: m.Parameters, paramFormats: m.ParameterFormatCodes, resultFormats: m.ResultFormatCodes}
+	if old := es.portals[m.DestinationPortal]; old != nil {
+		// PostgreSQL would say the cursor exists; but the proxy cannot
+		// tell a portal of an ended transaction block from a live one,
+		// so it replaces it, as for the unnamed portal.
+		delete(es.portals, m.DestinationPortal)
+		if old.upstream {
+			x.upstream(entry{kind: 'C'}, &pgproto3.Close{ObjectType: 'P', Name: old.up})
+		}
+	}
+	ok := st != nil && st.described && es.txStatus != 'E' &&
+		len(m.Parameters) == len(st.paramOIDs) && validFormats(m.ParameterFormatCodes, len(m.Parameters)) &&
+		validFormats(m.ResultFormatCodes, len(st.fields))
+	if !ok {
+		// PostgreSQL says what is wrong (or binds it after all).
+		upStmt := upStmtName(m.PreparedStatement)
+		es.dirty = true
+		p.upstream = true
+		es.portals[m.DestinationPortal] = p
+		x.upstream(entry{kind: 'B', relay: true, upName: upStmt, clientName: m.PreparedStatement,
+			onError: func() { delete(es.portals, p.name) }},
+			&pgproto3.Bind{DestinationPortal: p.up, PreparedStatement: upStmt,
+				ParameterFormatCodes: m.ParameterFormatCodes, Parameters: m.Parameters, ResultFormatCodes: m.ResultFormatCodes})
+		return nil
+	}
+	p.params = cloneValues(m.Parameters)
+	p.paramFormats = append([]int16(nil), m.ParameterFormatCodes...)
+	p.resultFormats = append([]int16(nil), m.ResultFormatCodes...)
+	es.portals[m.DestinationPortal] = p
+	x.local(func() []pgproto3.BackendMessage { return []pgproto3.BackendMessage{&pgproto3.BindComplete{}} })
+	return nil
+}
+
+func cloneValues(vs [][]byte) [][]byte {
+	out := make([][]byte, len(vs))
+	for i, v := range vs {
+		if v != nil {
+			out[i] = append([]byte{}, v...)
+		}
+	}
+	return out
+}
+
+func (x *extRequest) describe(m *pgproto3.Describe) {
+	es := x.es
+	if m.ObjectType == 'S' {
+		st := es.stmts[m.Name]
+		if st == nil {
+			x.upstream(entry{kind: 'S', relay: true, upName: upStmtName(m.Name), clientName: m.Name},
+				&pgproto3.Describe{ObjectType: 'S', Name: upStmtName(m.Name)})
+			return
+		}
+		x.local(func() []pgproto3.BackendMessage {
+			out := []pgproto3.BackendMessage{&pgproto3.ParameterDescription{ParameterOIDs: st.paramOIDs}}
+			if st.fields == nil {
+				return append(out, &pgproto3.NoData{})
+			}
+			return append(out, &pgproto3.RowDescription{Fields: st.fields})
+		})
+		return
+	}
+	p := es.portals[m.Name]
+	if p == nil || p.upstream {
+		es.dirty = true
+		x.upstream(entry{kind: 'D', relay: true, upName: upPortalName(m.Name), clientName: m.Name},
+			&pgproto3.Describe{ObjectType: 'P', Name: upPortalName(m.Name)})
+		return
+	}
+	x.local(func() []pgproto3.BackendMessage {
+		if p.stmt.fields == nil {
+			return []pgproto3.BackendMessage{&pgproto3.NoData{}}
+		}
+		return []pgproto3.BackendMessage{&pgproto3.RowDescription{Fields: withFormats(p.stmt.fields, p.resultFormats)}}
+	})
+}
+
+// withFormats returns fields with the format codes a Bind asked for.
+func withFormats(fields []pgproto3.FieldDescription, codes []int16) []pgproto3.FieldDescription {
+	out := make([]pgproto3.FieldDescription, len(fields))
+	copy(out, fields)
+	for i := range out {
+		out[i].Format = formatOf(codes, i)
+	}
+	return out
+}
+
+func formatOf(codes []int16, i int) int16 {
+	switch {
+	case len(codes) == 0:
+		return 0
+	case len(codes) == 1:
+		return codes[0]
+	case i < len(codes):
+		return codes[i]
+	}
+	return 0
+}
+
+func (x *extRequest) close(m *pgproto3.Close) {
+	es := x.es
+	if m.ObjectType == 'S' {
+		delete(es.stmts, m.Name)
+		x.upstream(entry{kind: 'C', relay: true}, &pgproto3.Close{ObjectType: 'S', Name: upStmtName(m.Name)})
+		return
+	}
+	p := es.portals[m.Name]
+	delete(es.portals, m.Name)
+	if p == nil || p.upstream {
+		x.upstream(entry{kind: 'C', relay: true}, &pgproto3.Close{ObjectType: 'P', Name: upPortalName(m.Name)})
+		return
+	}
+	x.local(func() []pgproto3.BackendMessage { return []pgproto3.BackendMessage{&pgproto3.CloseComplete{}} })
+}
+
+func (x *extRequest) execute(ctx context.Context, m *pgproto3.Execute) error {
+	es := x.es
+	p := es.portals[m.Portal]
+	if p == nil || p.upstream {
+		es.dirty = true
+		x.upstream(entry{kind: 'E', relay: true, upName: upPortalName(m.Portal), clientName: m.Portal},
+			&pgproto3.Execute{Portal: upPortalName(m.Portal), MaxRows: m.MaxRows})
+		return nil
+	}
+	if !p.answered {
+		// The upstream answers what came before, then the proxy works.
+		if err := x.drain(false); err != nil {
+			return err
+		}
+		if es.discarding {
+			return nil
+		}
+		msg, err := x.answer(ctx, p)
+		if err != nil {
+			return err
+		}
+		if es.discarding {
+			return nil
+		}
+		if msg != "" {
+			x.s.Send(notice(msg))
+		}
+		if !p.answered {
+			x.bindUpstream(p)
+			x.upstream(entry{kind: 'E', relay: true}, &pgproto3.Execute{Portal: p.up, MaxRows: m.MaxRows})
+			return nil
+		}
+	}
+	n := len(p.rows)
+	if m.MaxRows > 0 {
+		n = min(n, int(m.MaxRows))
+	}
+	if p.done {
+		n = 0
+	}
+	rows := p.rows[:n]
+	p.rows = p.rows[n:]
+	suspended := m.MaxRows > 0 && n == int(m.MaxRows) && !p.done
+	x.local(func() []pgproto3.BackendMessage {
+		out := make([]pgproto3.BackendMessage, 0, len(rows)+1)
+		for _, r := range rows {
+			out = append(out, &pgproto3.DataRow{Values: r})
+		}
+		if suspended {
+			return append(out, &pgproto3.PortalSuspended{})
+		}
+		return append(out, &pgproto3.CommandComplete{CommandTag: []byte("SELECT " + strconv.Itoa(len(rows)))})
+	})
+	if !suspended {
+		p.done = true
+	}
+	return nil
+}
+
+// bindUpstream binds p upstream, where it then executes; its BindComplete
+// is the proxy's (the client had one), an error the client's.
+func (x *extRequest) bindUpstream(p *ownedPortal) {
+	x.es.dirty = true
+	p.upstream = true
+	x.upstream(entry{kind: 'B', relayErr: true, upName: p.stmt.up, clientName: p.stmt.name},
+		&pgproto3.Bind{DestinationPortal: p.up, PreparedStatement: p.stmt.up,
+			ParameterFormatCodes: p.paramFormats, Parameters: p.params, ResultFormatCodes: p.resultFormats})
+}
+
+// answer decides how p executes: from a rollup (p.answered, p.rows) or
+// upstream. It returns the notice to send before the rows.
+func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error) {
+	es, h := x.es, x.h
+	if es.txStatus == 'E' {
+		return "", nil // PostgreSQL says the transaction is aborted
+	}
+	c := &sessionConn{s: x.s, ext: true, noSync: es.dirty, txStatus: es.txStatus}
+	// Failures of the proxy's statements: with Sync they are contained,
+	// and PostgreSQL answers instead; without, the upstream discards up to
+	// Sync, so the error is the client's.
+	fail := func(err error) (string, error) {
+		if !isPgError(err) && !errors.Is(err, errDiscarding) && !errors.Is(err, exec.ErrData) {
+			return "", err
+		}
+		if c.failed {
+			x.upErr = true
+			es.discarding = true
+			x.s.Send(errorResponse(err))
+			return "", nil
+		}
+		if clientCancelled(err) {
+			es.discarding = true
+			x.s.Send(errorResponse(err))
+			return "", nil
+		}
+		h.Log.Info("rollup answer failed: statement executed upstream", "err", err)
+		return "", nil
+	}
+	st, err := h.settings(ctx, c)
+	if err != nil {
+		return fail(err)
+	}
+	if !c.noSync {
+		es.txStatus = c.txStatus
+	}
+	if !st.catalogOK || es.txStatus == 'E' {
+		return "", nil
+	}
+	snap, err := h.catalogFor(ctx, c, x.s)
+	if err != nil {
+		if errors.Is(err, errCatalog) {
+			h.Log.Info("rollup catalog unreadable: statement executed upstream", "err", err)
+			return "", nil
+		}
+		return fail(err)
+	}
+	res := rewrite.Rewrite(p.stmt.sql, snap, st.rw)
+	pl := res.Plan
+	if pl == nil {
+		h.Log.Debug("statement executed upstream", "reason", res.Reason)
+		return "", nil
+	}
+	if pl.Kind == rewrite.Substitute {
+		// The statement prepared upstream is the substitute already.
+		return pl.Notice, nil
+	}
+	if pl.Explain {
+		if len(p.stmt.fields) != 1 || p.stmt.fields[0].DataTypeOID != 25 {
+			return "", nil
+		}
+		for _, l := range strings.Split("pgsketch plan\n"+pl.String(), "\n") {
+			p.rows = append(p.rows, [][]byte{[]byte(l)})
+		}
+		p.answered = true
+		return "", nil
+	}
+	if pl.Guard != "" {
+		rows, err := c.Query(ctx, pl.Guard)
+		if err != nil {
+			return fail(err)
+		}
+		if len(rows) != 1 || len(rows[0]) != 1 || string(rows[0][0]) != "t" {
+			return "", nil
+		}
+	}
+	if why := hashable(pl, snap, st.exec); why != "" {
+		h.Log.Debug("statement executed upstream", "reason", why)
+		return "", nil
+	}
+	params := exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}
+	ans, err := h.run(ctx, c, pl, params, p.resultFormats)
+	if err != nil {
+		if !c.noSync && (c.txStatus == 'T' || c.txStatus == 'E') && (isPgError(err) || errors.Is(err, exec.ErrData)) && !clientCancelled(err) {
+			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
+				return "", rerr
+			}
+			if rerr := c.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); rerr != nil {
+				return "", rerr
+			}
+		}
+		if !c.noSync {
+			es.txStatus = c.txStatus
+		}
+		return fail(err)
+	}
+	if !c.noSync {
+		es.txStatus = c.txStatus
+	}
+	if !sameColumns(ans.Fields, p.stmt.fields) {
+		h.Log.Info("rollup answer has other columns than the statement: executed upstream", "rollup", pl.Rollup)
+		return "", nil
+	}
+	p.answered = true
+	p.rows = ans.Rows
+	return ans.Notice(pl), nil
+}
+
+func sameColumns(a, b []pgproto3.FieldDescription) bool {
+	if len(a) != len(b) || len(b) == 0 {
+		return false
+	}
+	for i := range a {
+		if a[i].DataTypeOID != b[i].DataTypeOID {
+			return false
+		}
+	}
+	return true
+}
+
+// sync ends the request's group: Sync upstream, its ReadyForQuery to the
+// client.
+func (x *extRequest) sync() error {
+	x.upstream(entry{kind: 'Y', relay: true}, &pgproto3.Sync{})
+	return x.drain(true)
+}
+
+// drain sends what is queued upstream (with Flush unless a Sync ends it)
+// and reads the replies in order, relaying them.
+func (x *extRequest) drain(synced bool) error {
+	es := x.es
+	upstream := false
+	for _, e := range x.queue {
+		if e.local == nil {
+			upstream = true
+		}
+	}
+	if upstream {
+		if !synced {
+			x.s.Frontend.Send(&pgproto3.Flush{})
+		}
+		if err := x.s.Frontend.Flush(); err != nil {
+			return err
+		}
+	}
+	queue := x.queue
+	x.queue = nil
+	// discarding is re-derived while the replies are read: the messages
+	// queued before an error were all sent.
+	discarding := false
+	for _, e := range queue {
+		if e.local != nil {
+			if !discarding {
+				for _, m := range e.local() {
+					if err := x.s.Send(m); err != nil {
+						return err
+					}
+				}
+				if e.localErr {
+					discarding = true
+				}
+			}
+			continue
+		}
+		if x.upErr && e.kind != 'Y' {
+			continue // the upstream skips it
+		}
+		if err := x.read(e, &discarding); err != nil {
+			return err
+		}
+	}
+	es.discarding = es.discarding || discarding
+	if synced {
+		es.discarding = false
+		es.dirty = false
+		x.upErr = false
+		if es.txStatus == 'I' {
+			clear(es.portals)
+		}
+	}
+	return x.s.Flush()
+}
+
+// read reads the replies to one upstream entry.
+func (x *extRequest) read(e entry, discarding *bool) error {
+	for {
+		msg, err := x.s.Frontend.Receive()
+		if err != nil {
+			return err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.NoticeResponse, *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
+			if err := x.s.Send(msg); err != nil {
+				return err
+			}
+			continue
+		case *pgproto3.ErrorResponse:
+			x.upErr = true
+			if e.onError != nil {
+				e.onError()
+			}
+			if (e.relay || e.relayErr) && !*discarding {
+				if e.upName != "" {
+					m.Message = strings.ReplaceAll(m.Message, `"`+e.upName+`"`, `"`+e.clientName+`"`)
+				}
+				if err := x.s.Send(m); err != nil {
+					return err
+				}
+			}
+			*discarding = true
+			if e.kind == 'Y' {
+				continue // its ReadyForQuery follows
+			}
+			return nil
+		case *pgproto3.CopyInResponse:
+			// The client cannot send COPY data in the middle of a
+			// request the proxy serves: fail the COPY.
+			x.s.Frontend.Send(&pgproto3.CopyFail{Message: "pgsketch-proxy: COPY FROM STDIN cannot be mixed with statements the proxy answers in one request"})
+			if err := x.s.Frontend.Flush(); err != nil {
+				return err
+			}
+			continue
+		case *pgproto3.ReadyForQuery:
+			x.es.txStatus = m.TxStatus
+			x.upErr = false
+			if e.kind != 'Y' {
+				return errProtocol
+			}
+			return x.s.Send(msg)
+		}
+		if e.relay && !*discarding {
+			if err := x.s.Send(msg); err != nil {
+				return err
+			}
+		} else if e.onReply != nil {
+			e.onReply(msg)
+		}
+		switch msg.(type) {
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
+			*pgproto3.RowDescription, *pgproto3.CommandComplete, *pgproto3.EmptyQueryResponse, *pgproto3.PortalSuspended:
+			if e.kind != 'Y' {
+				return nil
+			}
+		}
+	}
+}
