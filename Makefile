@@ -49,6 +49,18 @@ bench-rewrite:
 bench-rollup: deps
 	./scripts/bench-rollup.sh $(BENCH_ROLLUP_ARGS)
 
+## bench-query: "one month, distinct users by country" through the proxy (cold and warm) against exact
+## and hll_union_agg in PostgreSQL, 20 M events (docs/benchmarks.md); BENCH_QUERY_ARGS="--keep DIR" reuses the data
+.PHONY: bench-query
+bench-query: deps
+	./scripts/bench-query.sh $(BENCH_QUERY_ARGS)
+
+## soak: the 50-client soak test for longer (SOAK_DURATION, default 10m); make test runs it for 60 s
+.PHONY: soak
+SOAK_DURATION ?= 10m
+soak: deps
+	PGSKETCH_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 2h ./testcontainers_test/
+
 .PHONY: bench-relay
 bench-relay: deps
 	./scripts/bench-relay.sh $(BENCH_RELAY_ARGS)

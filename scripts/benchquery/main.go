@@ -1,0 +1,540 @@
+// Command benchquery measures a dashboard's distinct-count query answered
+// by pgsketch-proxy from a daily rollup, against PostgreSQL answering it
+// exactly and PostgreSQL merging the same rollup's sketches with the hll
+// extension (issue 7, must-show 3).
+//
+// It starts a throwaway PostgreSQL 15 cluster (internal/localpg; or uses
+// --dsn), generates the events table (internal/demodata; 20 M rows over 90
+// days by default) with an index on created_at, builds the daily rollup
+// events_daily by country and device with an HLL of user_id (log2m 14,
+// regwidth 5) with the refresher, and then times "one month, distinct
+// users by country" four ways, interleaved round by round:
+//
+//	proxy-cold: a pgsketch-proxy serve --approx on started for this run
+//	            alone, a new client connection, its first query (the time
+//	            of the query only, not of the start or the connection);
+//	proxy-warm: the same query repeated on one connection through one
+//	            long-running proxy;
+//	hll-direct: SELECT country, hll_cardinality(hll_union_agg(distinct_user_id::hll))
+//	            FROM events_daily WHERE bucket in the month GROUP BY country,
+//	            on one direct connection;
+//	exact:      the COUNT(DISTINCT) query on one direct connection (fewer
+//	            runs: --exact-runs, spread evenly over the rounds).
+//
+// Every query goes in the simple protocol (one Query message) and is timed
+// from sending it to reading its ReadyForQuery. It prints p50 and p99 of
+// each kind and the ratios the targets are about. scripts/bench-query.sh
+// runs it; docs/benchmarks.md records its output.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/internal/demodata"
+	"github.com/pgsketch/pgsketch/internal/localpg"
+	"github.com/pgsketch/pgsketch/migrations"
+)
+
+const (
+	rollupName = "events_daily"
+	from, to   = "2026-02-01", "2026-03-01"
+)
+
+var (
+	exactSQL = `SELECT country, count(DISTINCT user_id) AS users FROM events
+ WHERE created_at >= '` + from + `' AND created_at < '` + to + `' GROUP BY country`
+	hllSQL = `SELECT country, hll_cardinality(hll_union_agg(distinct_user_id::hll))::bigint AS users FROM ` + rollupName + `
+ WHERE bucket >= '` + from + `' AND bucket < '` + to + `' GROUP BY country`
+)
+
+type options struct {
+	rows       int64
+	days       int
+	users      int64
+	runs       int
+	exactRuns  int
+	dsn, keep  string
+	proxy      string
+	profileDir string
+}
+
+func main() {
+	var o options
+	flag.Int64Var(&o.rows, "rows", 20_000_000, "events to generate")
+	flag.IntVar(&o.days, "days", 90, "days the events span, from 2026-01-01")
+	flag.Int64Var(&o.users, "users", 2_000_000, "possible distinct users")
+	flag.IntVar(&o.runs, "runs", 50, "timed runs of each of proxy-cold, proxy-warm and hll-direct")
+	flag.IntVar(&o.exactRuns, "exact-runs", 20, "timed runs of the exact query (several seconds each), spread over the rounds")
+	flag.StringVar(&o.dsn, "dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; "+
+		"the tables events and events_daily and the pgsketch catalog are created in it")
+	flag.StringVar(&o.keep, "keep", "", "keep the throwaway cluster in this directory, and reuse its table and rollup on the next run")
+	flag.StringVar(&o.proxy, "proxy", "bin/pgsketch-proxy", "the pgsketch-proxy binary")
+	flag.StringVar(&o.profileDir, "profile", "", "after the timed runs, write a 20-second CPU profile of the proxy answering warm queries "+
+		"(proxy-cpu.pprof) and the time of each statement it runs upstream (upstream.txt) to this directory")
+	flag.Parse()
+	o.exactRuns = max(1, min(o.exactRuns, o.runs))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-query:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	if _, err := os.Stat(o.proxy); err != nil {
+		return fmt.Errorf("the proxy binary: %w (build it with go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy)", err)
+	}
+	dsn := o.dsn
+	if dsn == "" {
+		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c, err := localpg.Start(ctx, localpg.Options{Dir: o.keep, Keep: o.keep != "", Logger: log,
+			Settings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}})
+		if err != nil {
+			return err
+		}
+		defer c.Remove()
+		dsn = c.URL("postgres")
+	}
+	if err := setup(ctx, dsn, o); err != nil {
+		return err
+	}
+
+	direct, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer direct.Close(context.Background())
+	warmProxy, err := startProxy(ctx, o.proxy, dsn, o.profileDir != "")
+	if err != nil {
+		return err
+	}
+	defer warmProxy.stop()
+	warm, err := connect(ctx, warmProxy.url(dsn))
+	if err != nil {
+		return err
+	}
+	defer warm.Close(context.Background())
+
+	// The exact answer, to check the others against (and a warm-up of the
+	// table's pages).
+	fmt.Println("warm-up: exact query, rollup merge in PostgreSQL, proxy")
+	exactAns, _, err := timed(ctx, direct, exactSQL)
+	if err != nil {
+		return fmt.Errorf("exact: %w", err)
+	}
+	check := func(kind string, ans map[string]float64, wantNotice bool, notices []string) error {
+		if len(ans) != len(exactAns) {
+			return fmt.Errorf("%s: %d groups, the exact answer has %d", kind, len(ans), len(exactAns))
+		}
+		for k, v := range ans {
+			e, ok := exactAns[k]
+			if !ok {
+				return fmt.Errorf("%s: group %q is not in the exact answer", kind, k)
+			}
+			if se := math.Abs(v-e) / (e * 1.04 / 128); se > 5 {
+				return fmt.Errorf("%s: group %q: %v, exact %v (%.1f standard errors)", kind, k, v, e, se)
+			}
+		}
+		if wantNotice != (len(notices) == 1 && strings.Contains(notices[0], "rollup "+rollupName)) {
+			return fmt.Errorf("%s: notices %q", kind, notices)
+		}
+		return nil
+	}
+	for _, k := range []struct {
+		name string
+		c    *conn
+		sql  string
+	}{{"hll-direct", &conn{PgConn: direct}, hllSQL}, {"proxy-warm", warm, exactSQL}} {
+		k.c.notices = nil
+		ans, _, err := timed(ctx, k.c.PgConn, k.sql)
+		if err == nil {
+			err = check(k.name, ans, k.c != nil && k.c.PgConn != direct, k.c.notices)
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	cold := func() (time.Duration, error) {
+		p, err := startProxy(ctx, o.proxy, dsn, false)
+		if err != nil {
+			return 0, err
+		}
+		defer p.stop()
+		c, err := connect(ctx, p.url(dsn))
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close(context.Background())
+		ans, d, err := timed(ctx, c.PgConn, exactSQL)
+		if err == nil {
+			err = check("proxy-cold", ans, true, c.notices)
+		}
+		return d, err
+	}
+	kinds := []struct {
+		name string
+		f    func() (time.Duration, error)
+	}{
+		{"proxy-cold", cold},
+		{"proxy-warm", func() (time.Duration, error) {
+			warm.notices = nil
+			ans, d, err := timed(ctx, warm.PgConn, exactSQL)
+			if err == nil {
+				err = check("proxy-warm", ans, true, warm.notices)
+			}
+			return d, err
+		}},
+		{"hll-direct", func() (time.Duration, error) {
+			_, d, err := timed(ctx, direct, hllSQL)
+			return d, err
+		}},
+		{"exact", func() (time.Duration, error) {
+			_, d, err := timed(ctx, direct, exactSQL)
+			return d, err
+		}},
+	}
+	times := map[string][]time.Duration{}
+	every := float64(o.runs) / float64(o.exactRuns)
+	nextExact := 0.0
+	fmt.Printf("%d rounds; the exact query in %d of them\n", o.runs, o.exactRuns)
+	for i := range o.runs {
+		var order []int
+		for k := range 3 {
+			order = append(order, (i+k)%3) // rotate who goes first
+		}
+		if float64(i) >= nextExact && len(times["exact"]) < o.exactRuns {
+			order = slices.Insert(order, i%4%len(order), 3)
+			nextExact += every
+		}
+		var line strings.Builder
+		fmt.Fprintf(&line, "round %2d", i+1)
+		for _, k := range order {
+			d, err := kinds[k].f()
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", i+1, kinds[k].name, err)
+			}
+			times[kinds[k].name] = append(times[kinds[k].name], d)
+			fmt.Fprintf(&line, "  %s %s", kinds[k].name, ms(d))
+		}
+		fmt.Println(line.String())
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+
+	fmt.Printf("\n%-11s %5s %12s %12s\n", "kind", "runs", "p50", "p99")
+	p := map[string][2]time.Duration{}
+	for _, k := range kinds {
+		t := times[k.name]
+		p[k.name] = [2]time.Duration{percentile(t, 50), percentile(t, 99)}
+		fmt.Printf("%-11s %5d %12s %12s\n", k.name, len(t), ms(p[k.name][0]), ms(p[k.name][1]))
+	}
+	ratio := func(a, b string, i int) float64 { return p[a][i].Seconds() / p[b][i].Seconds() }
+	fmt.Println()
+	for _, r := range []struct {
+		slow, fast string
+		target     float64
+	}{{"exact", "proxy-cold", 200}, {"hll-direct", "proxy-cold", 2}, {"hll-direct", "proxy-warm", 10}, {"exact", "proxy-warm", 0}} {
+		met := ""
+		if r.target > 0 {
+			met = fmt.Sprintf("  (target >= %gx at p50: %s)", r.target, map[bool]string{true: "met", false: "NOT met"}[ratio(r.slow, r.fast, 0) >= r.target])
+		}
+		fmt.Printf("%s / %s: p50 %.3gx, p99 %.3gx%s\n", r.slow, r.fast, ratio(r.slow, r.fast, 0), ratio(r.slow, r.fast, 1), met)
+	}
+
+	if o.profileDir != "" {
+		return profile(ctx, o.profileDir, warmProxy, warm, dsn)
+	}
+	return nil
+}
+
+// setup makes the catalog, the events table (unless it already has the
+// rows asked for), its index and the rollup (unless it is already built
+// over that table).
+func setup(ctx context.Context, dsn string, o options) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
+		return fmt.Errorf("the hll extension is needed: %w", err)
+	}
+	m, err := migrations.Open(dsn, nil)
+	if err != nil {
+		return err
+	}
+	if err := m.Up(); err != nil {
+		m.Close()
+		return err
+	}
+	m.Close()
+
+	spec := demodata.Default
+	spec.Table, spec.Rows, spec.Days, spec.Users = "events", o.rows, o.days, o.users
+	var have int64
+	_ = conn.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&have)
+	fresh := have != o.rows
+	if fresh {
+		fmt.Printf("generating %d events over %d days...\n", o.rows, o.days)
+		t0 := time.Now()
+		if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup('"+rollupName+"', if_exists => true); DROP TABLE IF EXISTS events; "+spec.CreateSQL()); err != nil {
+			return err
+		}
+		fmt.Printf("generated in %s\n", time.Since(t0).Round(time.Second))
+	}
+	if _, err := conn.Exec(ctx, "CREATE INDEX IF NOT EXISTS events_created_at ON events (created_at)"); err != nil {
+		return err
+	}
+	var built bool
+	_ = conn.QueryRow(ctx, "SELECT watermark IS NOT NULL FROM pgsketch.rollup_defs WHERE name = $1", rollupName).Scan(&built)
+	if fresh || !built {
+		fmt.Println("building the rollup...")
+		t0 := time.Now()
+		if _, err := conn.Exec(ctx, `SELECT pgsketch.drop_rollup('`+rollupName+`', if_exists => true);
+			SELECT pgsketch.create_rollup('`+rollupName+`', 'events', 'created_at', grain => 'day',
+			       dimensions => '{country,device}', distinct_columns => '{user_id}', log2m => 14, regwidth => 5)`); err != nil {
+			return err
+		}
+		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, rollupName,
+			refresh.Options{Full: true, Streams: 2, Dial: refresh.DialPgConn(dsn)})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("built in %s: %s\n", time.Since(t0).Round(time.Second), res)
+		if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+rollupName); err != nil {
+			return err
+		}
+	}
+	var size, rsize string
+	var rrows int64
+	_ = conn.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('events')),
+		pg_size_pretty(pg_total_relation_size('`+rollupName+`')), (SELECT count(*) FROM `+rollupName+`)`).Scan(&size, &rsize, &rrows)
+	var version string
+	_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&version)
+	fmt.Printf("PostgreSQL %s; events: %d rows, %s; %s: %d rows, %s\n\n", version, o.rows, size, rollupName, rrows, rsize)
+	return nil
+}
+
+// conn is a client connection that records notices.
+type conn struct {
+	*pgconn.PgConn
+	mu      sync.Mutex
+	notices []string
+}
+
+func connect(ctx context.Context, dsn string) (*conn, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		c.mu.Lock()
+		c.notices = append(c.notices, n.Message)
+		c.mu.Unlock()
+	}
+	c.PgConn, err = pgconn.ConnectConfig(ctx, cfg)
+	return c, err
+}
+
+// timed runs sql as one simple Query and returns its rows as group →
+// count, and how long it took.
+func timed(ctx context.Context, c *pgconn.PgConn, sql string) (map[string]float64, time.Duration, error) {
+	t0 := time.Now()
+	res, err := c.Exec(ctx, sql).ReadAll()
+	d := time.Since(t0)
+	if err != nil {
+		return nil, d, err
+	}
+	if len(res) != 1 || res[0].Err != nil {
+		return nil, d, fmt.Errorf("%d results (%v)", len(res), res)
+	}
+	ans := map[string]float64{}
+	for _, r := range res[0].Rows {
+		k := "NULL"
+		if r[0] != nil {
+			k = string(r[0])
+		}
+		var v float64
+		if _, err := fmt.Sscan(string(r[1]), &v); err != nil {
+			return nil, d, fmt.Errorf("group %s: %q: %w", k, r[1], err)
+		}
+		ans[k] = v
+	}
+	return ans, d, nil
+}
+
+// proxyProc is a running pgsketch-proxy serve.
+type proxyProc struct {
+	cmd       *exec.Cmd
+	addr      string
+	pprofAddr string
+	done      chan struct{}
+}
+
+func startProxy(ctx context.Context, bin, upstream string, pprof bool) (*proxyProc, error) {
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--approx", "on", "--log-level", "info"}
+	if pprof {
+		args = append(args, "--pprof-listen", "127.0.0.1:0")
+	}
+	p := &proxyProc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	errPipe, err := p.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	var log strings.Builder
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &rec) == nil {
+				switch rec.Msg {
+				case "pprof listening":
+					p.pprofAddr = rec.Addr
+				case "listening":
+					p.addr = rec.Addr
+					close(ready)
+				}
+			}
+			if p.addr == "" {
+				log.WriteString(sc.Text() + "\n")
+			}
+		}
+		io.Copy(io.Discard, errPipe)
+		p.cmd.Wait()
+	}()
+	select {
+	case <-ready:
+		return p, nil
+	case <-p.done:
+		return nil, fmt.Errorf("pgsketch-proxy serve exited before listening:\n%s", log.String())
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	p.cmd.Process.Kill()
+	<-p.done
+	return nil, errors.New("pgsketch-proxy serve did not listen within 30 s")
+}
+
+func (p *proxyProc) stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// url is dsn with the proxy's host and port.
+func (p *proxyProc) url(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
+		panic("a postgres:// URL is needed, got " + dsn)
+	}
+	u.Host = p.addr
+	return u.String()
+}
+
+// profile writes a CPU profile of the warm proxy while it answers the
+// query over and over for 20 s.
+func profile(ctx context.Context, dir string, p *proxyProc, c *conn, dsn string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if p.pprofAddr == "" {
+		return errors.New("the warm proxy did not report its pprof address")
+	}
+	fmt.Printf("\nprofiling the proxy for 20 s of warm queries (%s)...\n", dir)
+	stop := make(chan struct{})
+	var n int
+	var loopErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, _, err := timed(ctx, c.PgConn, exactSQL); err != nil {
+				loopErr = err
+				return
+			}
+			n++
+		}
+	}()
+	resp, err := http.Get("http://" + p.pprofAddr + "/debug/pprof/profile?seconds=20")
+	if err == nil {
+		var f *os.File
+		if f, err = os.Create(dir + "/proxy-cpu.pprof"); err == nil {
+			_, err = io.Copy(f, resp.Body)
+			f.Close()
+		}
+		resp.Body.Close()
+	}
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if loopErr != nil {
+		return loopErr
+	}
+	fmt.Printf("%d queries in 20 s; go tool pprof -top %s/proxy-cpu.pprof\n", n, dir)
+	return nil
+}
+
+func percentile(ds []time.Duration, pct float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	// Nearest rank.
+	i := int(math.Ceil(pct/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	default:
+		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
+	}
+}
