@@ -302,6 +302,10 @@ func (ss *session) upstreamLoop() error {
 			// A message ended at pos.
 			msgs++
 			lastType = typ
+			if typ == 'Z' {
+				// Its one-byte body, the transaction status, ends at pos.
+				rs.ready.Store((rs.ready.Load()>>8+1)<<8 | uint64(chunk[pos-1]))
+			}
 			if handover {
 				// One message per pipe write, so the Handler never reads past
 				// the last reply it waits for.
@@ -395,6 +399,19 @@ func (tr *statementTracker) has(portal bool, name []byte) bool {
 	return false
 }
 
+// unmark drops the open group's marks of a name that an unwanted Parse or
+// Bind later in the group gave to the upstream.
+func (tr *statementTracker) unmark(portal bool, name []byte) {
+	k := 0
+	for _, mk := range tr.marks {
+		if mk.portal != portal || mk.name != string(name) {
+			tr.marks[k] = mk
+			k++
+		}
+	}
+	tr.marks = tr.marks[:k]
+}
+
 // served applies the open group's marks; passed drops them.
 func (tr *statementTracker) served() {
 	for _, mk := range tr.marks {
@@ -469,6 +486,9 @@ func (tr *statementTracker) wants(h Handler, typ byte, body []byte, inspectSize 
 			return true
 		}
 		delete(tr.stmts, string(name))
+		if len(tr.marks) > 0 {
+			tr.unmark(false, name)
+		}
 	case 'B':
 		if len(tr.stmts) == 0 && len(tr.portals) == 0 && len(tr.marks) == 0 {
 			return false
@@ -480,6 +500,9 @@ func (tr *statementTracker) wants(h Handler, typ byte, body []byte, inspectSize 
 			return true
 		}
 		delete(tr.portals, string(portal))
+		if len(tr.marks) > 0 {
+			tr.unmark(true, portal)
+		}
 	case 'D', 'C':
 		if len(body) < 1 || len(tr.stmts) == 0 && len(tr.portals) == 0 && len(tr.marks) == 0 {
 			return false
@@ -553,7 +576,7 @@ func (ss *session) clientLoop(ctx context.Context) error {
 		case 'S':
 			rs.forwarded(typ)
 			unsynced = false
-		case 'P', 'B', 'D', 'E', 'C', 'H':
+		case 'P', 'B', 'D', 'E', 'C': // a Flush alone owes no reply
 			unsynced = true
 		}
 	}

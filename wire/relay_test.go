@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -433,6 +434,73 @@ func TestRelayCopyDoneBeforeCopyInResponse(t *testing.T) {
 	sess.relay.mu.Unlock()
 	if pending != "S" || copyIn {
 		t.Errorf("after the COPY and a group: pending %q, copyIn %v; want \"S\", false", pending, copyIn)
+	}
+	client.Close()
+	up.Close()
+	<-done
+}
+
+// wantHandler records, per request, which messages the relay says it
+// wants and the session's ReadyForQuery count and status; it answers
+// nothing but a ReadyForQuery.
+type wantHandler struct {
+	mu     sync.Mutex
+	wanted [][]bool
+	ready  []uint64
+	status []byte
+}
+
+func (h *wantHandler) Intercept(sql []byte) bool { return len(sql) > 0 && sql[0] == 'x' }
+func (h *wantHandler) Serve(_ context.Context, req *Request, s *Session) error {
+	n, st := s.ReadyForQuery()
+	h.mu.Lock()
+	h.wanted = append(h.wanted, req.Wanted)
+	h.ready = append(h.ready, n)
+	h.status = append(h.status, st)
+	h.mu.Unlock()
+	s.Send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	return s.Flush()
+}
+
+// Request.Wanted marks the messages naming the Handler's statements and
+// portals, also when a later unwanted Parse or Bind in the same group takes
+// the name back; Session.ReadyForQuery counts the upstream's.
+func TestRelayWantedAndReady(t *testing.T) {
+	h := &wantHandler{}
+	_, client, up, done := newRelay(t, h)
+	go io.Copy(io.Discard, client)
+	upGot := watch(up)
+	bind := func(portal, stmt string) []byte {
+		return msg('B', portal+"\x00"+stmt+"\x00\x00\x00\x00\x00\x00\x00")
+	}
+	exec := func(portal string) []byte { return msg('E', portal+"\x00\x00\x00\x00\x00") }
+	// A plain Query first: its ReadyForQuery (status T) passes through.
+	client.Write(msg('Q', "begin\x00"))
+	<-upGot
+	up.Write(msg('Z', "T"))
+	time.Sleep(50 * time.Millisecond)
+	client.Write(bytes.Join([][]byte{
+		msg('P', "a\x00x1\x00\x00\x00"), bind("", "a"), exec(""), // wanted
+		msg('P', "\x00select 1\x00\x00\x00"), bind("", ""), exec(""), // the upstream's
+		bind("p", "a"), exec("p"), msg('S', ""),
+	}, nil))
+	waitFor := time.Now().Add(2 * time.Second)
+	for {
+		h.mu.Lock()
+		n := len(h.wanted)
+		h.mu.Unlock()
+		if n == 1 || time.Now().After(waitFor) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	want := []bool{true, true, true, false, false, false, true, true, false}
+	if len(h.wanted) != 1 || fmt.Sprint(h.wanted[0]) != fmt.Sprint(want) {
+		t.Errorf("Wanted %v, want [%v]", h.wanted, want)
+	} else if h.ready[0] != 1 || h.status[0] != 'T' {
+		t.Errorf("ReadyForQuery() = %d, %c; want 1, T", h.ready[0], h.status[0])
 	}
 	client.Close()
 	up.Close()
