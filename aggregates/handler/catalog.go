@@ -4,31 +4,85 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/pgsketch/pgsketch/aggregates/catalog"
-	"github.com/pgsketch/pgsketch/wire"
 )
 
 var errCatalog = errors.New("rollup catalog")
 
-// loadCatalog reads the rollup catalog as the client's role, in its
-// transaction (so it sees what the client may see, as of its snapshot).
-func (h *Handler) loadCatalog(ctx context.Context, c *sessionConn) (*catalog.Snapshot, error) {
-	rows, err := c.Query(ctx, catalog.Query)
-	if err != nil {
-		return nil, err
+// fingerprintSQL identifies the state of the catalog as a session sees
+// it: every rollup's definition row (its xmin changes with every update,
+// and a dropped and re-created rollup has a new row) and its source table's
+// pg_class row (which changes with ALTER TABLE: row-level security,
+// columns added, types changed). A session whose fingerprint is that of a
+// cached snapshot gets the snapshot without reading pgsketch.catalog().
+const fingerprintSQL = `SELECT pg_catalog.md5(COALESCE(pg_catalog.string_agg(
+   d.name || ':' || d.xmin::text || ':' || d.version::text || ':' || COALESCE(c.oid::text, '-') || ':' ||
+   COALESCE(c.xmin::text, '-') || ':' || COALESCE(c.relrowsecurity::text, '-'), ',' ORDER BY d.name), ''))
+ FROM pgsketch.rollup_defs AS d
+ LEFT JOIN pg_catalog.pg_class AS c
+   ON c.oid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', d.source_schema, d.source_table))`
+
+// catalogCache holds catalog snapshots per database and fingerprint.
+type catalogCache struct {
+	mu sync.Mutex
+	m  map[string]map[string]*catalog.Snapshot
+}
+
+// maxSnapshots bounds the fingerprints kept per database (sessions with
+// older snapshots, REPEATABLE READ transactions, see older catalogs).
+const maxSnapshots = 8
+
+func (cc *catalogCache) get(db, fp string) *catalog.Snapshot {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.m[db][fp]
+}
+
+func (cc *catalogCache) put(db, fp string, snap *catalog.Snapshot) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.m == nil {
+		cc.m = map[string]map[string]*catalog.Snapshot{}
 	}
-	if len(rows) != 1 || len(rows[0]) != 1 {
-		return nil, fmt.Errorf("%w: %d rows", errCatalog, len(rows))
+	byFP := cc.m[db]
+	if byFP == nil || len(byFP) >= maxSnapshots {
+		byFP = map[string]*catalog.Snapshot{}
+		cc.m[db] = byFP
 	}
-	snap, err := catalog.Parse(rows[0][0])
+	byFP[fp] = snap
+}
+
+// catalogFor returns the catalog snapshot for the session: the cached one
+// of its fingerprint fp, or one read now (with its fingerprint, read first,
+// so that a change in between makes the next fingerprint differ rather
+// than leave a stale snapshot under a current fingerprint). The caller has
+// checked that the role may read the catalog; privileges on the tables are
+// checked by the statements a plan runs, on every query.
+func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, fp string) (*catalog.Snapshot, error) {
+	db := c.s.Params()["database"]
+	if db == "" {
+		db = c.s.Params()["user"]
+	}
+	if fp != "" {
+		if snap := h.catalogs.get(db, fp); snap != nil {
+			return snap, nil
+		}
+	}
+	rows, errs := c.queryRows(ctx, fingerprintSQL, catalog.Query)
+	if errs[1] != nil {
+		return nil, errs[1]
+	}
+	if len(rows[1]) != 1 || len(rows[1][0]) != 1 {
+		return nil, fmt.Errorf("%w: %d rows", errCatalog, len(rows[1]))
+	}
+	snap, err := catalog.Parse(rows[1][0][0])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errCatalog, err)
 	}
+	if errs[0] == nil && len(rows[0]) == 1 && len(rows[0][0]) == 1 && rows[0][0][0] != nil {
+		h.catalogs.put(db, string(rows[0][0][0]), snap)
+	}
 	return snap, nil
-}
-
-// catalogFor returns the catalog snapshot for the session.
-func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, s *wire.Session) (*catalog.Snapshot, error) {
-	return h.loadCatalog(ctx, c)
 }

@@ -148,50 +148,96 @@ func cloneRow(vals [][]byte) [][]byte {
 // other than the protocol's acknowledgements to each, and returns the
 // first ErrorResponse as a *pgconn.PgError.
 func (c *sessionConn) run(ctx context.Context, st exec.Statement, each func(pgproto3.BackendMessage) error) error {
+	return c.runMany(ctx, []exec.Statement{st}, []func(pgproto3.BackendMessage) error{each})[0]
+}
+
+// runMany runs statements in one round trip: with Sync, each is followed by
+// its own Sync (a failure does not skip the next); without, a failure
+// skips the rest. It returns each statement's error.
+func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []func(pgproto3.BackendMessage) error) []error {
+	errs := make([]error, len(sts))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return fail(err)
 	}
 	if c.failed {
-		return errDiscarding
+		return fail(errDiscarding)
 	}
 	name := ""
 	if c.ext {
 		name = internalName
-		// A statement left by an earlier failure would make the Parse fail.
-		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
-		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
 	}
-	c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
-	c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name,
-		ParameterFormatCodes: st.ParamFormats, Parameters: st.Params, ResultFormatCodes: st.ResultFormats})
-	c.s.Frontend.Send(&pgproto3.Describe{ObjectType: 'P', Name: name})
-	c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
-	if c.ext {
-		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
-		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
-	}
-	filter := func(msg pgproto3.BackendMessage) error {
-		switch msg.(type) {
-		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
-			*pgproto3.EmptyQueryResponse:
-			return nil
+	for _, st := range sts {
+		if c.ext {
+			// A statement left by an earlier failure would make the Parse fail.
+			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
 		}
-		if each == nil {
-			return nil
+		c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
+		c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name,
+			ParameterFormatCodes: st.ParamFormats, Parameters: st.Params, ResultFormatCodes: st.ResultFormats})
+		c.s.Frontend.Send(&pgproto3.Describe{ObjectType: 'P', Name: name})
+		c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
+		if c.ext {
+			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
 		}
-		return each(msg)
-	}
-	if !c.noSync {
-		if err := c.send(&pgproto3.Sync{}); err != nil {
-			return err
+		if !c.noSync {
+			c.s.Frontend.Send(&pgproto3.Sync{})
 		}
-		return c.finish(filter)
 	}
-	if err := c.send(&pgproto3.Flush{}); err != nil {
-		return err
+	if c.noSync {
+		c.s.Frontend.Send(&pgproto3.Flush{})
 	}
-	// Without Sync there is no ReadyForQuery: count the replies owed
-	// (Close, Close, Parse, Bind, Describe, Execute, Close, Close).
+	if err := c.s.Frontend.Flush(); err != nil {
+		return fail(err)
+	}
+	for i := range sts {
+		var f func(pgproto3.BackendMessage) error
+		if i < len(each) {
+			f = each[i]
+		}
+		filter := func(msg pgproto3.BackendMessage) error {
+			switch msg.(type) {
+			case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
+				*pgproto3.EmptyQueryResponse:
+				return nil
+			}
+			if f == nil {
+				return nil
+			}
+			return f(msg)
+		}
+		if !c.noSync {
+			errs[i] = c.finish(filter)
+			if errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
+				return fail(errs[i])
+			}
+			continue
+		}
+		if c.failed {
+			errs[i] = errDiscarding // the upstream skipped it
+			continue
+		}
+		errs[i] = c.readOwed(filter)
+		if errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
+			return fail(errs[i])
+		}
+	}
+	return errs
+}
+
+// readOwed reads the replies of one statement sent without Sync: there is
+// no ReadyForQuery, so it counts the replies owed (Close, Close, Parse,
+// Bind, Describe, Execute, Close, Close).
+func (c *sessionConn) readOwed(filter func(pgproto3.BackendMessage) error) error {
 	var first error
 	for owed := 8; owed > 0; {
 		msg, err := c.s.Frontend.Receive()
@@ -221,6 +267,24 @@ func (c *sessionConn) run(ctx context.Context, st exec.Statement, each func(pgpr
 		}
 	}
 	return first
+}
+
+// queryRows runs parameterless statements in one round trip (see runMany)
+// and returns each one's rows.
+func (c *sessionConn) queryRows(ctx context.Context, sqls ...string) ([][][][]byte, []error) {
+	sts := make([]exec.Statement, len(sqls))
+	rows := make([][][][]byte, len(sqls))
+	each := make([]func(pgproto3.BackendMessage) error, len(sqls))
+	for i, sql := range sqls {
+		sts[i] = exec.Statement{SQL: sql}
+		each[i] = func(msg pgproto3.BackendMessage) error {
+			if dr, ok := msg.(*pgproto3.DataRow); ok {
+				rows[i] = append(rows[i], cloneRow(dr.Values))
+			}
+			return nil
+		}
+	}
+	return rows, c.runMany(ctx, sts, each)
 }
 
 // CopyTo implements refresh.Conn.

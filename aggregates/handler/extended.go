@@ -69,6 +69,9 @@ type extSession struct {
 	dirty bool
 	// discarding: an error came, and messages are skipped up to Sync.
 	discarding bool
+	// catalogOK: the session's role could read the catalog last time; the
+	// catalog's fingerprint is then read with the settings.
+	catalogOK bool
 }
 
 // ownedStmt is a prepared statement the proxy holds for the client.
@@ -96,12 +99,19 @@ type ownedPortal struct {
 	done     bool
 }
 
-func extState(s *wire.Session) *extSession {
+// sessionState returns the session's state, made on first use.
+func sessionState(s *wire.Session) *extSession {
 	es, _ := s.State().(*extSession)
 	if es == nil {
 		es = &extSession{stmts: map[string]*ownedStmt{}, portals: map[string]*ownedPortal{}, txStatus: 'I'}
 		s.SetState(es)
 	}
+	return es
+}
+
+// extState returns the session's state at the start of a request.
+func extState(s *wire.Session) *extSession {
+	es := sessionState(s)
 	n, status := s.ReadyForQuery()
 	if n != es.ready {
 		// Requests the relay passed on reached a Sync meanwhile.
@@ -557,7 +567,7 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 	if !st.catalogOK || es.txStatus == 'E' {
 		return "", nil
 	}
-	snap, err := h.catalogFor(ctx, c, x.s)
+	snap, err := h.catalogFor(ctx, c, st.fingerprint)
 	if err != nil {
 		if errors.Is(err, errCatalog) {
 			h.Log.Info("rollup catalog unreadable: statement executed upstream", "err", err)

@@ -24,6 +24,8 @@ type Handler struct {
 	// COUNT(DISTINCT ...) is answered from rollups (APPROX_COUNT_DISTINCT
 	// always is).
 	Approx bool
+
+	catalogs catalogCache
 }
 
 // New returns a Handler logging to log.

@@ -42,6 +42,8 @@ type sessionSettings struct {
 	rw        rewrite.Session
 	exec      exec.Settings
 	catalogOK bool
+	// fingerprint identifies the catalog's state ("" if not read).
+	fingerprint string
 }
 
 func parseBool(s string) (v, ok bool) {
@@ -55,14 +57,19 @@ func parseBool(s string) (v, ok bool) {
 }
 
 func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings, error) {
-	rows, err := c.Query(ctx, settingsSQL)
-	if err != nil {
-		return sessionSettings{}, err
+	es := sessionState(c.s)
+	sqls := []string{settingsSQL}
+	if es.catalogOK {
+		sqls = append(sqls, fingerprintSQL)
 	}
-	if len(rows) != 1 || len(rows[0]) != 10 {
+	rows, errs := c.queryRows(ctx, sqls...)
+	if errs[0] != nil {
+		return sessionSettings{}, errs[0]
+	}
+	if len(rows[0]) != 1 || len(rows[0][0]) != 10 {
 		return sessionSettings{}, errProtocol
 	}
-	r := rows[0]
+	r := rows[0][0]
 	st := sessionSettings{
 		rw: rewrite.Session{SearchPath: string(r[0]), TimeZone: string(r[1]), User: string(r[2]), Approx: h.Approx},
 		exec: exec.Settings{DateStyle: string(r[4]), TimeZone: string(r[1]), IntervalStyle: string(r[5]),
@@ -71,6 +78,21 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	}
 	if v, ok := parseBool(string(r[3])); ok {
 		st.rw.Approx = v
+	}
+	es.catalogOK = st.catalogOK
+	if len(sqls) == 2 {
+		switch err := errs[1]; {
+		case err == nil:
+			if len(rows[1]) == 1 && len(rows[1][0]) == 1 && rows[1][0][0] != nil {
+				st.fingerprint = string(rows[1][0][0])
+			}
+		case !isPgError(err) && !errors.Is(err, errDiscarding):
+			return sessionSettings{}, err
+		case c.failed:
+			// The privileges changed in between, inside the client's
+			// implicit transaction: it is lost.
+			return sessionSettings{}, err
+		}
 	}
 	return st, nil
 }
@@ -120,7 +142,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	if !st.catalogOK {
 		return forwardQuery(q.String, s)
 	}
-	snap, err := h.catalogFor(ctx, c, s)
+	snap, err := h.catalogFor(ctx, c, st.fingerprint)
 	if err != nil {
 		if isPgError(err) || errors.Is(err, errCatalog) {
 			h.Log.Info("rollup catalog unreadable: query passed through", "err", err)
