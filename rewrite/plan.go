@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -290,18 +291,26 @@ func (m *matcher) build() (*Plan, string) {
 		rwhere = append(rwhere, m.side(f, true))
 		bwhere = append(bwhere, m.side(f, false))
 	}
+	var ranges []string
 	for _, rg := range m.ranges {
-		bwhere = append(bwhere, m.side(rg, false))
+		ranges = append(ranges, m.side(rg, false))
 	}
 	tcol := "t." + quoteIdent(r.TimeColumn)
 	bucket := "r." + quoteIdent(catalog.BucketColumn)
 	switch {
 	case len(p.Time.Lower) > 0:
+		// The two edges, each with the whole time range, so that PostgreSQL
+		// turns each arm into an index range (a BitmapOr) instead of
+		// filtering every row of the range by the OR.
 		rwhere = append(rwhere, bucket+" >= "+p.Time.BucketsFrom)
-		bwhere = append(bwhere, "("+tcol+" < "+p.Time.BucketsFrom+" OR "+tcol+" >= "+p.Time.BucketsTo+")")
+		lower := strings.Join(append(slices.Clone(ranges), tcol+" < "+p.Time.BucketsFrom), " AND ")
+		upper := strings.Join(append(slices.Clone(ranges), tcol+" >= "+p.Time.BucketsTo), " AND ")
+		bwhere = append(bwhere, "(("+lower+") OR ("+upper+"))")
 	case len(p.Time.Upper) > 0:
+		bwhere = append(bwhere, ranges...)
 		bwhere = append(bwhere, tcol+" >= "+p.Time.BucketsTo)
 	default:
+		bwhere = append(bwhere, ranges...)
 		// No range on the time column: rows whose time is NULL count
 		// too, and no rollup holds them.
 		bwhere = append(bwhere, "("+tcol+" >= "+p.Time.BucketsTo+" OR "+tcol+" IS NULL)")
