@@ -136,7 +136,7 @@ func errorChart(samples []Sample) template.HTML {
 	if len(samples) == 0 {
 		return `<p class="muted">No samples yet: run a query with both COUNT(DISTINCT x) and APPROX_COUNT_DISTINCT(x).</p>`
 	}
-	const w, h, pad = 900.0, 260.0, 40.0
+	const w, h, pad = 900.0, 260.0, 60.0
 	se := samples[0].StdErr
 	limit := 4 * se
 	for _, s := range samples {

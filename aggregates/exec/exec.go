@@ -62,6 +62,17 @@ type Answer struct {
 	BaseRows bool
 	// Groups is the number of merged groups.
 	Groups int
+	// Samples pair, per group, an exact distinct count the query also
+	// computed (COUNT(DISTINCT x) beside APPROX_COUNT_DISTINCT(x)) with the
+	// estimate, for the status page's error chart.
+	Samples []Sample
+}
+
+// Sample is one group's exact distinct count and its estimate.
+type Sample struct {
+	Exact, Estimate float64
+	// StdErr is the sketch's relative standard error.
+	StdErr float64
 }
 
 // Notice is the text of the NoticeResponse sent with a plan's answer.
@@ -136,7 +147,7 @@ func Run(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultF
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
-	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups}, nil
+	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples}, nil
 }
 
 // statement binds the client's parameters for one of the plan's
@@ -181,6 +192,7 @@ func statement(sql string, n int, refs []int, params Params, resultFormats []int
 // merged is the input of the shaping statement: one column per key and
 // per aggregate, one element per row.
 type merged struct {
+	samples  []Sample
 	elemOIDs []uint32
 	cols     [][][]byte
 	baseRows bool
@@ -289,6 +301,27 @@ func merge(p *rewrite.Plan, fetch, exact *Result) (*merged, error) {
 			m.addRow(row)
 		}
 	}
+	// Exact counts beside estimates of the same expression, per group.
+	exactOf := map[int]int{} // MergeHLL agg -> Exact agg over the same base expression
+	for j, a := range p.Aggs {
+		for k, b := range p.Aggs {
+			if a.Op == rewrite.MergeHLL && b.Op == rewrite.Exact && a.Base != "" && a.Base == b.Base {
+				exactOf[j] = k
+			}
+		}
+	}
+	exactVals := map[string][]int64{}
+	if exact != nil && len(exactOf) > 0 {
+		for _, r := range exact.Rows {
+			vals := make([]int64, len(p.Aggs))
+			for k, b := range p.Aggs {
+				if b.Op == rewrite.Exact && b.ExactColumn >= 0 && b.ExactColumn < len(r) && len(r[b.ExactColumn]) == 8 {
+					vals[k] = int64(binary.BigEndian.Uint64(r[b.ExactColumn]))
+				}
+			}
+			exactVals[string(groupKey(nil, r[:nkeys]))] = vals
+		}
+	}
 	// One row per group with the estimates.
 	for _, g := range order {
 		clear(row)
@@ -304,6 +337,12 @@ func merge(p *rewrite.Plan, fetch, exact *Result) (*merged, error) {
 					return nil, fmt.Errorf("%w: %s: undefined sketch", ErrData, a.Measure)
 				}
 				est = int64(math.Round(e))
+				if k, ok := exactOf[j]; ok {
+					if vals := exactVals[string(groupKey(nil, g.keys))]; vals != nil && vals[k] > 0 {
+						m.samples = append(m.samples, Sample{Exact: float64(vals[k]), Estimate: e,
+							StdErr: 1.04 / math.Sqrt(float64(uint64(1)<<a.Log2m))})
+					}
+				}
 			}
 			row[nkeys+j] = binary.BigEndian.AppendUint64(nil, uint64(est))
 		}

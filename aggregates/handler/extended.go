@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -531,6 +532,7 @@ func (x *extRequest) bindUpstream(p *ownedPortal) {
 // answer decides how p executes: from a rollup (p.answered, p.rows) or
 // upstream. It returns the notice to send before the rows.
 func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error) {
+	start := time.Now()
 	es, h := x.es, x.h
 	if es.txStatus == 'E' {
 		return "", nil // PostgreSQL says the transaction is aborted
@@ -579,6 +581,7 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 	pl := res.Plan
 	if pl == nil {
 		h.Log.Debug("statement executed upstream", "reason", res.Reason)
+		_ = h.recordPassed(p.stmt.sql, res.Reason, start, nil) // latency: planning only
 		return "", nil
 	}
 	if pl.Kind == rewrite.Substitute {
@@ -633,6 +636,7 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 	}
 	p.answered = true
 	p.rows = ans.Rows
+	h.recordAnswered(p.stmt.sql, pl, ans, start)
 	return ans.Notice(pl), nil
 }
 

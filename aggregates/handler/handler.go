@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgsketch/pgsketch/aggregates/exec"
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/status"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -24,6 +28,10 @@ type Handler struct {
 	// COUNT(DISTINCT ...) is answered from rollups (APPROX_COUNT_DISTINCT
 	// always is).
 	Approx bool
+	// Recorder, when set, is told every query looked at (answered from a
+	// rollup, or passed through and why) and the error samples of answers
+	// that computed a count both ways, for the status page.
+	Recorder *status.Recorder
 
 	catalogs catalogCache
 }
@@ -191,4 +199,29 @@ func forward(req *wire.Request, s *wire.Session) error {
 		}
 	}
 	return s.Flush()
+}
+
+// recordPassed tells the recorder that sql went to PostgreSQL unchanged and
+// why, and returns err.
+func (h *Handler) recordPassed(sql, reason string, start time.Time, err error) error {
+	if h.Recorder != nil {
+		q := status.Query{Time: start, SQL: sql, Detail: reason, Latency: time.Since(start)}
+		if err != nil {
+			q.Err = err.Error()
+		}
+		h.Recorder.Query(q)
+	}
+	return err
+}
+
+// recordAnswered tells the recorder that sql was answered from p's rollup.
+func (h *Handler) recordAnswered(sql string, p *rewrite.Plan, ans *exec.Answer, start time.Time) {
+	if h.Recorder == nil {
+		return
+	}
+	h.Recorder.Query(status.Query{Time: start, SQL: sql, Rewritten: true, Rollup: p.Rollup, Detail: p.String(),
+		Latency: time.Since(start)})
+	for _, smp := range ans.Samples {
+		h.Recorder.Sample(status.Sample{Time: start, Rollup: p.Rollup, Exact: smp.Exact, Approx: smp.Estimate, StdErr: smp.StdErr})
+	}
 }

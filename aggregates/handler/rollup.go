@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -119,11 +120,13 @@ func clientCancelled(err error) bool {
 // serveQuery answers a simple Query the rewriter may answer from a rollup.
 // Whatever it cannot answer goes upstream unchanged.
 func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Session) error {
+	start := time.Now()
+	pass := func(reason string) error { return h.recordPassed(q.String, reason, start, forwardQuery(q.String, s)) }
 	c := &sessionConn{s: s}
 	st, err := h.settings(ctx, c)
 	if err != nil {
 		if isPgError(err) { // an aborted transaction: PostgreSQL answers
-			return forwardQuery(q.String, s)
+			return pass("the transaction is aborted")
 		}
 		return err
 	}
@@ -140,13 +143,13 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		return s.Flush()
 	}
 	if !st.catalogOK {
-		return forwardQuery(q.String, s)
+		return pass("the role cannot read the pgsketch catalog")
 	}
 	snap, err := h.catalogFor(ctx, c, st.fingerprint)
 	if err != nil {
 		if isPgError(err) || errors.Is(err, errCatalog) {
 			h.Log.Info("rollup catalog unreadable: query passed through", "err", err)
-			return forwardQuery(q.String, s)
+			return pass("the rollup catalog is unreadable: " + err.Error())
 		}
 		return err
 	}
@@ -154,10 +157,10 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	p := res.Plan
 	if p == nil {
 		h.Log.Debug("query passed through", "reason", res.Reason)
-		return forwardQuery(q.String, s)
+		return pass(res.Reason)
 	}
 	if p.Params > 0 { // PostgreSQL says there is no parameter $1
-		return forwardQuery(q.String, s)
+		return pass("parameters in a simple query")
 	}
 	if p.Explain {
 		return h.explain(p, c, s)
@@ -172,18 +175,18 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		rows, err := c.Query(ctx, p.Guard)
 		if err != nil {
 			if isPgError(err) {
-				return forwardQuery(q.String, s)
+				return pass("the table could not be resolved: " + err.Error())
 			}
 			return err
 		}
 		if len(rows) != 1 || len(rows[0]) != 1 || string(rows[0][0]) != "t" {
 			h.Log.Debug("query passed through: its table is not the rollup's source on this search_path", "rollup", p.Rollup)
-			return forwardQuery(q.String, s)
+			return pass("the table is not the source of rollup " + p.Rollup + " on this search_path")
 		}
 	}
 	if why := hashable(p, snap, st.exec); why != "" {
 		h.Log.Debug("query passed through", "reason", why)
-		return forwardQuery(q.String, s)
+		return pass(why)
 	}
 	ans, err := h.run(ctx, c, p, exec.Params{}, nil)
 	if err != nil {
@@ -196,6 +199,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	}
 	s.Send(&pgproto3.CommandComplete{CommandTag: []byte(ans.Tag)})
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	h.recordAnswered(q.String, p, ans, start)
 	return s.Flush()
 }
 

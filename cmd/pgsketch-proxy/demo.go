@@ -70,7 +70,9 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 		stopNote = " (the cluster is kept in " + *keep + ")"
 	}
 	recorder := status.NewRecorder(50, 1000)
-	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log, Handler: handler.New(a.log)}
+	h := handler.New(a.log)
+	h.Recorder = recorder
+	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log, Handler: h}
 	ho := httpOptions{addr: *httpListen, recorder: recorder, rollups: rollupLister(cluster.URL(demoDB))}
 	return serveUntilDone(ctx, a, cfg, *listen, ho, 5*time.Second, func(addr, httpAddr string) {
 		fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d),\n", migrations.Latest())

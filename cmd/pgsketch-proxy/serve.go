@@ -70,7 +70,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	}
 	recorder := status.NewRecorder(50, 1000)
 	cfg := wire.Config{
-		Handler:        &handler.Handler{Log: a.log, Approx: approxOn},
+		Handler:        &handler.Handler{Log: a.log, Approx: approxOn, Recorder: recorder},
 		Upstream:       *upstream,
 		ConnectTimeout: *connectTimeout,
 		MaxMessageSize: *maxMessage,
