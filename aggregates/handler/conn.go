@@ -151,6 +151,12 @@ func (c *sessionConn) run(ctx context.Context, st exec.Statement, each func(pgpr
 	return c.runMany(ctx, []exec.Statement{st}, []func(pgproto3.BackendMessage) error{each})[0]
 }
 
+// noJIT turns JIT compilation off for the statement that follows it in the
+// same implicit transaction.
+// (SET LOCAL would only warn outside a transaction block: the extended
+// protocol's implicit transaction is not one.)
+const noJIT = "SELECT pg_catalog.set_config('jit', 'off', true)"
+
 // runMany runs statements in one round trip: with Sync, each is followed by
 // its own Sync (a failure does not skip the next); without, a failure
 // skips the rest. It returns each statement's error.
@@ -174,11 +180,26 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 	if c.ext {
 		name = internalName
 	}
+	jitOff := !c.noSync && c.txStatus == 'I'
 	for _, st := range sts {
 		if c.ext {
 			// A statement left by an earlier failure would make the Parse fail.
 			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
 			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+		}
+		if jitOff {
+			// The proxy's statements are small by design, but their cost
+			// estimates are often above jit_above_cost: JIT compilation
+			// would take longer than the query (seconds, measured by
+			// bench-query). Outside a transaction block, a local setting
+			// lasts until this statement's Sync.
+			c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: noJIT})
+			c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name})
+			c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
+			if c.ext {
+				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+			}
 		}
 		c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
 		c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name,
@@ -204,11 +225,21 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 		if i < len(each) {
 			f = each[i]
 		}
+		skip := jitOff // noJIT's row and CommandComplete come first
 		filter := func(msg pgproto3.BackendMessage) error {
 			switch msg.(type) {
 			case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
 				*pgproto3.EmptyQueryResponse:
 				return nil
+			case *pgproto3.DataRow:
+				if skip {
+					return nil
+				}
+			case *pgproto3.CommandComplete:
+				if skip {
+					skip = false
+					return nil
+				}
 			}
 			if f == nil {
 				return nil
