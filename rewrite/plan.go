@@ -291,7 +291,7 @@ func (m *matcher) build() (*Plan, string) {
 		rwhere = append(rwhere, m.side(f, true))
 		bwhere = append(bwhere, m.side(f, false))
 	}
-	var ranges []string
+	var ranges, upperEdge []string
 	for _, rg := range m.ranges {
 		ranges = append(ranges, m.side(rg, false))
 	}
@@ -299,13 +299,17 @@ func (m *matcher) build() (*Plan, string) {
 	bucket := "r." + quoteIdent(catalog.BucketColumn)
 	switch {
 	case len(p.Time.Lower) > 0:
-		// The two edges, each with the whole time range, so that PostgreSQL
-		// turns each arm into an index range (a BitmapOr) instead of
-		// filtering every row of the range by the OR.
+		// The two edges are read by two statements of the UNION ALL, each
+		// with the whole time range, so that PostgreSQL reads each by an
+		// index range. (As one OR, the planner factors the range out of the
+		// arms and filters every row of the range.) The upper edge also
+		// starts at the lower's end, so that a range inside one bucket
+		// (BucketsFrom > BucketsTo) is read once.
 		rwhere = append(rwhere, bucket+" >= "+p.Time.BucketsFrom)
-		lower := strings.Join(append(slices.Clone(ranges), tcol+" < "+p.Time.BucketsFrom), " AND ")
-		upper := strings.Join(append(slices.Clone(ranges), tcol+" >= "+p.Time.BucketsTo), " AND ")
-		bwhere = append(bwhere, "(("+lower+") OR ("+upper+"))")
+		upperEdge = append(slices.Clone(bwhere), ranges...)
+		upperEdge = append(upperEdge, tcol+" >= "+p.Time.BucketsTo, tcol+" >= "+p.Time.BucketsFrom)
+		bwhere = append(bwhere, ranges...)
+		bwhere = append(bwhere, tcol+" < "+p.Time.BucketsFrom)
 	case len(p.Time.Upper) > 0:
 		bwhere = append(bwhere, ranges...)
 		bwhere = append(bwhere, tcol+" >= "+p.Time.BucketsTo)
@@ -320,6 +324,10 @@ func (m *matcher) build() (*Plan, string) {
 		strings.Join(rwhere, " AND ") + groupBy +
 		" UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 		strings.Join(bwhere, " AND ") + groupBy
+	if upperEdge != nil {
+		p.FetchSQL += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
+			strings.Join(upperEdge, " AND ") + groupBy
+	}
 	if len(exactCols) > 0 {
 		cols := []string{}
 		gb := []string{}
