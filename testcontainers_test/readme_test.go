@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgsketch/pgsketch/internal/demodata"
+	"github.com/pgsketch/pgsketch/migrations"
+)
+
+// readmeBlock is one fenced code block of README.md.
+type readmeBlock struct {
+	line  int    // of the opening fence
+	lang  string // after the fence
+	body  string
+	setup string // from a preceding <!-- readme test setup: ... --> comment
+}
+
+func readmeBlocks(t *testing.T) []readmeBlock {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	re := regexp.MustCompile("(?s)(<!-- readme test setup: (.*?) -->\n)?```(\\w*)\n(.*?)```")
+	var out []readmeBlock
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+		blk := readmeBlock{line: strings.Count(s[:m[6]], "\n") + 1, lang: s[m[6]:m[7]], body: s[m[8]:m[9]]}
+		if m[4] >= 0 {
+			blk.setup = s[m[4]:m[5]]
+		}
+		out = append(out, blk)
+	}
+	return out
+}
+
+// mask makes outputs comparable across data sizes and runs: every number
+// becomes 9, runs of blanks one space.
+func mask(s string) string {
+	s = regexp.MustCompile(`[0-9]+`).ReplaceAllString(s, "9")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// TestReadme runs every command and SQL snippet of README.md, so that the
+// README cannot drift from the code:
+//   - ```sh blocks of make targets: `make -n` must expand each (make test is
+//     what runs this test; what make run runs is TestDemoStopsOnSIGINT);
+//   - blocks of `pgsketch-proxy <command>` synopses: each command's --help
+//     must list every flag the line shows;
+//   - transcripts with `$ ` commands: each runs in bash, against a fresh
+//     database with the demo's events table ($DSN) and a proxy in front of it
+//     ($PROXY_URL, started with --approx on), after the block's setup
+//     comment; every line of the README's output must appear in the actual
+//     output, numbers masked;
+//   - transcripts with `=> ` psql input: the SQL runs with psql through the
+//     proxy, and the same output check applies;
+//   - ```sql blocks: run with psql -f through the proxy, stopping on an error.
+//
+// Blocks of output only (no prompt) are not commands.
+func TestReadme(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	blocks := readmeBlocks(t)
+	if len(blocks) < 5 {
+		t.Fatalf("found %d code blocks in README.md", len(blocks))
+	}
+	ran := 0
+	for _, blk := range blocks {
+		switch {
+		case blk.lang == "sh":
+			for _, l := range strings.Split(strings.TrimSpace(blk.body), "\n") {
+				cmd := strings.TrimSpace(strings.SplitN(l, "#", 2)[0])
+				target, ok := strings.CutPrefix(cmd, "make ")
+				if !ok {
+					t.Errorf("README.md:%d: a shell line the test cannot run: %q", blk.line, l)
+					continue
+				}
+				out, err := exec.Command("make", "-n", "-C", "..", target).CombinedOutput()
+				if err != nil {
+					t.Errorf("README.md:%d: make -n %s: %v\n%s", blk.line, target, err, out)
+				}
+				if target == "run" && !strings.Contains(string(out), "pgsketch-proxy demo") {
+					t.Errorf("README.md:%d: make run does not run pgsketch-proxy demo:\n%s", blk.line, out)
+				}
+				ran++
+			}
+		case blk.lang == "sql":
+			env := readmeEnv(t, bin, blk.setup)
+			// As a file, as someone pasting it into psql: one statement at a time.
+			f := filepath.Join(t.TempDir(), "block.sql")
+			if err := os.WriteFile(f, []byte(blk.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, errOut, code := psql(t, env.proxyURL, "-v", "ON_ERROR_STOP=1", "-f", f); code != 0 {
+				t.Errorf("README.md:%d: SQL block failed (exit %d):\n%s\n%s", blk.line, code, out, errOut)
+			}
+			ran++
+		case strings.HasPrefix(blk.body, "$ ") || strings.HasPrefix(blk.body, "=> "):
+			ran += runTranscript(t, bin, blk)
+		case strings.HasPrefix(blk.body, "pgsketch-proxy "):
+			for _, l := range strings.Split(strings.TrimSpace(blk.body), "\n") {
+				f := strings.Fields(strings.SplitN(l, "#", 2)[0])
+				args := []string{f[1], "--help"}
+				if strings.HasPrefix(f[1], "<") { // pgsketch-proxy <command> --help
+					args = []string{"--help"}
+				}
+				out, err := exec.Command(bin, args...).CombinedOutput()
+				if err != nil {
+					t.Errorf("README.md:%d: pgsketch-proxy %s --help: %v\n%s", blk.line, f[1], err, out)
+					continue
+				}
+				// A command with actions (rollup create|refresh|...): every
+				// action's help together.
+				if len(f) > 2 && strings.Contains(f[2], "|") && f[1] == "rollup" {
+					for _, action := range strings.Split(f[2], "|") {
+						o, err := exec.Command(bin, f[1], action, "--help").CombinedOutput()
+						if err != nil {
+							t.Errorf("README.md:%d: pgsketch-proxy %s %s --help: %v\n%s", blk.line, f[1], action, err, o)
+						}
+						out = append(out, o...)
+					}
+				}
+				for _, w := range f[2:] {
+					w = strings.Trim(w, "[]")
+					if strings.HasPrefix(w, "--") && !strings.Contains(string(out), w) {
+						t.Errorf("README.md:%d: pgsketch-proxy %s has no flag %s", blk.line, f[1], w)
+					}
+				}
+				ran++
+			}
+		}
+	}
+	t.Logf("ran %d commands and snippets of README.md", ran)
+}
+
+type readmeEnvironment struct{ dsn, proxyURL string }
+
+// readmeEnv makes a fresh database with the catalog and a 100 000-row
+// events table, a proxy in front of it, and runs setup (shell) there.
+func readmeEnv(t *testing.T, bin, setup string) readmeEnvironment {
+	t.Helper()
+	db := newTestDB(t)
+	m, err := migrations.Open(db.DSN, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	spec := demodata.Default
+	spec.Rows, spec.Users = 100_000, 40_000
+	mustExec(t, db.Conn(t), spec.CreateSQL())
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	env := readmeEnvironment{dsn: db.DSN, proxyURL: p.URL(db.DSN)}
+	if setup != "" {
+		if out, err := bash(t, bin, env, setup); err != nil {
+			t.Fatalf("setup %q: %v\n%s", setup, err, out)
+		}
+	}
+	return env
+}
+
+// bash runs script with pgsketch-proxy (the binary under test) and psql on
+// PATH and DSN and PROXY_URL set, returning stdout and stderr together.
+func bash(t *testing.T, bin string, env readmeEnvironment, script string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Env = append(os.Environ(), "DSN="+env.dsn, "PROXY_URL="+env.proxyURL,
+		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"), "PGCONNECT_TIMEOUT=20")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// runTranscript runs the commands of a `$ ` or `=> ` transcript block and
+// checks the README's output lines appear in what they print.
+func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
+	t.Helper()
+	env := readmeEnv(t, bin, blk.setup)
+	lines := strings.Split(strings.TrimRight(blk.body, "\n"), "\n")
+	ran := 0
+	for i := 0; i < len(lines); {
+		l := lines[i]
+		var command string
+		psqlInput := strings.HasPrefix(l, "=> ")
+		switch {
+		case strings.HasPrefix(l, "$ "):
+			command = strings.TrimPrefix(l, "$ ")
+		case psqlInput:
+			command = strings.TrimPrefix(l, "=> ")
+		default:
+			t.Fatalf("README.md:%d: output before any command: %q", blk.line, l)
+		}
+		i++
+		// Continuation: a trailing backslash, an open quote, or SQL up to ';'.
+		for i < len(lines) && (strings.HasSuffix(command, "\\") || strings.Count(command, `"`)%2 == 1 ||
+			psqlInput && !strings.HasSuffix(strings.TrimSpace(command), ";")) {
+			command += "\n" + lines[i]
+			i++
+		}
+		var want []string
+		for i < len(lines) && !strings.HasPrefix(lines[i], "$ ") && !strings.HasPrefix(lines[i], "=> ") {
+			if strings.TrimSpace(lines[i]) != "" {
+				want = append(want, lines[i])
+			}
+			i++
+		}
+		var out string
+		var err error
+		if psqlInput {
+			o, e, code := psql(t, env.proxyURL, "-c", command)
+			out = o + e
+			if code != 0 {
+				err = exec.ErrNotFound
+			}
+		} else {
+			out, err = bash(t, bin, env, command)
+		}
+		if err != nil {
+			t.Errorf("README.md:%d: %s\nfailed: %v\n%s", blk.line, command, err, out)
+			continue
+		}
+		got := map[string]bool{}
+		for _, o := range strings.Split(out, "\n") {
+			got[mask(o)] = true
+		}
+		for _, w := range want {
+			if !got[mask(w)] {
+				t.Errorf("README.md:%d: %s\nprinted no line like %q; it printed:\n%s", blk.line, command, w, out)
+			}
+		}
+		ran++
+	}
+	return ran
+}
