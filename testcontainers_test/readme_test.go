@@ -20,6 +20,9 @@ type readmeBlock struct {
 	lang  string // after the fence
 	body  string
 	setup string // from a preceding <!-- readme test setup: ... --> comment
+	// teardown, from <!-- readme test teardown: ... --> after the setup,
+	// undoes what the block leaves outside its database (roles).
+	teardown string
 }
 
 func readmeBlocks(t *testing.T) []readmeBlock {
@@ -29,12 +32,15 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 		t.Fatal(err)
 	}
 	s := string(b)
-	re := regexp.MustCompile("(?s)(<!-- readme test setup: (.*?) -->\n)?```(\\w*)\n(.*?)```")
+	re := regexp.MustCompile("(?s)(<!-- readme test setup: ([^\n]*?) -->\n)?(<!-- readme test teardown: ([^\n]*?) -->\n)?```(\\w*)\n(.*?)```")
 	var out []readmeBlock
 	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
-		blk := readmeBlock{line: strings.Count(s[:m[6]], "\n") + 1, lang: s[m[6]:m[7]], body: s[m[8]:m[9]]}
+		blk := readmeBlock{line: strings.Count(s[:m[10]], "\n") + 1, lang: s[m[10]:m[11]], body: s[m[12]:m[13]]}
 		if m[4] >= 0 {
 			blk.setup = s[m[4]:m[5]]
+		}
+		if m[8] >= 0 {
+			blk.teardown = s[m[8]:m[9]]
 		}
 		out = append(out, blk)
 	}
@@ -93,6 +99,13 @@ func TestReadme(t *testing.T) {
 			}
 		case blk.lang == "sql":
 			env := readmeEnv(t, bin, blk.setup)
+			if blk.teardown != "" {
+				t.Cleanup(func() {
+					if out, err := bash(t, bin, env, blk.teardown); err != nil {
+						t.Errorf("teardown %q: %v\n%s", blk.teardown, err, out)
+					}
+				})
+			}
 			// As a file, as someone pasting it into psql: one statement at a time.
 			f := filepath.Join(t.TempDir(), "block.sql")
 			if err := os.WriteFile(f, []byte(blk.body), 0o644); err != nil {
