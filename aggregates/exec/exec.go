@@ -96,6 +96,14 @@ var ErrData = errors.New("exec: rollup data")
 // the merge, and the shaping statement, whose rows come back in
 // resultFormats.
 func Run(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultFormats []int16) (*Answer, error) {
+	return RunCached(ctx, q, p, params, resultFormats, nil, "")
+}
+
+// RunCached is Run with the rollup half of the fetch kept in cache (nil:
+// none) under scope, which must identify everything beyond the plan and
+// the parameters that decides the rows the fetch's rollup half returns:
+// the database, the role, the session's settings.
+func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
 	if p.Kind != rewrite.FromRollup {
 		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
 	}
@@ -113,13 +121,80 @@ func Run(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultF
 			fetchFormats[a.BaseColumn] = 0 // canonical text, hashed here
 		}
 	}
-	fetch, err := q.Query(ctx, statement(p.FetchSQL, p.Params, p.FetchParams, params, fetchFormats))
+	fst := statement(p.FetchSQL, p.Params, p.FetchParams, params, fetchFormats)
+	var key string
+	var ent *cacheEntry
+	if cache != nil {
+		if sql, ok := cachedFetch(p, ncols, p.Params+1); ok {
+			key = cacheKey(scope, p, fst)
+			ent = cache.get(key)
+			fst.SQL = sql
+			fst.ParamOIDs = append(fst.ParamOIDs, pgtype.TextOID)
+			var tok []byte
+			if ent != nil {
+				tok = []byte(ent.token)
+			}
+			fst.Params = append(fst.Params, tok)
+			if len(fst.ParamFormats) > 0 {
+				fst.ParamFormats = append(fst.ParamFormats, 0)
+			}
+		} else {
+			cache = nil
+		}
+	}
+	fetch, err := q.Query(ctx, fst)
 	if err != nil {
 		return nil, fmt.Errorf("exec: fetch: %w", err)
 	}
 	if len(fetch.Fields) != ncols {
 		return nil, fmt.Errorf("%w: fetch returned %d columns, the plan has %d", ErrData, len(fetch.Fields), ncols)
 	}
+	var rollupRows, otherRows [][][]byte
+	token, tokens := "", 0
+	for _, r := range fetch.Rows {
+		if len(r) != len(fetch.Fields) {
+			return nil, fmt.Errorf("%w: fetch row of %d columns", ErrData, len(r))
+		}
+		switch part := string(r[0]); {
+		case part == "rollup":
+			rollupRows = append(rollupRows, r)
+		case cache != nil && strings.HasPrefix(part, tokenPrefix):
+			token, tokens = strings.TrimPrefix(part, tokenPrefix), tokens+1
+		default:
+			otherRows = append(otherRows, r)
+		}
+	}
+	var part *rollupPart
+	if cache != nil {
+		if tokens != 1 {
+			return nil, fmt.Errorf("%w: fetch returned %d cache tokens", ErrData, tokens)
+		}
+		if ent != nil && token == ent.token {
+			// The rollup half was skipped: only an aggregate without
+			// GROUP BY returns its one row of NULLs.
+			for _, r := range rollupRows {
+				for _, v := range r[1+nkeys:] {
+					if v != nil {
+						return nil, fmt.Errorf("%w: the fetch read the rollup though the cache holds its rows", ErrData)
+					}
+				}
+			}
+			part = ent.part
+			cache.count(true)
+		} else {
+			cache.count(false)
+		}
+	}
+	if part == nil {
+		if part, err = buildPart(p, rollupRows); err != nil {
+			return nil, err
+		}
+		// A token without the version (the rollup is gone) is not cached.
+		if cache != nil && !strings.HasPrefix(token, "|") {
+			cache.put(key, token, part)
+		}
+	}
+	fetch.Rows = otherRows
 	var exact *Result
 	if p.ExactSQL != "" {
 		nexact := nkeys
@@ -135,7 +210,7 @@ func Run(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultF
 		}
 	}
 
-	m, err := merge(p, fetch, exact)
+	m, err := merge(p, part, fetch, exact)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +300,9 @@ func groupKey(dst []byte, keys [][]byte) []byte {
 	return dst
 }
 
-func merge(p *rewrite.Plan, fetch, exact *Result) (*merged, error) {
+// merge merges the rollup part and the fetch's other rows (base rows)
+// per group.
+func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, error) {
 	nkeys := len(p.Keys)
 	m := &merged{elemOIDs: make([]uint32, nkeys+len(p.Aggs)), cols: make([][][]byte, nkeys+len(p.Aggs))}
 	for i := 0; i < nkeys; i++ {
@@ -258,30 +335,51 @@ func merge(p *rewrite.Plan, fetch, exact *Result) (*merged, error) {
 		lookup(nil) // one group, even for no rows
 	}
 	row := make([][]byte, nkeys+len(p.Aggs))
+	for _, pr := range part.rows {
+		g := lookup(pr.keys)
+		clear(row)
+		copy(row, pr.keys)
+		for j, a := range p.Aggs {
+			switch a.Op {
+			case rewrite.MergeHLL:
+				if err := g.newSketch(j, a); err != nil {
+					return nil, err
+				}
+				if pr.hll[j] != nil {
+					if err := unionFolding(&g.sketches[j], pr.hll[j]); err != nil {
+						return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+					}
+				}
+			case rewrite.Exact:
+			default:
+				row[nkeys+j] = pr.vals[j]
+			}
+		}
+		m.addRow(row)
+	}
 	for _, r := range fetch.Rows {
 		if len(r) != len(fetch.Fields) {
 			return nil, fmt.Errorf("%w: fetch row of %d columns", ErrData, len(r))
 		}
-		rollup := string(r[0]) == "rollup"
-		if !rollup {
-			m.baseRows = true
+		if string(r[0]) == "rollup" {
+			return nil, fmt.Errorf("%w: rollup row among the base rows", ErrData)
 		}
+		m.baseRows = true
 		g := lookup(r[1 : 1+nkeys])
 		clear(row)
 		copy(row, r[1:1+nkeys])
 		for j, a := range p.Aggs {
 			switch a.Op {
 			case rewrite.MergeHLL:
-				if err := mergeHLL(g, j, a, r, rollup); err != nil {
+				if err := g.newSketch(j, a); err != nil {
 					return nil, err
+				}
+				if err := eachTextArrayElement(r[a.BaseColumn], g.sketches[j].Add); err != nil {
+					return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 				}
 			case rewrite.Exact:
 			default:
-				if rollup {
-					row[nkeys+j] = r[a.RollupColumn]
-				} else {
-					row[nkeys+j] = r[a.BaseColumn]
-				}
+				row[nkeys+j] = r[a.BaseColumn]
 			}
 		}
 		m.addRow(row)
@@ -352,50 +450,30 @@ func merge(p *rewrite.Plan, fetch, exact *Result) (*merged, error) {
 	return m, nil
 }
 
-// mergeHLL merges the sketches (rollup rows) or the hashed canonical text
-// of the distinct values (base rows) of row r into group g's sketch j.
-func mergeHLL(g *group, j int, a rewrite.Agg, r [][]byte, rollup bool) error {
-	h := g.sketches[j]
-	if h == nil {
-		var err error
-		if h, err = sketch.NewHLL(a.Log2m, a.Regwidth); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-		}
-		g.sketches[j] = h
+// newSketch gives group g an empty sketch j of agg a if it has none.
+func (g *group) newSketch(j int, a rewrite.Agg) error {
+	if g.sketches[j] != nil {
+		return nil
 	}
-	if !rollup {
-		return eachTextArrayElement(r[a.BaseColumn], h.Add)
-	}
-	elems, err := decodeBinaryArray(r[a.RollupColumn])
+	h, err := sketch.NewHLL(a.Log2m, a.Regwidth)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 	}
-	var s sketch.HLL
-	for _, e := range elems {
-		if e == nil {
-			continue
-		}
-		if err := s.UnmarshalBinary(e); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-		}
-		if err := unionFolding(g, j, &s); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-		}
-	}
+	g.sketches[j] = h
 	return nil
 }
 
-// unionFolding unions s into group g's sketch j, folding the finer of the
-// two to the coarser precision when they differ.
-func unionFolding(g *group, j int, s *sketch.HLL) error {
-	h := g.sketches[j]
+// unionFolding unions s into *dst, folding the finer of the two to the
+// coarser precision when they differ. s is not modified.
+func unionFolding(dst **sketch.HLL, s *sketch.HLL) error {
+	h := *dst
 	switch {
 	case s.Log2m() < h.Log2m():
 		f, err := h.Fold(s.Log2m())
 		if err != nil {
 			return err
 		}
-		g.sketches[j] = f
+		*dst = f
 		return f.Union(s)
 	case s.Log2m() > h.Log2m():
 		f, err := s.Fold(h.Log2m())

@@ -612,7 +612,7 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 		return "", nil
 	}
 	params := exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}
-	ans, err := h.run(ctx, c, pl, params, p.resultFormats)
+	ans, err := h.run(ctx, c, st, pl, params, p.resultFormats)
 	if err != nil {
 		if !c.noSync && (c.txStatus == 'T' || c.txStatus == 'E') && (isPgError(err) || errors.Is(err, exec.ErrData)) && !clientCancelled(err) {
 			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {

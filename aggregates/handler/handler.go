@@ -32,6 +32,10 @@ type Handler struct {
 	// rollup, or passed through and why) and the error samples of answers
 	// that computed a count both ways, for the status page.
 	Recorder *status.Recorder
+	// Cache, when set, keeps the rollup halves of fetches (see exec.Cache);
+	// privileges and the rollup's version are still checked by PostgreSQL
+	// on every query.
+	Cache *exec.Cache
 
 	catalogs catalogCache
 }

@@ -188,7 +188,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		h.Log.Debug("query passed through", "reason", why)
 		return pass(why)
 	}
-	ans, err := h.run(ctx, c, p, exec.Params{}, nil)
+	ans, err := h.run(ctx, c, st, p, exec.Params{}, nil)
 	if err != nil {
 		return h.failed(ctx, c, s, p, err, q.String)
 	}
@@ -205,14 +205,14 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 
 // run executes p inside a savepoint when the client is in a transaction
 // block, releasing it on success.
-func (h *Handler) run(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
+func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
 	inBlock := c.txStatus == 'T' && !c.noSync
 	if inBlock {
 		if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
 			return nil, err
 		}
 	}
-	ans, err := exec.Run(ctx, querier{c}, p, params, formats)
+	ans, err := exec.RunCached(ctx, querier{c}, p, params, formats, h.Cache, cacheScope(c, st))
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +223,16 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, p *rewrite.Plan, para
 	}
 	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows)
 	return ans, nil
+}
+
+// cacheScope identifies, for the cache of rollup rows, what beyond the plan
+// and its parameters decides the rows a fetch's rollup half returns: the
+// database, the role (row-level security, should a rollup table have it)
+// and the session's settings.
+func cacheScope(c *sessionConn, st sessionSettings) string {
+	p := c.s.Params()
+	return strings.Join([]string{p["database"], p["user"], st.rw.User, st.rw.SearchPath, st.rw.TimeZone,
+		st.exec.DateStyle, st.exec.IntervalStyle, st.exec.ExtraFloatDigits, st.exec.ByteaOutput, st.exec.ClientEncoding}, "\x00")
 }
 
 // failed handles an error of run: the session ends if the upstream is

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgsketch/pgsketch/aggregates/exec"
 	"github.com/pgsketch/pgsketch/aggregates/handler"
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/status"
@@ -48,11 +49,17 @@ func runServe(ctx context.Context, a *app, args []string) error {
 		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
 	approx := f.String("approx", "off", "pgsketch.approx for sessions that leave it unset (on|off): "+
 		"answer COUNT(DISTINCT ...) from rollups too, not only APPROX_COUNT_DISTINCT")
+	cacheBytes := f.Int64("cache-bytes", 256<<20, "memory for decoded rollup rows kept between queries, in bytes (0: no cache); "+
+		"an entry is used only while the rollup's catalog version and bucket range are unchanged, as each query checks "+
+		"in PostgreSQL, which also checks the role's privileges every time")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	if f.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	if *cacheBytes < 0 {
+		return fmt.Errorf("%w: --cache-bytes must be 0 or more", errUsage)
 	}
 	var approxOn bool
 	switch *approx {
@@ -70,7 +77,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	}
 	recorder := status.NewRecorder(50, 1000)
 	cfg := wire.Config{
-		Handler:        &handler.Handler{Log: a.log, Approx: approxOn, Recorder: recorder},
+		Handler:        &handler.Handler{Log: a.log, Approx: approxOn, Recorder: recorder, Cache: exec.NewCache(*cacheBytes)},
 		Upstream:       *upstream,
 		ConnectTimeout: *connectTimeout,
 		MaxMessageSize: *maxMessage,

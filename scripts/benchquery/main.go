@@ -43,6 +43,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,6 +79,7 @@ type options struct {
 	dsn, keep  string
 	proxy      string
 	profileDir string
+	cacheBytes int64
 }
 
 func main() {
@@ -93,6 +95,7 @@ func main() {
 	flag.StringVar(&o.proxy, "proxy", "bin/pgsketch-proxy", "the pgsketch-proxy binary")
 	flag.StringVar(&o.profileDir, "profile", "", "after the timed runs, write a 20-second CPU profile of the proxy answering warm queries "+
 		"(proxy-cpu.pprof) and the time of each statement it runs upstream (upstream.txt) to this directory")
+	flag.Int64Var(&o.cacheBytes, "cache-bytes", 256<<20, "the proxy's --cache-bytes (decoded rollup rows kept between queries; 0: none)")
 	flag.Parse()
 	o.exactRuns = max(1, min(o.exactRuns, o.runs))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -127,7 +130,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer direct.Close(context.Background())
-	warmProxy, err := startProxy(ctx, o.proxy, dsn, o.profileDir != "")
+	warmProxy, err := startProxy(ctx, o.proxy, dsn, o.profileDir != "", o.cacheBytes)
 	if err != nil {
 		return err
 	}
@@ -179,7 +182,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	cold := func() (time.Duration, error) {
-		p, err := startProxy(ctx, o.proxy, dsn, false)
+		p, err := startProxy(ctx, o.proxy, dsn, false, o.cacheBytes)
 		if err != nil {
 			return 0, err
 		}
@@ -397,8 +400,9 @@ type proxyProc struct {
 	done      chan struct{}
 }
 
-func startProxy(ctx context.Context, bin, upstream string, pprof bool) (*proxyProc, error) {
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--approx", "on", "--log-level", "info"}
+func startProxy(ctx context.Context, bin, upstream string, pprof bool, cacheBytes int64) (*proxyProc, error) {
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--approx", "on", "--log-level", "info",
+		"--cache-bytes", strconv.FormatInt(cacheBytes, 10)}
 	if pprof {
 		args = append(args, "--pprof-listen", "127.0.0.1:0")
 	}

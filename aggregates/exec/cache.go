@@ -1,0 +1,303 @@
+package exec
+
+import (
+	"container/list"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/sketch"
+)
+
+// Cache holds the rollup halves of fetches, decoded and merged per group,
+// so that a repeated query reads only its base edges and tail from
+// PostgreSQL. It is safe for concurrent use.
+//
+// An entry is keyed by the caller's scope (database, role, session
+// settings), the fetch statement and the client's parameters it binds, and
+// holds the rows of one token: the rollup's catalog version and the xmin
+// of its pgsketch.rollup_defs row, and the bucket range the statement
+// selects, as the fetch statement itself computes them in the client's
+// snapshot. The fetch then skips its rollup half exactly when the token it
+// computes equals the cached entry's (a refresh bumps the version and
+// rewrites the row; a range moved by now() or a parameter changes it), so
+// a cached answer is never stale. The fetch still names the rollup and the
+// base table, so PostgreSQL checks the role's privileges on both on every
+// query.
+type Cache struct {
+	max int64
+
+	mu   sync.Mutex
+	used int64
+	lru  *list.List // of *cacheEntry, most recent first
+	m    map[string]*list.Element
+	// hits and misses count lookups, for tests and logs.
+	hits, misses int64
+}
+
+type cacheEntry struct {
+	key, token string
+	part       *rollupPart
+	size       int64
+}
+
+// NewCache returns a cache bounded by maxBytes of decoded rows, or nil
+// (no caching) if maxBytes <= 0.
+func NewCache(maxBytes int64) *Cache {
+	if maxBytes <= 0 {
+		return nil
+	}
+	return &Cache{max: maxBytes, lru: list.New(), m: map[string]*list.Element{}}
+}
+
+// Stats returns the number of cached answers used and of fetches that
+// read the rollup half, and the bytes held.
+func (c *Cache) Stats() (hits, misses, bytes int64) {
+	if c == nil {
+		return 0, 0, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses, c.used
+}
+
+func (c *Cache) get(key string) *cacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.lru.MoveToFront(e)
+		return e.Value.(*cacheEntry)
+	}
+	return nil
+}
+
+func (c *Cache) count(hit bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hit {
+		c.hits++
+	} else {
+		c.misses++
+	}
+}
+
+// put stores part under key for token, replacing the key's entry, and
+// evicts the least recently used entries beyond the bound.
+func (c *Cache) put(key, token string, part *rollupPart) {
+	size := part.size + int64(len(key)+len(token)) + 128
+	if size > c.max {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.used -= e.Value.(*cacheEntry).size
+		c.lru.Remove(e)
+		delete(c.m, key)
+	}
+	c.m[key] = c.lru.PushFront(&cacheEntry{key: key, token: token, part: part, size: size})
+	c.used += size
+	for c.used > c.max {
+		e := c.lru.Back()
+		ce := e.Value.(*cacheEntry)
+		c.lru.Remove(e)
+		delete(c.m, ce.key)
+		c.used -= ce.size
+	}
+}
+
+// rollupPart is the rollup half of a fetch: one row per rollup group, its
+// keys, its HLL aggregates merged, its other aggregates' values. It is
+// never modified once built.
+type rollupPart struct {
+	rows []partRow
+	size int64
+}
+
+type partRow struct {
+	keys [][]byte
+	hll  []*sketch.HLL // per agg; nil for other ops or no sketch
+	vals [][]byte      // per agg; the fetched value for other ops
+}
+
+// buildPart decodes and merges the rollup rows of a fetch. The result
+// holds copies of the bytes it keeps, not slices of the fetch's.
+func buildPart(p *rewrite.Plan, rows [][][]byte) (*rollupPart, error) {
+	nkeys := len(p.Keys)
+	part := &rollupPart{rows: make([]partRow, 0, len(rows))}
+	clone := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		part.size += int64(len(b)) + 24
+		return append(make([]byte, 0, len(b)), b...)
+	}
+	for _, r := range rows {
+		pr := partRow{keys: make([][]byte, nkeys), hll: make([]*sketch.HLL, len(p.Aggs)), vals: make([][]byte, len(p.Aggs))}
+		part.size += 64 + int64(nkeys+2*len(p.Aggs))*24
+		for i := range nkeys {
+			pr.keys[i] = clone(r[1+i])
+		}
+		for j, a := range p.Aggs {
+			switch a.Op {
+			case rewrite.MergeHLL:
+				elems, err := decodeBinaryArray(r[a.RollupColumn])
+				if err != nil {
+					return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+				}
+				var s sketch.HLL
+				for _, e := range elems {
+					if e == nil {
+						continue
+					}
+					if pr.hll[j] == nil {
+						h, err := sketch.NewHLL(a.Log2m, a.Regwidth)
+						if err != nil {
+							return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+						}
+						pr.hll[j] = h
+					}
+					if err := s.UnmarshalBinary(e); err != nil {
+						return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+					}
+					if err := unionFolding(&pr.hll[j], &s); err != nil {
+						return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+					}
+				}
+				if h := pr.hll[j]; h != nil {
+					part.size += hllSize(h)
+				}
+			case rewrite.Exact:
+			default:
+				pr.vals[j] = clone(r[a.RollupColumn])
+			}
+		}
+		part.rows = append(part.rows, pr)
+	}
+	return part, nil
+}
+
+// hllSize approximates the memory an HLL holds: one byte per register,
+// or 8 bytes per explicit value.
+func hllSize(h *sketch.HLL) int64 {
+	if h.Exact() {
+		if b, err := h.MarshalBinary(); err == nil {
+			return int64(len(b)) + 160
+		}
+	}
+	return int64(1)<<uint(h.Log2m()) + 160
+}
+
+// tokenPrefix starts the part column of the fetch's token row.
+const tokenPrefix = "pgsketch_token:"
+
+// cachedFetch returns the plan's fetch statement rewritten for the cache:
+// its rollup half runs only when the token (rollup version, rollup_defs
+// row, bucket range, as the statement computes them) is distinct from the
+// text parameter $tokenParam, and a last row carries the token in the part
+// column. ok is false when the fetch does not have the expected form.
+func cachedFetch(p *rewrite.Plan, ncols, tokenParam int) (string, bool) {
+	const head = "SELECT 'rollup' AS " + rewrite.PartColumn + ", "
+	const sep = " UNION ALL SELECT 'base'"
+	if !strings.HasPrefix(p.FetchSQL, head) {
+		return "", false
+	}
+	i := strings.Index(p.FetchSQL, sep)
+	if i < 0 {
+		return "", false
+	}
+	arm, rest := p.FetchSQL[:i], p.FetchSQL[i:]
+	groupBy := ""
+	if len(p.Keys) > 0 {
+		pos := make([]string, len(p.Keys))
+		for k := range pos {
+			pos[k] = strconv.Itoa(k + 2)
+		}
+		groupBy = " GROUP BY " + strings.Join(pos, ", ")
+	}
+	last := `r."` + catalog.BucketColumn + `" < ` + p.Time.BucketsTo
+	if strings.Contains(catalog.BucketColumn, `"`) || !strings.HasSuffix(arm, " AND "+last+groupBy) && !strings.HasSuffix(arm, " WHERE "+last+groupBy) {
+		return "", false
+	}
+	if strings.Count(arm, " FROM "+p.Table.String()+" AS r WHERE ") != 1 {
+		return "", false
+	}
+	// The token covers the bucket range; anything else in the rollup half
+	// that could select or compute differently from one query to the next
+	// with the same statement, parameters and settings (the time, settings
+	// the scope does not hold, locale-dependent formatting) keeps the plan
+	// out of the cache.
+	rest0 := strings.ToLower(strings.ReplaceAll(strings.ReplaceAll(arm, p.Time.BucketsTo, ""), p.Time.BucketsFrom, ""))
+	if p.Time.BucketsFrom == "" {
+		rest0 = strings.ToLower(strings.ReplaceAll(arm, p.Time.BucketsTo, ""))
+	}
+	for _, w := range uncacheable {
+		if strings.Contains(rest0, w) {
+			return "", false
+		}
+	}
+	epoch := func(x string) string { return "extract(epoch FROM " + x + ")" }
+	token := "concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = " +
+		catalog.QuoteLiteral(p.Rollup) + "), '|', "
+	if len(p.Time.Lower) > 0 {
+		token += epoch(p.Time.BucketsFrom)
+	} else {
+		token += "''"
+	}
+	token += ", '|', " + epoch(p.Time.BucketsTo) + ")"
+	arm = arm[:len(arm)-len(last+groupBy)] + last + " AND (" + token + ") IS DISTINCT FROM CAST($" +
+		strconv.Itoa(tokenParam) + " AS text)" + groupBy
+	nulls := strings.Repeat(", NULL", ncols-1)
+	return arm + rest + " UNION ALL SELECT '" + tokenPrefix + "' || " + token + nulls, true
+}
+
+// uncacheable are words whose presence in a fetch's rollup half (beyond
+// its bucket range) keeps the plan out of the cache.
+var uncacheable = []string{"now(", "current_", "localtime", "timestamp(", "timeofday", "to_char", "to_number",
+	"to_date", "to_timestamp", "money", "random", "setting(", "session_user", "pg_", "txid", "xact", "nextval",
+	"currval", "lastval", "age("}
+
+// cacheKey identifies the rollup half a fetch statement selects, but for
+// the token: the caller's scope, the statement, the merge parameters, and
+// the client's parameter values it binds.
+func cacheKey(scope string, p *rewrite.Plan, st Statement) string {
+	var b []byte
+	add := func(s []byte) {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	add([]byte(scope))
+	add([]byte(p.FetchSQL))
+	for _, a := range p.Aggs {
+		add([]byte(string(a.Op) + "/" + a.Measure + "/" + strconv.Itoa(a.Log2m) + "/" + strconv.Itoa(a.Regwidth) + "/" + a.Hash))
+	}
+	for i := range st.Params {
+		oid := uint32(0)
+		if i < len(st.ParamOIDs) {
+			oid = st.ParamOIDs[i]
+		}
+		f := int16(0)
+		switch len(st.ParamFormats) {
+		case 0:
+		case 1:
+			f = st.ParamFormats[0]
+		default:
+			if i < len(st.ParamFormats) {
+				f = st.ParamFormats[i]
+			}
+		}
+		b = binary.BigEndian.AppendUint32(b, oid)
+		b = binary.BigEndian.AppendUint16(b, uint16(f))
+		if st.Params[i] == nil {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		add(st.Params[i])
+	}
+	return string(b)
+}
