@@ -180,6 +180,12 @@ type TimeSplit struct {
 	Lower, Upper []Bound
 	BucketsFrom  string
 	BucketsTo    string
+	// LowerEdge and UpperEdge are conditions without columns, true when the
+	// query's range can hold rows before BucketsFrom (after BucketsTo): as
+	// conjuncts of an edge's read, PostgreSQL evaluates them once and skips
+	// the scan of an edge a bucket-aligned range does not have (which
+	// matters most where the time column has no index). Empty: no check.
+	LowerEdge, UpperEdge string
 	// Watermark is the SQL expression FetchSQL reads the rollup's
 	// watermark with (from pgsketch.rollup_defs, in the statement's
 	// snapshot).
@@ -308,11 +314,20 @@ func (m *matcher) build() (*Plan, string) {
 		rwhere = append(rwhere, bucket+" >= "+p.Time.BucketsFrom)
 		upperEdge = append(slices.Clone(bwhere), ranges...)
 		upperEdge = append(upperEdge, tcol+" >= "+p.Time.BucketsTo, tcol+" >= "+p.Time.BucketsFrom)
+		if p.Time.UpperEdge != "" {
+			upperEdge = append(upperEdge, p.Time.UpperEdge)
+		}
 		bwhere = append(bwhere, ranges...)
 		bwhere = append(bwhere, tcol+" < "+p.Time.BucketsFrom)
+		if p.Time.LowerEdge != "" {
+			bwhere = append(bwhere, p.Time.LowerEdge)
+		}
 	case len(p.Time.Upper) > 0:
 		bwhere = append(bwhere, ranges...)
 		bwhere = append(bwhere, tcol+" >= "+p.Time.BucketsTo)
+		if p.Time.UpperEdge != "" {
+			bwhere = append(bwhere, p.Time.UpperEdge)
+		}
 	default:
 		bwhere = append(bwhere, ranges...)
 		// No range on the time column: rows whose time is NULL count
@@ -478,6 +493,19 @@ func (m *matcher) timeSplit(p *Plan) string {
 	}
 	ts.BucketsFrom = strictMinMax("GREATEST", from)
 	ts.BucketsTo = strictMinMax("LEAST", to)
+	var lowerEdge, upperEdge []string
+	for _, b := range m.lower {
+		lowerEdge = append(lowerEdge, cast(b)+" < "+ts.BucketsFrom)
+	}
+	for _, b := range m.upper {
+		op := " > "
+		if b.Inclusive {
+			op = " >= "
+		}
+		upperEdge = append(upperEdge, cast(b)+op+ts.BucketsTo)
+	}
+	ts.LowerEdge = strings.Join(lowerEdge, " AND ")
+	ts.UpperEdge = strings.Join(upperEdge, " AND ")
 	p.Time = ts
 	return ""
 }

@@ -135,7 +135,8 @@ func loadDemoData(ctx context.Context, a *app, dsn string, rows int64) error {
 		spec.Rows = rows
 		spec.Users = max(1, rows*2/5)
 		if _, err := conn.Exec(ctx, `SELECT pgsketch.drop_rollup('events_daily', if_exists => true);
-			DROP TABLE IF EXISTS public.events; `+spec.CreateSQL()); err != nil {
+			DROP TABLE IF EXISTS public.events; `+spec.CreateSQL()+`
+			CREATE INDEX events_created_at ON public.events (created_at)`); err != nil {
 			return fmt.Errorf("generate events: %w", err)
 		}
 		fmt.Fprintf(a.stderr, "generated %d events in %s\n", rows, time.Since(start).Round(100*time.Millisecond))
