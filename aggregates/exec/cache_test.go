@@ -1,0 +1,132 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/rewrite"
+)
+
+// tokenQuerier answers fetches like PostgreSQL would the cached form: the
+// rollup rows only when the token differs from the bound one, and the
+// token row.
+type tokenQuerier struct {
+	token      string
+	rollupRows [][][]byte
+	fetches    int
+	rollupRead int
+	shape      Statement
+}
+
+func (f *tokenQuerier) Query(_ context.Context, st Statement) (*Result, error) {
+	if !strings.HasPrefix(st.SQL, "SELECT 'rollup'") {
+		f.shape = st
+		return &Result{Fields: []pgproto3.FieldDescription{{Name: []byte("x")}}, Tag: "SELECT 0"}, nil
+	}
+	f.fetches++
+	res := &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID), field(pgtype.Int8OID)}}
+	if bound := st.Params[len(st.Params)-1]; bound == nil || string(bound) != f.token {
+		res.Rows = append(res.Rows, f.rollupRows...)
+		f.rollupRead++
+	}
+	res.Rows = append(res.Rows, [][]byte{[]byte(tokenPrefix + f.token), nil, nil, nil, nil})
+	return res, nil
+}
+
+func cachePlan() *rewrite.Plan {
+	return &rewrite.Plan{
+		Kind: rewrite.FromRollup, Rollup: "daily", Table: catalog.Table{Schema: "public", Name: "daily"},
+		Keys: []rewrite.Key{{Name: "pgsketch_k1"}},
+		Aggs: []rewrite.Agg{
+			{Name: "pgsketch_a1", Op: rewrite.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
+			{Name: "pgsketch_a2", Op: rewrite.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
+		},
+		Time: rewrite.TimeSplit{Lower: []rewrite.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T"},
+		FetchSQL: `SELECT 'rollup' AS pgsketch_part, r."country", array_agg(r."distinct_user_id"), CAST(NULL AS bigint[]), CAST(sum(r."rows") AS bigint) FROM "public"."daily" AS r WHERE r."country" = $1 AND r."bucket" >= F AND r."bucket" < T GROUP BY 2` +
+			` UNION ALL SELECT 'base', t."country", CAST(NULL AS bytea[]), array_agg(DISTINCT t."user_id"), count(*) FROM "public"."events" AS t WHERE t."created_at" < F GROUP BY 2`,
+		FetchParams: []int{1}, Params: 1,
+		ShapeSQL: "SELECT * FROM pgsketch_groups",
+	}
+}
+
+func TestCachedFetchSQL(t *testing.T) {
+	p := cachePlan()
+	sql, ok := cachedFetch(p, 5, 2)
+	if !ok {
+		t.Fatal("not cacheable")
+	}
+	for _, want := range []string{
+		`r."bucket" < T AND (concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = 'daily'), '|', extract(epoch FROM F), '|', extract(epoch FROM T))) IS DISTINCT FROM CAST($2 AS text) GROUP BY 2 UNION ALL SELECT 'base'`,
+		`UNION ALL SELECT 'pgsketch_token:' || concat(`,
+	} {
+		if !strings.Contains(sql, want) {
+			t.Errorf("cached fetch lacks %s:\n%s", want, sql)
+		}
+	}
+	if !strings.HasSuffix(sql, ", NULL, NULL, NULL, NULL") {
+		t.Errorf("token row: %s", sql)
+	}
+	p.FetchSQL = strings.Replace(p.FetchSQL, `r."country" = $1`, `r."country" = to_char(now(), 'YY')`, 1)
+	if _, ok := cachedFetch(p, 5, 2); ok {
+		t.Error("a rollup half depending on now() beyond the bucket range is cached")
+	}
+}
+
+func TestRunCachedHitMissInvalidate(t *testing.T) {
+	p := cachePlan()
+	i8 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
+	arr := appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{sketchOf(t, "1", "2"), sketchOf(t, "2", "3")})
+	q := &tokenQuerier{token: "7/100|1|2", rollupRows: [][][]byte{{[]byte("rollup"), []byte("DE"), arr, nil, i8(10)}}}
+	c := NewCache(1 << 20)
+	params := Params{OIDs: []uint32{pgtype.TextOID}, Values: [][]byte{[]byte("DE")}}
+	estimates := func() []byte {
+		if _, err := RunCached(context.Background(), q, p, params, nil, c, "db"); err != nil {
+			t.Fatal(err)
+		}
+		return q.shape.Params[1]
+	}
+	first := estimates()
+	if second := estimates(); string(second) != string(first) || q.rollupRead != 1 {
+		t.Fatalf("second run: rollup read %d times, estimates equal %v", q.rollupRead, string(second) == string(first))
+	}
+	if hits, misses, bytes := c.Stats(); hits != 1 || misses != 1 || bytes == 0 {
+		t.Errorf("stats %d %d %d", hits, misses, bytes)
+	}
+	// A new version: read again.
+	q.token = "8/101|1|2"
+	estimates()
+	if q.rollupRead != 2 {
+		t.Errorf("after a version change the rollup was read %d times, want 2", q.rollupRead)
+	}
+	// Other parameters or another scope: another entry.
+	params.Values[0] = []byte("FR")
+	estimates()
+	if q.rollupRead != 3 {
+		t.Errorf("other parameters: rollup read %d times, want 3", q.rollupRead)
+	}
+}
+
+func TestCacheEvicts(t *testing.T) {
+	c := NewCache(1000)
+	part := &rollupPart{size: 300}
+	c.put("a", "t", part)
+	c.put("b", "t", part)
+	c.get("a")
+	c.put("c", "t", part)
+	if c.get("b") != nil || c.get("a") == nil || c.get("c") == nil {
+		t.Error("not least recently used first")
+	}
+	c.put("d", "t", &rollupPart{size: 2000})
+	if c.get("d") != nil {
+		t.Error("an entry over the bound was kept")
+	}
+	if NewCache(0) != nil {
+		t.Error("NewCache(0) caches")
+	}
+}
