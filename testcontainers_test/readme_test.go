@@ -51,6 +51,7 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 // becomes 9, runs of blanks one space.
 func mask(s string) string {
 	s = regexp.MustCompile(`[0-9]+`).ReplaceAllString(s, "9")
+	s = regexp.MustCompile(`-{2,}`).ReplaceAllString(s, "--") // psql's rules follow the widths
 	return strings.Join(strings.Fields(s), " ")
 }
 
@@ -62,7 +63,7 @@ func mask(s string) string {
 //     must list every flag the line shows;
 //   - transcripts with `$ ` commands: each runs in bash, against a fresh
 //     database with the demo's events table ($DSN) and a proxy in front of it
-//     ($PROXY_URL, started with --approx on), after the block's setup
+//     ($PROXY_URL, pgsketch.approx off as in make run), after the block's setup
 //     comment; every line of the README's output must appear in the actual
 //     output, numbers masked;
 //   - transcripts with `=> ` psql input: the SQL runs with psql through the
@@ -171,7 +172,7 @@ func readmeEnv(t *testing.T, bin, setup string) readmeEnvironment {
 	spec := demodata.Default
 	spec.Rows, spec.Users = 100_000, 40_000
 	mustExec(t, db.Conn(t), spec.CreateSQL())
-	p := startProxy(t, server.adminURL, "--approx", "on")
+	p := startProxy(t, server.adminURL) // as make run: pgsketch.approx off
 	env := readmeEnvironment{dsn: db.DSN, proxyURL: p.URL(db.DSN)}
 	if setup != "" {
 		if out, err := bash(t, bin, env, setup); err != nil {
@@ -201,6 +202,9 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 	env := readmeEnv(t, bin, blk.setup)
 	lines := strings.Split(strings.TrimRight(blk.body, "\n"), "\n")
 	ran := 0
+	// A psql session: its statements run in one session, as typed.
+	var script strings.Builder
+	var scriptWant []string
 	for i := 0; i < len(lines); {
 		l := lines[i]
 		var command string
@@ -230,11 +234,10 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 		var out string
 		var err error
 		if psqlInput {
-			o, e, code := psql(t, env.proxyURL, "-c", command)
-			out = o + e
-			if code != 0 {
-				err = exec.ErrNotFound
-			}
+			script.WriteString(command + "\n")
+			scriptWant = append(scriptWant, want...)
+			ran++
+			continue
 		} else {
 			out, err = bash(t, bin, env, command)
 		}
@@ -252,6 +255,29 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 			}
 		}
 		ran++
+	}
+	if script.Len() > 0 {
+		f := filepath.Join(t.TempDir(), "session.sql")
+		if err := os.WriteFile(f, []byte(script.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o, e, code := psql(t, env.proxyURL, "-v", "ON_ERROR_STOP=1", "-f", f)
+		out := o + e
+		if code != 0 {
+			t.Errorf("README.md:%d: psql session failed (exit %d):\n%s", blk.line, code, out)
+			return ran
+		}
+		got := map[string]bool{}
+		for _, l := range strings.Split(out, "\n") {
+			// psql -f prefixes notices with the file and line.
+			l = regexp.MustCompile(`^psql:[^:]*:[0-9]+: `).ReplaceAllString(l, "")
+			got[mask(l)] = true
+		}
+		for _, w := range scriptWant {
+			if !got[mask(w)] {
+				t.Errorf("README.md:%d: the psql session printed no line like %q; it printed:\n%s", blk.line, w, out)
+			}
+		}
 	}
 	return ran
 }
