@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,10 +86,13 @@ func TestRunCachedHitMissInvalidate(t *testing.T) {
 	q := &tokenQuerier{token: "7/100|1|2", rollupRows: [][][]byte{{[]byte("rollup"), []byte("DE"), arr, nil, i8(10)}}}
 	c := NewCache(1 << 20)
 	params := Params{OIDs: []uint32{pgtype.TextOID}, Values: [][]byte{[]byte("DE")}}
+	var cachedRollup []bool
 	estimates := func() []byte {
-		if _, err := RunCached(context.Background(), q, p, params, nil, c, "db"); err != nil {
+		ans, err := RunCached(context.Background(), q, p, params, nil, c, "db")
+		if err != nil {
 			t.Fatal(err)
 		}
+		cachedRollup = append(cachedRollup, ans.CachedRollup)
 		return q.shape.Params[1]
 	}
 	first := estimates()
@@ -109,6 +113,9 @@ func TestRunCachedHitMissInvalidate(t *testing.T) {
 	estimates()
 	if q.rollupRead != 3 {
 		t.Errorf("other parameters: rollup read %d times, want 3", q.rollupRead)
+	}
+	if fmt.Sprint(cachedRollup) != "[false true false false]" {
+		t.Errorf("Answer.CachedRollup %v", cachedRollup)
 	}
 }
 

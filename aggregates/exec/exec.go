@@ -62,6 +62,9 @@ type Answer struct {
 	BaseRows bool
 	// Groups is the number of merged groups.
 	Groups int
+	// CachedRollup reports whether the rollup half came from the Cache
+	// rather than from PostgreSQL.
+	CachedRollup bool
 	// Samples pair, per group, an exact distinct count the query also
 	// computed (COUNT(DISTINCT x) beside APPROX_COUNT_DISTINCT(x)) with the
 	// estimate, for the status page's error chart.
@@ -165,6 +168,7 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 		}
 	}
 	var part *rollupPart
+	cachedRollup := false
 	if cache != nil {
 		if tokens != 1 {
 			return nil, fmt.Errorf("%w: fetch returned %d cache tokens", ErrData, tokens)
@@ -180,6 +184,7 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 				}
 			}
 			part = ent.part
+			cachedRollup = true
 			cache.count(true)
 		} else {
 			cache.count(false)
@@ -222,7 +227,7 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
-	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples}, nil
+	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: cachedRollup}, nil
 }
 
 // statement binds the client's parameters for one of the plan's

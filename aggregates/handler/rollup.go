@@ -221,7 +221,7 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 			return nil, err
 		}
 	}
-	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows)
+	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows, "cached_rollup", ans.CachedRollup)
 	return ans, nil
 }
 
