@@ -9,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pgsketch/pgsketch/internal/demodata"
-	"github.com/pgsketch/pgsketch/migrations"
 )
 
 // readmeBlock is one fenced code block of README.md.
@@ -160,18 +157,7 @@ type readmeEnvironment struct{ dsn, proxyURL string }
 // events table, a proxy in front of it, and runs setup (shell) there.
 func readmeEnv(t *testing.T, bin, setup string) readmeEnvironment {
 	t.Helper()
-	db := newTestDB(t)
-	m, err := migrations.Open(db.DSN, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	spec := demodata.Default
-	spec.Rows, spec.Users = 100_000, 40_000
-	mustExec(t, db.Conn(t), spec.CreateSQL())
+	db, _ := eventsDB(t, 100_000, 90)
 	p := startProxy(t, server.adminURL) // as make run: pgsketch.approx off
 	env := readmeEnvironment{dsn: db.DSN, proxyURL: p.URL(db.DSN)}
 	if setup != "" {

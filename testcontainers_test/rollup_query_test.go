@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	binenc "encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -30,29 +28,7 @@ type rollupQuery struct {
 
 func readRollupQueries(t *testing.T) []rollupQuery {
 	t.Helper()
-	f, err := os.Open("testdata/aggregates/queries.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []rollupQuery
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		l := strings.TrimSpace(sc.Text())
-		switch {
-		case l == "" || strings.HasPrefix(l, "#"):
-		case strings.HasPrefix(l, "rollup:"):
-			out = append(out, rollupQuery{true, strings.TrimSpace(strings.TrimPrefix(l, "rollup:")), n})
-		case strings.HasPrefix(l, "passthrough:"):
-			out = append(out, rollupQuery{false, strings.TrimSpace(strings.TrimPrefix(l, "passthrough:")), n})
-		default:
-			t.Fatalf("queries.txt:%d: want rollup: or passthrough:", n)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return readQueryFile(t, "testdata/aggregates/queries.txt")
 }
 
 // answer is a query's result in the simple protocol (text values), with

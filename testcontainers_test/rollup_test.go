@@ -21,9 +21,8 @@ import (
 	"github.com/pgsketch/pgsketch/sketch"
 )
 
-// eventsDB is a test database with the pgsketch catalog and a generated
-// events table of rows events over days days starting 2026-01-01.
-func eventsDB(t *testing.T, rows int64, days int) (*testDB, *pgx.Conn) {
+// catalogDB is a test database with the pgsketch catalog migrated up.
+func catalogDB(t *testing.T) (*testDB, *pgx.Conn) {
 	t.Helper()
 	db := newTestDB(t)
 	m, err := migrations.Open(db.DSN, nil)
@@ -34,7 +33,14 @@ func eventsDB(t *testing.T, rows int64, days int) (*testDB, *pgx.Conn) {
 	if err := m.Up(); err != nil {
 		t.Fatal(err)
 	}
-	conn := db.Conn(t)
+	return db, db.Conn(t)
+}
+
+// eventsDB is a test database with the pgsketch catalog and a generated
+// events table of rows events over days days starting 2026-01-01.
+func eventsDB(t *testing.T, rows int64, days int) (*testDB, *pgx.Conn) {
+	t.Helper()
+	db, conn := catalogDB(t)
 	spec := demodata.Default
 	spec.Rows, spec.Days, spec.Users = rows, days, rows/2
 	mustExec(t, conn, spec.CreateSQL())
@@ -492,16 +498,7 @@ func TestRollupGrantsAndNotify(t *testing.T) {
 // and row counts are exactly those of date_trunc in PostgreSQL.
 func TestRollupBuckets(t *testing.T) {
 	t.Parallel()
-	db := newTestDB(t)
-	m, err := migrations.Open(db.DSN, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	conn := db.Conn(t)
+	_, conn := catalogDB(t)
 	// Times every 97 minutes over ten years around 2000 and the DST changes
 	// of 2025/2026, plus the infinities and a NULL.
 	mustExec(t, conn, `CREATE TABLE times (id bigint, tz timestamptz, ts timestamp, d date);
