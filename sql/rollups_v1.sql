@@ -399,6 +399,8 @@ DECLARE
     mtype oid;
     zoned boolean;
     zhour boolean;
+    lo_text text;
+    hi_text text;
     pred text := 'true';
     bpred text := 'true';
     dims text := '';
@@ -482,15 +484,17 @@ BEGIN
     -- the time for the index. The refresher pins TimeZone = UTC, so lo and
     -- hi print with +00 and mean the same instant when cast back.
     pred := format('%I IS NOT NULL', d.time_column);
+    -- A bound as a literal of the time column's type.
+    lo_text := CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END;
+    hi_text := CASE ttype WHEN 'timestamp with time zone' THEN hi::text ELSE hi_local::text END;
     IF lo IS NOT NULL THEN
         pred := pred || CASE
             WHEN zhour THEN format(' AND %1$I >= %2$L::timestamptz - interval ''1 day'' AND date_trunc(''hour'', %1$I, %3$L) >= %2$L::timestamptz',
                                    d.time_column, lo, d.time_zone)
             WHEN zoned THEN format(' AND %1$I >= %2$L::timestamptz - interval ''1 day'' AND (%1$I AT TIME ZONE %3$L) >= %4$L::timestamp',
                                    d.time_column, lo, d.time_zone, lo_local)
-            ELSE format(' AND %I >= %L::%s', d.time_column,
-                        CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END, ttype) END;
-        bpred := format('bucket >= %L::%s', CASE ttype WHEN 'timestamp with time zone' THEN lo::text ELSE lo_local::text END, ttype);
+            ELSE format(' AND %I >= %L::%s', d.time_column, lo_text, ttype) END;
+        bpred := format('bucket >= %L::%s', lo_text, ttype);
     END IF;
     IF hi IS NOT NULL THEN
         pred := pred || CASE
@@ -498,10 +502,8 @@ BEGIN
                                    d.time_column, hi, d.time_zone)
             WHEN zoned THEN format(' AND %1$I < %2$L::timestamptz + interval ''1 day'' AND (%1$I AT TIME ZONE %3$L) < %4$L::timestamp',
                                    d.time_column, hi, d.time_zone, hi_local)
-            ELSE format(' AND %I < %L::%s', d.time_column,
-                        CASE ttype WHEN 'timestamp with time zone' THEN hi::text ELSE hi_local::text END, ttype) END;
-        bpred := bpred || format(' AND bucket < %L::%s',
-            CASE ttype WHEN 'timestamp with time zone' THEN hi::text ELSE hi_local::text END, ttype);
+            ELSE format(' AND %I < %L::%s', d.time_column, hi_text, ttype) END;
+        bpred := bpred || format(' AND bucket < %L::%s', hi_text, ttype);
     END IF;
     EXECUTE format('DELETE FROM %s WHERE %s', dst, bpred);
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -113,59 +112,11 @@ func TestCLIMigrate(t *testing.T) {
 // command's URL, then sends SIGINT and checks the cluster is gone.
 func TestDemoStopsOnSIGINT(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(binary(t), "demo", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--rows", "20000")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer // written by exec's copier while the test reads it
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-
-	urlRE := regexp.MustCompile(`psql '([^']+)'`)
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	// The first psql command is through the proxy, the second direct; the
-	// queries follow, up to the Ctrl-C line.
-	var urls []string
-	var printed strings.Builder
-	deadline := time.After(2 * time.Minute)
-	for done := false; !done; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("demo exited before it was ready; stdout:\n%s\nstderr:\n%s", printed.String(), stderr.String())
-			}
-			printed.WriteString(l + "\n")
-			if m := urlRE.FindStringSubmatch(l); m != nil {
-				urls = append(urls, m[1])
-			}
-			done = strings.HasPrefix(l, "Press Ctrl-C")
-		case <-deadline:
-			t.Fatalf("demo not ready in 2 minutes; stdout:\n%s\nstderr:\n%s", printed.String(), stderr.String())
-		}
-	}
-	if len(urls) != 2 {
-		t.Fatalf("want two psql commands (proxy, direct), got %q", urls)
-	}
-	dsn := urls[1]
-	checkDemoQueries(t, printed.String(), urls[0], urls[1])
-	go func() {
-		for range lines {
-		}
-	}()
+	d := startDemo(t, "20000")
+	checkDemoQueries(t, d.printed, d.proxyURL, d.directURL)
 
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, d.directURL)
 	if err != nil {
 		t.Fatalf("connect to the printed URL: %v", err)
 	}
@@ -177,19 +128,18 @@ func TestDemoStopsOnSIGINT(t *testing.T) {
 		t.Fatalf("demo database: hll %v, catalog %v, err %v", hll, catalog, err)
 	}
 
-	dir := clusterDir(t, stderr.String())
+	dir := clusterDir(t, d.stderr.String())
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("cluster directory %s: %v", dir, err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err := <-done:
+	case err := <-d.exited:
+		d.exited <- err // for startDemo's cleanup
 		if err != nil {
-			t.Fatalf("demo exit after SIGINT: %v; stderr:\n%s", err, stderr.String())
+			t.Fatalf("demo exit after SIGINT: %v; stderr:\n%s", err, d.stderr.String())
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("demo still running a minute after SIGINT")
@@ -197,7 +147,7 @@ func TestDemoStopsOnSIGINT(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("cluster directory %s still there after SIGINT (stat: %v)", dir, err)
 	}
-	if c, err := pgx.Connect(ctx, dsn); err == nil {
+	if c, err := pgx.Connect(ctx, d.directURL); err == nil {
 		c.Close(ctx)
 		t.Fatal("PostgreSQL still answers after the demo stopped")
 	}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
@@ -69,15 +70,26 @@ const rollupNotice = "from rollup daily (standard error 0.81%)"
 // tail of rows after its watermark.
 func dashboardFixture(t *testing.T) (*testDB, *proxyProc) {
 	t.Helper()
-	db, conn := eventsDB(t, 2_000_000, 90)
+	db, _ := rolledUpEvents(t, 2_000_000, 90, "2026-03-29 12:00", "3 days")
+	return db, startProxy(t, server.adminURL, "--approx", "on")
+}
+
+// rolledUpEvents is an events table of rows events over days days with an
+// index on created_at (as dashboards' tables have: the base half reads the
+// edges and tail through it), the daily rollup "daily" built over it, and
+// then a tail the rollup has not read: the rows from tailFrom on, copied
+// shift later (past the watermark) with other ids and users.
+func rolledUpEvents(t *testing.T, rows int64, days int, tailFrom, shift string) (*testDB, *pgx.Conn) {
+	t.Helper()
+	db, conn := eventsDB(t, rows, days)
 	mustExec(t, conn, `CREATE INDEX ON events (created_at)`)
 	createRollup(t, conn, "daily", eventsRollupArgs)
 	refreshRollup(t, conn, "daily", refresh.Options{})
-	mustExec(t, conn, `INSERT INTO events
-		SELECT id + 10000000, created_at + interval '3 days', user_id + 17, country, device, amount
-		FROM events WHERE created_at >= '2026-03-29 12:00'`)
+	mustExec(t, conn, fmt.Sprintf(`INSERT INTO events
+		SELECT id + 10000000, created_at + interval '%s', user_id + 17, country, device, amount
+		FROM events WHERE created_at >= '%s'`, shift, tailFrom))
 	mustExec(t, conn, `ANALYZE events`)
-	return db, startProxy(t, server.adminURL, "--approx", "on")
+	return db, conn
 }
 
 // estimateStats collects how many standard errors each estimate is off.

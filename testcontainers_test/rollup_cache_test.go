@@ -50,13 +50,7 @@ func sameAnswer(got, want *answer) error {
 // table the role gets PostgreSQL's permission error, not the cached number.
 func TestRollupCache(t *testing.T) {
 	t.Parallel()
-	db, conn := eventsDB(t, 400_000, 90)
-	mustExec(t, conn, `CREATE INDEX ON events (created_at)`)
-	createRollup(t, conn, "daily", eventsRollupArgs)
-	refreshRollup(t, conn, "daily", refresh.Options{})
-	mustExec(t, conn, `INSERT INTO events
-		SELECT id + 10000000, created_at + interval '3 days', user_id + 17, country, device, amount
-		FROM events WHERE created_at >= '2026-03-29 12:00'`)
+	db, conn := rolledUpEvents(t, 400_000, 90, "2026-03-29 12:00", "3 days")
 	cached := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
 	uncached := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "0")
 	ctx := context.Background()

@@ -15,8 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-
-	"github.com/pgsketch/pgsketch/aggregates/refresh"
 )
 
 // rollupQuery is one line of testdata/aggregates/queries.txt.
@@ -192,16 +190,7 @@ func compareRollupAnswer(got, want *answer) ([]float64, error) {
 // Then transactions, pgsketch.approx, privileges and row-level security.
 func TestRollupQueries(t *testing.T) {
 	t.Parallel()
-	db, conn := eventsDB(t, 2_000_000, 90)
-	// Dashboards' event tables have an index on the time column: the base
-	// half (edges, tail) reads a few rows through it.
-	mustExec(t, conn, `CREATE INDEX ON events (created_at)`)
-	createRollup(t, conn, "daily", eventsRollupArgs)
-	refreshRollup(t, conn, "daily", refresh.Options{})
-	// A tail the rollup has not read: rows after its watermark.
-	mustExec(t, conn, `INSERT INTO events
-		SELECT id + 10000000, created_at + interval '3 days', user_id + 17, country, device, amount
-		FROM events WHERE created_at >= '2026-03-29 12:00'`)
+	db, conn := rolledUpEvents(t, 2_000_000, 90, "2026-03-29 12:00", "3 days")
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	url := p.URL(db.DSN)
 	ctx := context.Background()

@@ -27,8 +27,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/pgsketch/pgsketch/aggregates/refresh"
 )
 
 const soakClients = 50
@@ -157,13 +155,7 @@ func readStats(t *testing.T, p *proxyProc, addr string) proxyStats {
 func TestSoak(t *testing.T) {
 	// Not parallel: see the file comment.
 	duration := soakDuration(t)
-	db, conn := eventsDB(t, 300_000, 30)
-	mustExec(t, conn, `CREATE INDEX ON events (created_at)`)
-	createRollup(t, conn, "daily", eventsRollupArgs)
-	refreshRollup(t, conn, "daily", refresh.Options{})
-	mustExec(t, conn, `INSERT INTO events
-		SELECT id + 10000000, created_at + interval '2 days', user_id + 17, country, device, amount
-		FROM events WHERE created_at >= '2026-01-30 12:00'`)
+	db, _ := rolledUpEvents(t, 300_000, 30, "2026-01-30 12:00", "2 days")
 	p := startProxy(t, server.adminURL, "--approx", "on", "--pprof-listen", "127.0.0.1:0")
 	url := p.URL(db.DSN)
 	addr := p.pprofAddr(t)

@@ -16,7 +16,10 @@ import (
 // demoProc is a running `pgsketch-proxy demo`.
 type demoProc struct {
 	proxyURL, directURL, statusURL string
-	printed                        string
+	printed                        string // stdout up to the Ctrl-C line
+	cmd                            *exec.Cmd
+	stderr                         *lockedBuffer
+	exited                         chan error // the process's exit, once
 }
 
 // startDemo runs the demo with a small table and returns once it printed
@@ -28,22 +31,20 @@ func startDemo(t *testing.T, rows string) *demoProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{} // written by exec's copier while the test reads it
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	d := &demoProc{cmd: cmd, stderr: stderr, exited: make(chan error, 1)}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-d.exited:
 		case <-time.After(30 * time.Second):
 			cmd.Process.Kill()
 		}
 	})
-	d := &demoProc{}
 	var printed strings.Builder
 	lines := make(chan string)
 	go func() {
@@ -52,6 +53,7 @@ func startDemo(t *testing.T, rows string) *demoProc {
 			lines <- sc.Text()
 		}
 		close(lines)
+		d.exited <- cmd.Wait() // after stdout is read, as exec requires
 	}()
 	urlRE := regexp.MustCompile(`psql '([^']+)'`)
 	deadline := time.After(2 * time.Minute)

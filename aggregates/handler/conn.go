@@ -57,21 +57,30 @@ func (c *sessionConn) relayAsync(msg pgproto3.BackendMessage) (bool, error) {
 	return false, nil
 }
 
+// receive returns the next upstream message that is not asynchronous: the
+// asynchronous ones (notices, parameter changes, notifications) go to the
+// client meanwhile.
+func (c *sessionConn) receive() (pgproto3.BackendMessage, error) {
+	for {
+		msg, err := c.s.Frontend.Receive()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errUpstream, err)
+		}
+		if async, err := c.relayAsync(msg); err != nil || !async {
+			return msg, err
+		}
+	}
+}
+
 // finish reads replies up to ReadyForQuery, handing each other message to
 // each (which may be nil), and returns the first ErrorResponse as a
 // *pgconn.PgError.
 func (c *sessionConn) finish(each func(pgproto3.BackendMessage) error) error {
 	var first error
 	for {
-		msg, err := c.s.Frontend.Receive()
+		msg, err := c.receive()
 		if err != nil {
-			return fmt.Errorf("%w: %w", errUpstream, err)
-		}
-		if async, err := c.relayAsync(msg); async || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
+			return err
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ReadyForQuery:
@@ -271,15 +280,9 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 func (c *sessionConn) readOwed(filter func(pgproto3.BackendMessage) error) error {
 	var first error
 	for owed := 8; owed > 0; {
-		msg, err := c.s.Frontend.Receive()
+		msg, err := c.receive()
 		if err != nil {
-			return fmt.Errorf("%w: %w", errUpstream, err)
-		}
-		if async, err := c.relayAsync(msg); async || err != nil {
-			if err != nil {
-				return err
-			}
-			continue
+			return err
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
@@ -347,25 +350,16 @@ func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (in
 		return 0, err
 	}
 	// Wait for CopyInResponse (or an error, then ReadyForQuery).
-	for {
-		msg, err := c.s.Frontend.Receive()
-		if err != nil {
-			return 0, fmt.Errorf("%w: %w", errUpstream, err)
-		}
-		if async, err := c.relayAsync(msg); async || err != nil {
-			if err != nil {
-				return 0, err
-			}
-			continue
-		}
-		switch m := msg.(type) {
-		case *pgproto3.CopyInResponse:
-		case *pgproto3.ErrorResponse:
-			return 0, errors.Join(pgconn.ErrorResponseToPgError(m), c.finish(nil))
-		default:
-			return 0, fmt.Errorf("%w: %T before COPY FROM data", errProtocol, msg)
-		}
-		break
+	msg, err := c.receive()
+	if err != nil {
+		return 0, err
+	}
+	switch m := msg.(type) {
+	case *pgproto3.CopyInResponse:
+	case *pgproto3.ErrorResponse:
+		return 0, errors.Join(pgconn.ErrorResponseToPgError(m), c.finish(nil))
+	default:
+		return 0, fmt.Errorf("%w: %T before COPY FROM data", errProtocol, msg)
 	}
 	buf := make([]byte, 64<<10)
 	var rerr error
@@ -391,7 +385,7 @@ func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (in
 		return 0, err
 	}
 	var n int64
-	err := c.finish(func(msg pgproto3.BackendMessage) error {
+	err = c.finish(func(msg pgproto3.BackendMessage) error {
 		if cc, ok := msg.(*pgproto3.CommandComplete); ok {
 			n = pgconn.NewCommandTag(string(cc.CommandTag)).RowsAffected()
 		}
