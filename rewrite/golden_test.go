@@ -16,7 +16,7 @@ import (
 
 // The golden files in testdata/*.txt hold cases of the form
 //
-//	rewrite [approx=on|off] [tz=ZONE] [search_path=a,b] [user=NAME]
+//	rewrite [approx=on|off] [tz=ZONE] [search_path=a,b] [user=NAME] [merge=auto|proxy|server] [hll=off]
 //	SQL, one or more lines
 //	----
 //	expected output: the Plan's String(), or "passthrough: reason"
@@ -103,11 +103,25 @@ func (c goldenCase) session(t testing.TB) Session {
 			s.SearchPath = strings.ReplaceAll(v, ",", ", ")
 		case "user":
 			s.User = v
+		case "merge":
+			s.Merge = Merge(v)
+		case "hll": // the snapshot's extension: see snapshot
 		default:
 			t.Fatalf("%s:%d: unknown option %q", c.file, c.line, k)
 		}
 	}
 	return s
+}
+
+// snapshot is snap as the case's options have it: "hll=off" plans
+// against a database without the hll extension.
+func (c goldenCase) snapshot(snap *catalog.Snapshot) *catalog.Snapshot {
+	for _, f := range strings.Fields(c.cmd)[1:] {
+		if f == "hll=off" {
+			return snap.WithHLL(catalog.Extension{})
+		}
+	}
+	return snap
 }
 
 func output(r Result) string {
@@ -148,7 +162,7 @@ func TestGolden(t *testing.T) {
 			for _, l := range comments[i] {
 				out.WriteString(l + "\n")
 			}
-			r := Rewrite(c.sql, snap, c.session(t))
+			r := Rewrite(c.sql, c.snapshot(snap), c.session(t))
 			got := output(r)
 			where := fmt.Sprintf("%s:%d", c.file, c.line)
 			checkParses(t, where, r)
@@ -262,5 +276,5 @@ func testCatalog() *catalog.Snapshot {
 			Measures:   []catalog.Measure{rows, {Column: "distinct Account", Kind: catalog.HLL, Expression: "Account Id", Type: "bigint", Log2m: 12, Regwidth: 5, Hash: "xxhash64"}},
 			Watermark:  wm, Version: 1, Rows: 10,
 		},
-	})
+	}).WithHLL(catalog.Extension{Schema: "public", Version: "2.17"})
 }

@@ -110,8 +110,23 @@ type Plan struct {
 	Time TimeSplit
 	// FetchSQL, ExactSQL (empty if no Exact agg) and ShapeSQL: see above.
 	FetchSQL string
-	ExactSQL string
-	ShapeSQL string
+	// ServerFetchSQL is FetchSQL with the rollup half's sketches merged by
+	// PostgreSQL per group (hll_union_agg of the hll extension; a one-element
+	// bytea[] per group in the same column); empty when the database has no
+	// hll extension or the plan merges no sketches. It binds the same
+	// parameters as FetchSQL.
+	ServerFetchSQL string
+	// Merge is the strategy chosen for the rollup half's sketches, and
+	// MergeReason why (see chooseMerge). MergeServer with an empty
+	// ServerFetchSQL (pgsketch.merge = server without the extension) must
+	// fail with an error, not run.
+	Merge       Merge
+	MergeReason string
+	// ManyRowsPerGroup says how one output group can merge several rollup
+	// rows; empty when the GROUP BY determines the rollup row.
+	ManyRowsPerGroup string
+	ExactSQL         string
+	ShapeSQL         string
 	// SubstituteSQL is the statement a Substitute plan runs instead.
 	SubstituteSQL string
 	// Guard, when set, is a query returning true when the unqualified table
@@ -124,7 +139,8 @@ type Plan struct {
 	// (the largest, if they differ); 0 if none is approximate.
 	StdErr float64
 
-	rows int64
+	rows  int64
+	fetch fetchParts
 }
 
 // PartColumn is the name of FetchSQL's first column, 'rollup' or 'base'.
@@ -335,14 +351,23 @@ func (m *matcher) build() (*Plan, string) {
 		bwhere = append(bwhere, "("+tcol+" >= "+p.Time.BucketsTo+" OR "+tcol+" IS NULL)")
 	}
 	rwhere = append(rwhere, bucket+" < "+p.Time.BucketsTo)
-	p.FetchSQL = "SELECT " + strings.Join(rcols, ", ") + " FROM " + r.Table.String() + " AS r WHERE " +
+	p.fetch.cols = rcols
+	p.fetch.hll = make([]*Agg, len(rcols))
+	for i := range p.Aggs {
+		if a := &p.Aggs[i]; a.Op == MergeHLL {
+			p.fetch.hll[a.RollupColumn] = a
+		}
+	}
+	p.fetch.rest = " FROM " + r.Table.String() + " AS r WHERE " +
 		strings.Join(rwhere, " AND ") + groupBy +
 		" UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 		strings.Join(bwhere, " AND ") + groupBy
 	if upperEdge != nil {
-		p.FetchSQL += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
+		p.fetch.rest += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 			strings.Join(upperEdge, " AND ") + groupBy
 	}
+	p.FetchSQL = p.fetch.sql(nil)
+	p.ManyRowsPerGroup = m.manyRowsPerGroup()
 	if len(exactCols) > 0 {
 		cols := []string{}
 		gb := []string{}
@@ -587,7 +612,17 @@ func (p *Plan) String() string {
 		wm += fmt.Sprintf(", late window %s", p.LateWindow)
 	}
 	w("time: %s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", quoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
-	w("fetch: %s", p.FetchSQL)
+	switch {
+	case p.Merge == MergeServer && p.ServerFetchSQL == "":
+		w("merge: server (%s): fails, PostgreSQL cannot merge the sketches", p.MergeReason)
+		w("fetch: %s", p.FetchSQL)
+	case p.Merge == MergeServer:
+		w("merge: server (%s)", p.MergeReason)
+		w("fetch: %s", p.ServerFetchSQL)
+	default:
+		w("merge: proxy (%s)", p.MergeReason)
+		w("fetch: %s", p.FetchSQL)
+	}
 	if p.ExactSQL != "" {
 		w("exact: %s", p.ExactSQL)
 	}
@@ -604,7 +639,7 @@ func (p *Plan) String() string {
 // SQL returns every statement the plan would run, for checks.
 func (p *Plan) SQL() []string {
 	var out []string
-	for _, s := range []string{p.FetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard} {
+	for _, s := range []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard} {
 		if s != "" {
 			out = append(out, s)
 		}

@@ -21,6 +21,9 @@ type Session struct {
 	// Approx is pgsketch.approx: when on, COUNT(DISTINCT ...) is answered
 	// from rollups too; when off only APPROX_COUNT_DISTINCT(...) is.
 	Approx bool
+	// Merge is pgsketch.merge: where the rollup's sketches are merged
+	// ("" is MergeAuto).
+	Merge Merge
 }
 
 // Result is what Rewrite decides for one SQL text: a Plan, or the reason the
@@ -106,6 +109,13 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	plan.Explain = p.explain
 	plan.Params = maxParam(p.sel)
 	plan.Session = sess
+	if plan.Kind == FromRollup {
+		setting, ok := ParseMerge(string(sess.Merge))
+		if !ok {
+			setting = MergeAuto // the executor refuses the setting
+		}
+		plan.chooseMerge(snap.HLL(), setting)
+	}
 	for _, q := range []struct {
 		sql string
 		out *[]int

@@ -191,6 +191,43 @@ func (r *Rollup) Measure(k Kind, expr string) (Measure, bool) {
 type Snapshot struct {
 	rollups  []*Rollup
 	bySource map[Table][]*Rollup
+	hll      Extension
+}
+
+// Extension is the postgresql-hll extension as a database has it; the
+// zero value means it is not installed.
+type Extension struct {
+	// Schema holds the extension's type and functions.
+	Schema string
+	// Version is its extversion, e.g. "2.17".
+	Version string
+}
+
+// Installed reports whether the database has the extension.
+func (e Extension) Installed() bool { return e.Schema != "" }
+
+// ExtensionQuery returns one row (schema, version) when the database has
+// the hll extension, none otherwise.
+const ExtensionQuery = `SELECT n.nspname, e.extversion FROM pg_catalog.pg_extension AS e
+ JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace WHERE e.extname = 'hll'`
+
+// WithHLL returns a copy of s that records the database's hll extension.
+func (s *Snapshot) WithHLL(e Extension) *Snapshot {
+	if s == nil {
+		s = NewSnapshot(nil)
+	}
+	c := *s
+	c.hll = e
+	return &c
+}
+
+// HLL returns the database's hll extension (the zero Extension if it has
+// none).
+func (s *Snapshot) HLL() Extension {
+	if s == nil {
+		return Extension{}
+	}
+	return s.hll
 }
 
 // NewSnapshot builds a snapshot from rollups, which it keeps; callers must

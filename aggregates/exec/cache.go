@@ -145,30 +145,11 @@ func buildPart(p *rewrite.Plan, rows [][][]byte) (*rollupPart, error) {
 		for j, a := range p.Aggs {
 			switch a.Op {
 			case rewrite.MergeHLL:
-				elems, err := decodeBinaryArray(r[a.RollupColumn])
+				h, err := MergeSketches(r[a.RollupColumn], a)
 				if err != nil {
-					return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+					return nil, err
 				}
-				var s sketch.HLL
-				for _, e := range elems {
-					if e == nil {
-						continue
-					}
-					if pr.hll[j] == nil {
-						h, err := sketch.NewHLL(a.Log2m, a.Regwidth)
-						if err != nil {
-							return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-						}
-						pr.hll[j] = h
-					}
-					if err := s.UnmarshalBinary(e); err != nil {
-						return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-					}
-					if err := unionFolding(&pr.hll[j], &s); err != nil {
-						return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-					}
-				}
-				if h := pr.hll[j]; h != nil {
+				if pr.hll[j] = h; h != nil {
 					part.size += hllSize(h)
 				}
 			case rewrite.Exact:
@@ -179,6 +160,36 @@ func buildPart(p *rewrite.Plan, rows [][][]byte) (*rollupPart, error) {
 		part.rows = append(part.rows, pr)
 	}
 	return part, nil
+}
+
+// MergeSketches merges the sketches of a fetch's rollup-half column for
+// agg a: a bytea[] in binary format, of one sketch per rollup row (proxy
+// merge) or of the group's one sketch PostgreSQL merged (server merge).
+// NULL elements are skipped; nil is returned when there is no sketch.
+func MergeSketches(arr []byte, a rewrite.Agg) (*sketch.HLL, error) {
+	elems, err := decodeBinaryArray(arr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+	}
+	var merged *sketch.HLL
+	var s sketch.HLL
+	for _, e := range elems {
+		if e == nil {
+			continue
+		}
+		if merged == nil {
+			if merged, err = sketch.NewHLL(a.Log2m, a.Regwidth); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+			}
+		}
+		if err := s.UnmarshalBinary(e); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+		}
+		if err := unionFolding(&merged, &s); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+		}
+	}
+	return merged, nil
 }
 
 // hllSize approximates the memory an HLL holds: one byte per register,
@@ -195,22 +206,23 @@ func hllSize(h *sketch.HLL) int64 {
 // tokenPrefix starts the part column of the fetch's token row.
 const tokenPrefix = "pgsketch_token:"
 
-// cachedFetch returns the plan's fetch statement rewritten for the cache:
+// cachedFetch returns the plan's fetch statement fetchSQL (FetchSQL or
+// ServerFetchSQL) rewritten for the cache:
 // its rollup half runs only when the token (rollup version, rollup_defs
 // row, bucket range, as the statement computes them) is distinct from the
 // text parameter $tokenParam, and a last row carries the token in the part
 // column. ok is false when the fetch does not have the expected form.
-func cachedFetch(p *rewrite.Plan, ncols, tokenParam int) (string, bool) {
+func cachedFetch(p *rewrite.Plan, fetchSQL string, ncols, tokenParam int) (string, bool) {
 	const head = "SELECT 'rollup' AS " + rewrite.PartColumn + ", "
 	const sep = " UNION ALL SELECT 'base'"
-	if !strings.HasPrefix(p.FetchSQL, head) {
+	if !strings.HasPrefix(fetchSQL, head) {
 		return "", false
 	}
-	i := strings.Index(p.FetchSQL, sep)
+	i := strings.Index(fetchSQL, sep)
 	if i < 0 {
 		return "", false
 	}
-	arm, rest := p.FetchSQL[:i], p.FetchSQL[i:]
+	arm, rest := fetchSQL[:i], fetchSQL[i:]
 	groupBy := ""
 	if len(p.Keys) > 0 {
 		pos := make([]string, len(p.Keys))

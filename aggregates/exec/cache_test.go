@@ -58,7 +58,7 @@ func cachePlan() *rewrite.Plan {
 
 func TestCachedFetchSQL(t *testing.T) {
 	p := cachePlan()
-	sql, ok := cachedFetch(p, 5, 2)
+	sql, ok := cachedFetch(p, p.FetchSQL, 5, 2)
 	if !ok {
 		t.Fatal("not cacheable")
 	}
@@ -74,7 +74,7 @@ func TestCachedFetchSQL(t *testing.T) {
 		t.Errorf("token row: %s", sql)
 	}
 	p.FetchSQL = strings.Replace(p.FetchSQL, `r."country" = $1`, `r."country" = to_char(now(), 'YY')`, 1)
-	if _, ok := cachedFetch(p, 5, 2); ok {
+	if _, ok := cachedFetch(p, p.FetchSQL, 5, 2); ok {
 		t.Error("a rollup half depending on now() beyond the bucket range is cached")
 	}
 }

@@ -65,6 +65,9 @@ type Answer struct {
 	// CachedRollup reports whether the rollup half came from the Cache
 	// rather than from PostgreSQL.
 	CachedRollup bool
+	// Merge is where the rollup half's sketches were merged: the plan's
+	// strategy, unless CachedRollup.
+	Merge rewrite.Merge
 	// Samples pair, per group, an exact distinct count the query also
 	// computed (COUNT(DISTINCT x) beside APPROX_COUNT_DISTINCT(x)) with the
 	// estimate, for the status page's error chart.
@@ -85,15 +88,28 @@ func (a *Answer) Notice(p *rewrite.Plan) string {
 		n = "pgsketch: answered from rollup " + p.Rollup
 	}
 	if a.BaseRows {
-		return n + "; edge and tail rows read from the base table " + p.Source.String()
+		n += "; edge and tail rows read from the base table " + p.Source.String()
+	} else {
+		n += "; no rows read from the base table"
 	}
-	return n + "; no rows read from the base table"
+	switch {
+	case a.CachedRollup:
+		return n + "; rollup rows from the proxy's cache"
+	case a.Merge == rewrite.MergeServer:
+		return n + "; rollup rows merged in PostgreSQL (hll_union_agg)"
+	}
+	return n + "; rollup rows merged in the proxy"
 }
 
 // ErrData is wrapped around errors in the bytes a fetch returned (a
 // sketch that does not decode, sketches that cannot be merged): the plan
 // cannot be answered from the rollup.
 var ErrData = errors.New("exec: rollup data")
+
+// ErrNoServerMerge is returned for a plan whose Merge is MergeServer in a
+// database without the hll extension: nothing was run. (The handler
+// refuses such a plan before it runs.)
+var ErrNoServerMerge = fmt.Errorf("%w: pgsketch.merge is server, but the database has no hll extension", ErrData)
 
 // Run executes a FromRollup plan: the fetch, the exact statement if any,
 // the merge, and the shaping statement, whose rows come back in
@@ -124,11 +140,20 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 			fetchFormats[a.BaseColumn] = 0 // canonical text, hashed here
 		}
 	}
-	fst := statement(p.FetchSQL, p.Params, p.FetchParams, params, fetchFormats)
+	fetchSQL, strategy := p.FetchSQL, rewrite.MergeProxy
+	if p.Merge == rewrite.MergeServer {
+		if p.ServerFetchSQL == "" {
+			return nil, ErrNoServerMerge
+		}
+		fetchSQL, strategy = p.ServerFetchSQL, rewrite.MergeServer
+	}
+	fst := statement(fetchSQL, p.Params, p.FetchParams, params, fetchFormats)
 	var key string
 	var ent *cacheEntry
 	if cache != nil {
-		if sql, ok := cachedFetch(p, ncols, p.Params+1); ok {
+		if sql, ok := cachedFetch(p, fetchSQL, ncols, p.Params+1); ok {
+			// The key names the proxy-merge statement whichever runs:
+			// both give the same merged groups.
 			key = cacheKey(scope, p, fst)
 			ent = cache.get(key)
 			fst.SQL = sql
@@ -227,7 +252,8 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
-	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: cachedRollup}, nil
+	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: cachedRollup,
+		Merge: strategy}, nil
 }
 
 // statement binds the client's parameters for one of the plan's

@@ -15,11 +15,15 @@ var errCatalog = errors.New("rollup catalog")
 // it: every rollup's definition row (its xmin changes with every update,
 // and a dropped and re-created rollup has a new row) and its source table's
 // pg_class row (which changes with ALTER TABLE: row-level security,
-// columns added, types changed). A session whose fingerprint is that of a
-// cached snapshot gets the snapshot without reading pgsketch.catalog().
+// columns added, types changed), and the hll extension's pg_extension row
+// (CREATE, DROP, ALTER EXTENSION ... UPDATE or SET SCHEMA change it). A
+// session whose fingerprint is that of a cached snapshot gets the snapshot
+// without reading pgsketch.catalog().
 const fingerprintSQL = `SELECT pg_catalog.md5(COALESCE(pg_catalog.string_agg(
    d.name || ':' || d.xmin::text || ':' || d.version::text || ':' || COALESCE(c.oid::text, '-') || ':' ||
-   COALESCE(c.xmin::text, '-') || ':' || COALESCE(c.relrowsecurity::text, '-'), ',' ORDER BY d.name), ''))
+   COALESCE(c.xmin::text, '-') || ':' || COALESCE(c.relrowsecurity::text, '-'), ',' ORDER BY d.name), '') ||
+   COALESCE((SELECT ';hll:' || e.xmin::text || ':' || e.oid::text FROM pg_catalog.pg_extension AS e
+     WHERE e.extname = 'hll'), ''))
  FROM pgsketch.rollup_defs AS d
  LEFT JOIN pg_catalog.pg_class AS c
    ON c.oid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', d.source_schema, d.source_table))`
@@ -70,7 +74,7 @@ func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, fp string) (*c
 			return snap, nil
 		}
 	}
-	rows, errs := c.queryRows(ctx, fingerprintSQL, catalog.Query)
+	rows, errs := c.queryRows(ctx, fingerprintSQL, catalog.Query, catalog.ExtensionQuery)
 	if errs[1] != nil {
 		return nil, errs[1]
 	}
@@ -80,6 +84,12 @@ func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, fp string) (*c
 	snap, err := catalog.Parse(rows[1][0][0])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errCatalog, err)
+	}
+	if errs[2] != nil {
+		return nil, errs[2]
+	}
+	if len(rows[2]) == 1 && len(rows[2][0]) == 2 {
+		snap = snap.WithHLL(catalog.Extension{Schema: string(rows[2][0][0]), Version: string(rows[2][0][1])})
 	}
 	if errs[0] == nil && len(rows[0]) == 1 && len(rows[0][0]) == 1 && rows[0][0][0] != nil {
 		h.catalogs.put(db, string(rows[0][0][0]), snap)

@@ -551,7 +551,7 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 			x.s.Send(errorResponse(err))
 			return "", nil
 		}
-		if clientCancelled(err) {
+		if clientVisible(err) {
 			es.discarding = true
 			x.s.Send(errorResponse(err))
 			return "", nil
@@ -614,7 +614,7 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 	params := exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}
 	ans, err := h.run(ctx, c, st, pl, params, p.resultFormats)
 	if err != nil {
-		if !c.noSync && (c.txStatus == 'T' || c.txStatus == 'E') && (isPgError(err) || errors.Is(err, exec.ErrData)) && !clientCancelled(err) {
+		if !c.noSync && (c.txStatus == 'T' || c.txStatus == 'E') && (isPgError(err) || errors.Is(err, exec.ErrData)) && !clientVisible(err) {
 			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
 				return "", rerr
 			}

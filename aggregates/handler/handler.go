@@ -28,6 +28,9 @@ type Handler struct {
 	// COUNT(DISTINCT ...) is answered from rollups (APPROX_COUNT_DISTINCT
 	// always is).
 	Approx bool
+	// Merge is pgsketch.merge for sessions that leave it unset: where the
+	// sketches of a rollup's rows are merged ("" is rewrite.MergeAuto).
+	Merge rewrite.Merge
 	// Recorder, when set, is told every query looked at (answered from a
 	// rollup, or passed through and why) and the error samples of answers
 	// that computed a count both ways, for the status page.

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -23,6 +24,12 @@ import (
 // it, and supplies Handler.Approx while it is unset or empty.
 const ApproxSetting = "pgsketch.approx"
 
+// MergeSetting is the session variable that says where the sketches of a
+// rollup's rows are merged: auto, proxy or server (rewrite.Merge). Like
+// ApproxSetting it is a placeholder setting PostgreSQL keeps; the proxy
+// supplies Handler.Merge while it is unset or empty.
+const MergeSetting = "pgsketch.merge"
+
 // settingsSQL reads, without any chance of an error outside an aborted
 // transaction, what the rewriter and the executor need of the session, and
 // whether the role may read the catalog.
@@ -32,7 +39,8 @@ const settingsSQL = `SELECT current_setting('search_path'), current_setting('Tim
  current_setting('bytea_output'), current_setting('client_encoding'),
  COALESCE(has_schema_privilege(to_regnamespace('pgsketch'), 'USAGE')
    AND has_function_privilege(to_regprocedure('pgsketch.catalog()'), 'EXECUTE')
-   AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false)`
+   AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false),
+ current_setting('` + MergeSetting + `', true)`
 
 // savepoint protects the client's transaction block from errors of the
 // statements the proxy runs: on one, the proxy rolls back to it and lets
@@ -45,6 +53,9 @@ type sessionSettings struct {
 	catalogOK bool
 	// fingerprint identifies the catalog's state ("" if not read).
 	fingerprint string
+	// badMerge is a pgsketch.merge value that is not a strategy: a plan
+	// is refused rather than run (rw.Merge is then auto).
+	badMerge string
 }
 
 func parseBool(s string) (v, ok bool) {
@@ -67,7 +78,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	if errs[0] != nil {
 		return sessionSettings{}, errs[0]
 	}
-	if len(rows[0]) != 1 || len(rows[0][0]) != 10 {
+	if len(rows[0]) != 1 || len(rows[0][0]) != 11 {
 		return sessionSettings{}, errProtocol
 	}
 	r := rows[0][0]
@@ -79,6 +90,17 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	}
 	if v, ok := parseBool(string(r[3])); ok {
 		st.rw.Approx = v
+	}
+	st.rw.Merge = h.Merge
+	if v := strings.TrimSpace(string(r[10])); v != "" {
+		if m, ok := rewrite.ParseMerge(v); ok {
+			st.rw.Merge = m
+		} else {
+			st.badMerge = v
+		}
+	}
+	if st.rw.Merge == "" {
+		st.rw.Merge = rewrite.MergeAuto
 	}
 	es.catalogOK = st.catalogOK
 	if len(sqls) == 2 {
@@ -98,7 +120,54 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	return st, nil
 }
 
-var showApproxRE = regexp.MustCompile(`(?is)^\s*show\s+pgsketch\s*\.\s*approx\s*;?\s*$`)
+var showRE = regexp.MustCompile(`(?is)^\s*show\s+pgsketch\s*\.\s*(approx|merge)\s*;?\s*$`)
+
+// refusal is an error PostgreSQL raised on the proxy's behalf (see refuse):
+// the client gets it as its query's error, as it would a cancel.
+type refusal struct{ err error }
+
+func (r refusal) Error() string { return r.err.Error() }
+func (r refusal) Unwrap() error { return r.err }
+
+// refuse has PostgreSQL raise an error for the client's query, so that the
+// session's state (an aborted transaction block, an extended-protocol
+// request discarding up to Sync) is what the error makes it, and returns
+// it as a refusal.
+func refuse(ctx context.Context, c *sessionConn, code, msg, hint string) error {
+	lit := func(s string) string { return catalog.QuoteLiteral(strings.ReplaceAll(s, "$", "_")) }
+	err := c.Exec(ctx, "DO $pgsketch$BEGIN RAISE EXCEPTION USING ERRCODE = "+lit(code)+", MESSAGE = "+lit(msg)+
+		", HINT = "+lit(hint)+"; END$pgsketch$")
+	if err == nil {
+		return fmt.Errorf("%w: %s did not fail", errProtocol, "RAISE")
+	}
+	if !isPgError(err) {
+		return err
+	}
+	return refusal{err}
+}
+
+// mergeRefusal refuses a plan the session's pgsketch.merge cannot run: a
+// value that is no strategy, or server without the hll extension. It
+// returns nil when the plan may run.
+func mergeRefusal(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan) error {
+	switch {
+	case st.badMerge != "":
+		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MergeSetting, st.badMerge),
+			"Available values: auto, proxy, server.")
+	case p.Merge == rewrite.MergeServer && p.ServerFetchSQL == "":
+		return refuse(ctx, c, "55000", MergeSetting+" is server, but this database has no hll extension to merge sketches with",
+			"CREATE EXTENSION hll, or SET "+MergeSetting+" = auto.")
+	}
+	return nil
+}
+
+// clientVisible reports an error of answering a query that the client
+// must get as its query's error, rather than have PostgreSQL answer the
+// query instead: a cancel or timeout, the server going away, a refusal.
+func clientVisible(err error) bool {
+	var r refusal
+	return clientCancelled(err) || errors.As(err, &r)
+}
 
 // isPgError reports whether err is PostgreSQL's answer (the session goes
 // on) rather than a lost or confused upstream connection.
@@ -130,13 +199,19 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		}
 		return err
 	}
-	if showApproxRE.MatchString(q.String) {
-		v := "off"
+	if m := showRE.FindStringSubmatch(q.String); m != nil {
+		name, v := ApproxSetting, "off"
 		if st.rw.Approx {
 			v = "on"
 		}
+		if strings.EqualFold(m[1], "merge") {
+			name, v = MergeSetting, string(st.rw.Merge)
+			if st.badMerge != "" {
+				v = st.badMerge
+			}
+		}
 		s.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{
-			Name: []byte(ApproxSetting), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}})
+			Name: []byte(name), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}})
 		s.Send(&pgproto3.DataRow{Values: [][]byte{[]byte(v)}})
 		s.Send(&pgproto3.CommandComplete{CommandTag: []byte("SHOW")})
 		s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
@@ -206,6 +281,9 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 // run executes p inside a savepoint when the client is in a transaction
 // block, releasing it on success.
 func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
+	if err := mergeRefusal(ctx, c, st, p); err != nil {
+		return nil, err
+	}
 	inBlock := c.txStatus == 'T' && !c.noSync
 	if inBlock {
 		if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
@@ -221,7 +299,8 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 			return nil, err
 		}
 	}
-	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows, "cached_rollup", ans.CachedRollup)
+	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows,
+		"cached_rollup", ans.CachedRollup, "merge", ans.Merge)
 	return ans, nil
 }
 
@@ -245,7 +324,7 @@ func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p
 	if !isPgError(err) && !errors.Is(err, exec.ErrData) {
 		return err
 	}
-	if clientCancelled(err) {
+	if clientVisible(err) {
 		s.Send(errorResponse(err))
 		s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
 		return s.Flush()

@@ -18,6 +18,7 @@ import (
 	"github.com/pgsketch/pgsketch/aggregates/exec"
 	"github.com/pgsketch/pgsketch/aggregates/handler"
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/status"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -49,6 +50,9 @@ func runServe(ctx context.Context, a *app, args []string) error {
 		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
 	approx := f.String("approx", "off", "pgsketch.approx for sessions that leave it unset (on|off): "+
 		"answer COUNT(DISTINCT ...) from rollups too, not only APPROX_COUNT_DISTINCT")
+	merge := f.String("merge", "auto", "pgsketch.merge for sessions that leave it unset (auto|proxy|server): where the sketches "+
+		"of a rollup's rows are merged; auto merges in PostgreSQL (hll_union_agg, needs the hll extension) when a group "+
+		"merges several rollup rows, in the proxy otherwise")
 	cacheBytes := f.Int64("cache-bytes", 256<<20, "memory for decoded rollup rows kept between queries, in bytes (0: no cache); "+
 		"an entry is used only while the rollup's catalog version and bucket range are unchanged, as each query checks "+
 		"in PostgreSQL, which also checks the role's privileges every time")
@@ -69,6 +73,10 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	default:
 		return fmt.Errorf("%w: --approx must be on or off, not %q", errUsage, *approx)
 	}
+	mergeDefault, ok := rewrite.ParseMerge(*merge)
+	if !ok || *merge == "" {
+		return fmt.Errorf("%w: --merge must be auto, proxy or server, not %q", errUsage, *merge)
+	}
 	if *upstream == "" {
 		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
 	}
@@ -77,7 +85,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	}
 	recorder := status.NewRecorder(50, 1000)
 	cfg := wire.Config{
-		Handler:        &handler.Handler{Log: a.log, Approx: approxOn, Recorder: recorder, Cache: exec.NewCache(*cacheBytes)},
+		Handler:        &handler.Handler{Log: a.log, Approx: approxOn, Merge: mergeDefault, Recorder: recorder, Cache: exec.NewCache(*cacheBytes)},
 		Upstream:       *upstream,
 		ConnectTimeout: *connectTimeout,
 		MaxMessageSize: *maxMessage,
