@@ -211,6 +211,10 @@ func testCatalog() *catalog.Snapshot {
 				part(catalog.Max, "revenue", "numeric(12,2)"), part(catalog.Count, "revenue", "bigint"),
 				part(catalog.Sum, "quantity", "integer")},
 			Watermark: wm, Version: 7, Rows: 54000,
+			Levels: []catalog.Level{
+				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_month"}},
+				{Grain: catalog.Week, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_week"}},
+			},
 		},
 		{
 			Name: "events_hourly", Source: catalog.Table{Schema: "public", Name: "events"},

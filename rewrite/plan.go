@@ -125,6 +125,9 @@ type Plan struct {
 	// ManyRowsPerGroup says how one output group can merge several rollup
 	// rows; empty when the GROUP BY determines the rollup row.
 	ManyRowsPerGroup string
+	// Level, when set, is the rollup's level the rollup half reads its
+	// whole level buckets from (the rest of the range from Table).
+	Level *catalog.Level
 	ExactSQL         string
 	ShapeSQL         string
 	// SubstituteSQL is the statement a Substitute plan runs instead.
@@ -358,7 +361,12 @@ func (m *matcher) build() (*Plan, string) {
 			p.fetch.hll[a.RollupColumn] = a
 		}
 	}
-	p.fetch.rest = " FROM " + r.Table.String() + " AS r WHERE " +
+	rollupFrom := r.Table.String() + " AS r"
+	if lv := m.level(); lv != nil {
+		p.Level = lv
+		rollupFrom = m.levelFrom(p, *lv)
+	}
+	p.fetch.rest = " FROM " + rollupFrom + " WHERE " +
 		strings.Join(rwhere, " AND ") + groupBy +
 		" UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 		strings.Join(bwhere, " AND ") + groupBy
@@ -389,6 +397,53 @@ func (m *matcher) build() (*Plan, string) {
 			strings.Join(approx, ", "), r.Name, p.StdErr*100)
 	}
 	return p, ""
+}
+
+// level returns the coarsest of the rollup's levels on whose rows the
+// query's keys and filters are what they are on the rollup's rows: each is
+// constant within a level bucket (grouping by day rules out a month level;
+// by month, or by nothing, allows it). Nil if none.
+func (m *matcher) level() *catalog.Level {
+	for i, l := range m.r.Levels { // coarsest first
+		r := *m.r
+		r.Grain = l.Grain
+		lm := *m
+		lm.r = &r
+		ok := true
+		for _, k := range m.keys {
+			if c := lm.classify(k.e); c.k != kConst && c.k != kRow {
+				ok = false
+			}
+		}
+		for _, f := range m.pushed {
+			if c := lm.classify(f); c.k != kConst && c.k != kRow {
+				ok = false
+			}
+		}
+		if ok {
+			return &m.r.Levels[i]
+		}
+	}
+	return nil
+}
+
+// levelFrom is the rollup half's FROM item when it reads level l: the
+// level buckets lying wholly in the range's buckets [BucketsFrom,
+// BucketsTo), then the rollup's own rows outside them, as one relation r
+// with the rollup table's columns (a level table has them by
+// construction).
+func (m *matcher) levelFrom(p *Plan, l catalog.Level) string {
+	floor, next := m.bucketSQL(l.Grain)
+	bucket := "r." + quoteIdent(catalog.BucketColumn)
+	upto := floor(p.Time.BucketsTo) // the last level bucket ends at or before it
+	in, out := bucket+" < "+upto, bucket+" >= "+upto
+	if len(p.Time.Lower) > 0 {
+		from := next("(" + p.Time.BucketsFrom + " - interval '1 microsecond')") // the first starts at or after it
+		in = bucket + " >= " + from + " AND " + in
+		out = "(" + bucket + " < " + from + " OR " + out + ")"
+	}
+	return "(SELECT * FROM " + l.Table.String() + " AS r WHERE " + in +
+		" UNION ALL SELECT * FROM " + m.r.Table.String() + " AS r WHERE " + out + ") AS r"
 }
 
 func (m *matcher) sourceSQL() string {
@@ -450,8 +505,6 @@ func (m *matcher) timeSplit(p *Plan) string {
 	default:
 		return "time column type " + string(r.TimeType) + " is not supported"
 	}
-	g := string(r.Grain)
-	tz := catalog.QuoteLiteral(r.TimeZone)
 	// typed is a bound as PostgreSQL types it when comparing it with the
 	// column: a parameter is inferred, and an untyped literal (or NULL)
 	// coerced, to the column's type; anything else keeps its own type and
@@ -474,21 +527,7 @@ func (m *matcher) timeSplit(p *Plan) string {
 		}
 		return "CAST(" + x + " AS " + typ + ")"
 	}
-	floor := func(x string) string {
-		if r.TimeType == catalog.Timestamptz {
-			return "date_trunc('" + g + "', " + x + ", " + tz + ")"
-		}
-		return "date_trunc('" + g + "', " + x + ")"
-	}
-	next := func(x string) string {
-		if r.TimeType == catalog.Timestamptz {
-			// Hours are absolute: this lands inside the next bucket
-			// whatever its length (DST days, months).
-			h := map[catalog.Grain]string{catalog.Hour: "1 hour", catalog.Day: "26 hours", catalog.Week: "180 hours", catalog.Month: "768 hours"}[r.Grain]
-			return "date_trunc('" + g + "', " + floor(x) + " + interval '" + h + "', " + tz + ")"
-		}
-		return "(" + floor(x) + " + interval '1 " + g + "')"
-	}
+	floor, next := m.bucketSQL(r.Grain)
 	ts := TimeSplit{Column: r.TimeColumn, Lower: m.lower, Upper: m.upper}
 	var from []string
 	for _, b := range m.lower {
@@ -533,6 +572,31 @@ func (m *matcher) timeSplit(p *Plan) string {
 	ts.UpperEdge = strings.Join(upperEdge, " AND ")
 	p.Time = ts
 	return ""
+}
+
+// bucketSQL returns SQL printers of the start of the bucket of grain g
+// holding x (floor), and of the first bucket start after x's bucket (next),
+// cut in the rollup's zone for a timestamptz column.
+func (m *matcher) bucketSQL(grain catalog.Grain) (floor, next func(x string) string) {
+	r := m.r
+	g := string(grain)
+	tz := catalog.QuoteLiteral(r.TimeZone)
+	floor = func(x string) string {
+		if r.TimeType == catalog.Timestamptz {
+			return "date_trunc('" + g + "', " + x + ", " + tz + ")"
+		}
+		return "date_trunc('" + g + "', " + x + ")"
+	}
+	next = func(x string) string {
+		if r.TimeType == catalog.Timestamptz {
+			// Hours are absolute: this lands inside the next bucket
+			// whatever its length (DST days, months).
+			h := map[catalog.Grain]string{catalog.Hour: "1 hour", catalog.Day: "26 hours", catalog.Week: "180 hours", catalog.Month: "768 hours"}[grain]
+			return "date_trunc('" + g + "', " + floor(x) + " + interval '" + h + "', " + tz + ")"
+		}
+		return "(" + floor(x) + " + interval '1 " + g + "')"
+	}
+	return floor, next
 }
 
 // strictMinMax is GREATEST or LEAST of xs, but NULL when any of them is:
@@ -612,6 +676,9 @@ func (p *Plan) String() string {
 		wm += fmt.Sprintf(", late window %s", p.LateWindow)
 	}
 	w("time: %s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", quoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
+	if p.Level != nil {
+		w("level: %s (table %s): the range's whole %ss read from it, the rest from the rollup table", p.Level.Grain, p.Level.Table, p.Level.Grain)
+	}
 	switch {
 	case p.Merge == MergeServer && p.ServerFetchSQL == "":
 		w("merge: server (%s): fails, PostgreSQL cannot merge the sketches", p.MergeReason)

@@ -154,6 +154,17 @@ type Rollup struct {
 	// Rows is the rollup table's estimated row count (pg_class.reltuples,
 	// or the exact count after a refresh), used to prefer smaller rollups.
 	Rows int64
+	// Levels are the rollup's built levels, coarsest first: tables of the
+	// same columns holding, per bucket of a coarser grain, the merge of the
+	// rollup's rows in it (pgsketch.add_rollup_level). The refresher
+	// rebuilds them in the rollup's own transactions.
+	Levels []Level
+}
+
+// Level is one level of a rollup.
+type Level struct {
+	Grain Grain
+	Table Table
 }
 
 // BucketColumn is the name of the rollup table column holding each row's

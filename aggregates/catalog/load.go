@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -40,6 +41,11 @@ type jsonRollup struct {
 	LateSeconds float64 `json:"late_window_seconds"`
 	Version     int64   `json:"version"`
 	Rows        int64   `json:"rows"`
+	Levels      []struct {
+		Grain  string `json:"grain"`
+		Schema string `json:"schema"`
+		Table  string `json:"table"`
+	} `json:"levels"`
 }
 
 // Parse reads the JSON that Query returns. A rollup whose source table or
@@ -85,6 +91,15 @@ func Parse(b []byte) (*Snapshot, error) {
 			r.Measures = append(r.Measures, Measure{Column: m.Column, Kind: Kind(m.Kind), Expression: m.Expression,
 				Type: m.Type, Log2m: m.Log2m, Regwidth: m.Regwidth, Hash: m.Hash})
 		}
+		for _, l := range j.Levels {
+			g, err := ParseGrain(l.Grain)
+			if err != nil || g.Rank() <= r.Grain.Rank() {
+				return nil, fmt.Errorf("catalog: rollup %s: level %q", j.Name, l.Grain)
+			}
+			r.Levels = append(r.Levels, Level{Grain: g, Table: Table{Schema: l.Schema, Name: l.Table}})
+		}
+		// Coarsest first.
+		slices.SortFunc(r.Levels, func(a, b Level) int { return b.Grain.Rank() - a.Grain.Rank() })
 		out = append(out, r)
 	}
 	return NewSnapshot(out), nil

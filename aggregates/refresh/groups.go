@@ -21,7 +21,7 @@ type field struct {
 	kind     string // hll, count, sum, min, max
 	log2m    int
 	regwidth int
-	form     string // hll only: int2, int4, int8 (binary) or text (canonical text)
+	form     string // hll only: int2, int4, int8 (binary) or text (canonical text), or sketch (a rollup's, to union)
 }
 
 // parseFields reads refresh_begin's fields: "hll:14:5:int8", "count", "sum", ...
@@ -42,7 +42,7 @@ func parseFields(ss []string) ([]field, error) {
 				return nil, fmt.Errorf("measure %d: bad sketch parameters %q", i+1, s)
 			}
 			switch f.form {
-			case "int2", "int4", "int8", "text":
+			case "int2", "int4", "int8", "text", "sketch":
 			default:
 				return nil, fmt.Errorf("measure %d: unknown value form %q", i+1, f.form)
 			}
@@ -180,6 +180,12 @@ func (g *groups) add(f [][]byte) error {
 			if fd.kind != "hll" || v == nil {
 				continue
 			}
+			if fd.form == "sketch" { // a level's rows: the rollup's sketches
+				if err := grp.union(i, v); err != nil {
+					return fmt.Errorf("measure %d: %w", i+1, err)
+				}
+				continue
+			}
 			h, err := g.hash(fd.form, v)
 			if err != nil {
 				return fmt.Errorf("measure %d: %w", i+1, err)
@@ -260,6 +266,16 @@ func (grp *group) flush(i int) {
 		}
 	}
 	grp.pending[i] = p[:0]
+}
+
+// union merges sketch bytes b into the group's sketch i.
+func (grp *group) union(i int, b []byte) error {
+	var s sketch.HLL
+	if err := s.UnmarshalBinary(b); err != nil {
+		return err
+	}
+	grp.flush(i)
+	return grp.sketches[i].Union(&s)
 }
 
 // merge moves o's groups into g: sketches are united, row counts added,

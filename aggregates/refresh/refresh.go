@@ -94,9 +94,11 @@ type Result struct {
 	// Written is the number of rollup rows rebuilt; RollupRows the rollup
 	// table's rows after the refresh.
 	Written, RollupRows int64
-	Version             int64
-	Watermark           string
-	Elapsed             time.Duration
+	// Levels are the rollup's levels, rebuilt from its rows.
+	Levels    []LevelResult
+	Version   int64
+	Watermark string
+	Elapsed   time.Duration
 }
 
 func (r Result) String() string {
@@ -111,8 +113,12 @@ func (r Result) String() string {
 	if wm == "" {
 		wm = "none"
 	}
-	return fmt.Sprintf("%s: %s refresh of %s: %d rows read, %d rollup rows written (%d in total), version %d, watermark %s, %s",
-		r.Rollup, r.Mode, rng, r.RowsRead, r.Written, r.RollupRows, r.Version, wm, r.Elapsed.Round(time.Millisecond))
+	levels := ""
+	for _, l := range r.Levels {
+		levels += fmt.Sprintf(", %d %s level rows", l.Written, l.Grain)
+	}
+	return fmt.Sprintf("%s: %s refresh of %s: %d rows read, %d rollup rows written (%d in total)%s, version %d, watermark %s, %s",
+		r.Rollup, r.Mode, rng, r.RowsRead, r.Written, r.RollupRows, levels, r.Version, wm, r.Elapsed.Round(time.Millisecond))
 }
 
 // Refresh refreshes rollup name on conn in one transaction of its own: conn
@@ -259,9 +265,15 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 		return res, fmt.Errorf("refresh %s: write rollup rows: %w", name, err)
 	}
 
-	var loArg any
+	var loArg, hiArg any
 	if lo != nil {
 		loArg = string(lo)
+	}
+	if hi != nil {
+		hiArg = string(hi)
+	}
+	if res.Levels, err = rebuildLevels(ctx, conn, name, loArg, hiArg); err != nil {
+		return res, fmt.Errorf("refresh %s: %w", name, err)
 	}
 	rows, err = conn.Query(ctx, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
 		name, loArg, string(row[6]))

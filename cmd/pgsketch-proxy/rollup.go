@@ -134,6 +134,8 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	log2m := f.Int("log2m", 14, "sketch registers 2^log2m (4..17); standard error 1.04/sqrt(2^log2m)")
 	regwidth := f.Int("regwidth", 5, "bits per sketch register (1..5)")
 	late := f.String("late-window", "", "how far before the watermark refreshes re-read late rows, as a PostgreSQL interval (default one bucket)")
+	levels := f.String("levels", "", "comma-separated coarser grains to keep pre-merged copies of the rollup by "+
+		"(week, month for a daily rollup; also day for an hourly one): queries over long ranges read those instead")
 	noBuild := f.Bool("no-build", false, "only define the rollup; do not fill it now")
 	streams := streamsFlag(f)
 	name, err := parseNamed(f, args, true)
@@ -152,13 +154,27 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	if *late != "" {
 		lateArg = *late
 	}
+	// The rollup and its levels are defined together, or not at all.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
 	var rel string
-	err = conn.QueryRow(ctx, `SELECT pgsketch.create_rollup($1, $2, $3, grain => $4, time_zone => $5,
+	err = tx.QueryRow(ctx, `SELECT pgsketch.create_rollup($1, $2, $3, grain => $4, time_zone => $5,
 		dimensions => $6, distinct_columns => $7, sum_columns => $8, min_columns => $9, max_columns => $10,
 		log2m => $11, regwidth => $12, late_window => $13::interval)::text`,
 		name, *table, *timeCol, *grain, *tz, nonNil(splitList(*dims)), nonNil(splitList(*distinct)),
 		nonNil(splitList(*sum)), nonNil(splitList(*minCols)), nonNil(splitList(*maxCols)), *log2m, *regwidth, lateArg).Scan(&rel)
 	if err != nil {
+		return explain(err)
+	}
+	for _, g := range splitList(*levels) {
+		if _, err := tx.Exec(ctx, `SELECT pgsketch.add_rollup_level($1, $2)`, name, g); err != nil {
+			return explain(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return explain(err)
 	}
 	fmt.Fprintf(a.stdout, "created rollup %s (table %s)\n", name, rel)

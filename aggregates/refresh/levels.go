@@ -1,0 +1,84 @@
+package refresh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+)
+
+// LevelResult describes one level a refresh rebuilt.
+type LevelResult struct {
+	Grain string
+	// Written is the number of level rows rebuilt.
+	Written int64
+}
+
+// rebuildLevels rebuilds, after the rollup's buckets in [lo, hi) (nil:
+// unbounded) were written in the refresh's transaction, the level buckets
+// that hold them (every bucket of a level not built yet), by merging the
+// rollup's rows: pgsketch.level_begin says what to read and write.
+func rebuildLevels(ctx context.Context, conn Conn, name string, lo, hi any) ([]LevelResult, error) {
+	rows, err := conn.Query(ctx, `SELECT grain FROM pgsketch.rollup_levels WHERE rollup = $1 ORDER BY grain`, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []LevelResult
+	for _, r := range rows {
+		grain := string(r[0])
+		n, err := rebuildLevel(ctx, conn, name, grain, lo, hi)
+		if err != nil {
+			return out, fmt.Errorf("%s level: %w", grain, err)
+		}
+		out = append(out, LevelResult{Grain: grain, Written: n})
+	}
+	return out, nil
+}
+
+func rebuildLevel(ctx context.Context, conn Conn, name, grain string, lo, hi any) (int64, error) {
+	rows, err := conn.Query(ctx, `SELECT read_sql, ndims, array_to_json(fields), write_sql, bucket_zone, time_kind, grain
+		FROM pgsketch.level_begin($1, $2, $3, $4)`, name, grain, lo, hi)
+	if err != nil {
+		return 0, err
+	}
+	if len(rows) != 1 || len(rows[0]) != 7 {
+		return 0, fmt.Errorf("level_begin returned %d rows", len(rows))
+	}
+	row := rows[0]
+	ndims, err := strconv.Atoi(string(row[1]))
+	if err != nil {
+		return 0, fmt.Errorf("ndims: %w", err)
+	}
+	var kinds []string
+	if err := json.Unmarshal(row[2], &kinds); err != nil {
+		return 0, fmt.Errorf("fields: %w", err)
+	}
+	fields, err := parseFields(kinds)
+	if err != nil {
+		return 0, err
+	}
+	g, err := catalog.ParseGrain(string(row[6]))
+	if err != nil {
+		return 0, err
+	}
+	grp := newGroups(ndims, fields, bucketer{grain: g, date: string(row[5]) == "date"})
+	if err := readStream(ctx, conn, string(row[0]), grp); err != nil {
+		return 0, fmt.Errorf("read rollup rows: %w", err)
+	}
+	if zone := row[4]; zone != nil {
+		if grp.instants, err = instants(ctx, conn, grp.localBuckets(), string(zone)); err != nil {
+			return 0, fmt.Errorf("bucket starts: %w", err)
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(grp.writeTo(pw)) }()
+	n, err := conn.CopyFrom(ctx, pr, string(row[3]))
+	pr.Close()
+	if err != nil {
+		return 0, fmt.Errorf("write level rows: %w", err)
+	}
+	return n, nil
+}

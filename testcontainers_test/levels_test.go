@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+)
+
+// levelMerged is what a level of rollup table daily by grain g must hold:
+// the rollup's rows merged per level bucket and dimension values, by
+// PostgreSQL (hll_union_agg is our union, byte for byte: TestSketchCompat).
+func levelMerged(g string) string {
+	return fmt.Sprintf(`SELECT date_trunc('%s', bucket, 'UTC') AS bucket, country, device,
+		sum(row_count)::bigint, hll_send(hll_union_agg(distinct_user_id::hll)), sum(sum_amount), min(min_amount),
+		max(max_created_at) FROM daily GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, g)
+}
+
+func levelContent(g string) string {
+	return fmt.Sprintf(`SELECT bucket, country, device, row_count, distinct_user_id, sum_amount, min_amount,
+		max_created_at FROM daily_%s ORDER BY 1, 2, 3`, g)
+}
+
+// checkLevels checks that every level table holds its rollup's rows merged.
+func checkLevels(t *testing.T, conn *pgx.Conn, when string) {
+	t.Helper()
+	for _, g := range []string{"week", "month"} {
+		want := rollupContentSQL(t, conn, levelMerged(g))
+		got := rollupContentSQL(t, conn, levelContent(g))
+		if got != want {
+			t.Errorf("%s: the %s level is not the merge of the rollup's rows:\n got %.600s\nwant %.600s", when, g, got, want)
+		}
+	}
+}
+
+// rollupContentSQL is the text of every row query returns.
+func rollupContentSQL(t *testing.T, conn *pgx.Conn, query string) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), query, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, query)
+	}
+	var b strings.Builder
+	n := 0
+	for rows.Next() {
+		for _, v := range rows.RawValues() {
+			b.WriteString(string(v))
+			b.WriteByte('|')
+		}
+		b.WriteByte('\n')
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("no rows: %s", query)
+	}
+	return b.String()
+}
+
+// TestRollupLevels: levels (pgsketch.add_rollup_level) hold their
+// rollup's rows merged, after the build and after incremental and range
+// refreshes; every rewritten query of the differential suites gives the
+// same answer, byte for byte, with the levels as without; dropping a level
+// or the rollup drops the tables; bad levels are refused.
+func TestRollupLevels(t *testing.T) {
+	t.Parallel()
+	db, conn := rolledUpEvents(t, 300_000, 90, "2026-03-29 12:00", "3 days")
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "0")
+	url := p.URL(db.DSN)
+	ctx := context.Background()
+
+	queries := append(readQueryFile(t, "testdata/aggregates/queries.txt"), readQueryFile(t, "testdata/aggregates/more_queries.txt")...)
+	answers := func(c *noticeConn) map[int]*answer {
+		out := map[int]*answer{}
+		for i, q := range queries {
+			if !q.rollup {
+				continue
+			}
+			a, err := c.query(ctx, q.sql)
+			if err != nil {
+				t.Fatalf("line %d: %v\n%s", q.line, err, q.sql)
+			}
+			if len(a.notices) != 1 {
+				t.Fatalf("line %d: not answered from the rollup: %q\n%s", q.line, a.notices, q.sql)
+			}
+			out[i] = a
+		}
+		return out
+	}
+	c := connectSimple(t, url)
+	// The rollup half merged in the proxy, so that levels are all that
+	// differs; the server merge is compared with it by TestMergeStrategies.
+	mustExec(t, c.Conn, "SET pgsketch.merge = proxy")
+	without := answers(c)
+
+	// Levels are built by the next refresh, in its transaction.
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('daily', 'month')`)
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('daily', 'week')`)
+	res := refreshRollup(t, conn, "daily", refresh.Options{})
+	if len(res.Levels) != 2 {
+		t.Fatalf("refresh rebuilt levels %v, want week and month", res.Levels)
+	}
+	checkLevels(t, conn, "built")
+
+	with := answers(c)
+	used := 0
+	for i, q := range queries {
+		a, b := without[i], with[i]
+		if a == nil {
+			continue
+		}
+		if fmt.Sprint(a.fields, a.raw, a.tag) != fmt.Sprint(b.fields, b.raw, b.tag) {
+			t.Errorf("line %d: the answer differs with levels:\nwithout %q\n   with %q\n%s", q.line, a.rows, b.rows, q.sql)
+		}
+		ex, err := c.query(ctx, "EXPLAIN "+q.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range ex.rows {
+			if strings.HasPrefix(r[0], "level: ") {
+				used++
+			}
+		}
+	}
+	t.Logf("%d rewritten queries answered alike with and without levels; %d of them read a level", len(without), used)
+	if used < 20 {
+		t.Errorf("only %d queries read a level", used)
+	}
+
+	// Appends, late rows inside the window, then a range refresh after an
+	// update and a delete: the levels follow.
+	mustExec(t, conn, `INSERT INTO events SELECT id + 20000000, created_at + interval '2 days', user_id + 7, country, device, amount
+		FROM events WHERE created_at >= '2026-04-02'`)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	checkLevels(t, conn, "after appends")
+	mustExec(t, conn, `UPDATE events SET user_id = user_id + 1000000 WHERE created_at >= '2026-02-10' AND created_at < '2026-02-11'`)
+	mustExec(t, conn, `DELETE FROM events WHERE created_at >= '2026-03-03' AND created_at < '2026-03-04' AND device = 'ios'`)
+	refreshRollup(t, conn, "daily", refresh.Options{From: "2026-02-10", To: "2026-03-04"})
+	checkLevels(t, conn, "after a range refresh")
+
+	// The CLI's --levels, and refusals.
+	for _, tc := range []struct{ sql, code, msg string }{
+		{`SELECT pgsketch.add_rollup_level('daily', 'month')`, "42710", `rollup 'daily' already has a month level`},
+		{`SELECT pgsketch.add_rollup_level('daily', 'year')`, "22023", `unknown level grain 'year'`},
+		{`SELECT pgsketch.add_rollup_level('daily', 'day')`, "22023", `a day level does not hold whole buckets of rollup 'daily'`},
+		{`SELECT pgsketch.add_rollup_level('nope', 'month')`, "42704", `rollup 'nope' does not exist`},
+		{`SELECT pgsketch.drop_rollup_level('daily', 'day')`, "42704", `rollup 'daily' has no day level`},
+	} {
+		_, err := conn.Exec(ctx, tc.sql)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != tc.code || !strings.Contains(pe.Message, tc.msg) {
+			t.Errorf("%s: %v, want %s %q", tc.sql, err, tc.code, tc.msg)
+		}
+	}
+	r := runCLI(t, nil, "rollup", "create", "weekly", "--dsn", db.DSN, "--table", "public.events", "--time", "created_at",
+		"--grain", "week", "--distinct", "user_id", "--levels", "month")
+	if r.code == 0 || !strings.Contains(r.stderr, "a month level does not hold whole buckets of rollup 'weekly'") {
+		t.Errorf("rollup create --grain week --levels month: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pgsketch.rollup_defs WHERE name = 'weekly'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("a refused rollup was defined: %d %v", n, err)
+	}
+	r = runCLI(t, nil, "rollup", "create", "hourly", "--dsn", db.DSN, "--table", "public.events", "--time", "created_at",
+		"--grain", "hour", "--distinct", "user_id", "--levels", "day,month")
+	if r.code != 0 || !strings.Contains(r.stdout, "day level rows") || !strings.Contains(r.stdout, "month level rows") {
+		t.Errorf("rollup create --levels day,month: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// Dropping a level bumps the version (the proxy stops reading it) and
+	// drops its table; dropping the rollup drops the rest.
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup_level('daily', 'week')`)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname IN ('daily_week', 'daily_month')`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("level tables after dropping one: %d %v", n, err)
+	}
+	a, err := c.query(ctx, "EXPLAIN SELECT date_trunc('week', created_at), count(DISTINCT user_id) FROM events GROUP BY 1")
+	if err != nil || strings.Contains(fmt.Sprint(a.rows), "level: week") {
+		t.Errorf("a dropped level is still planned: %v %v", a, err)
+	}
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('daily')`)
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('hourly')`)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname LIKE 'daily%' OR relname LIKE 'hourly%'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("tables left after drop_rollup: %d %v", n, err)
+	}
+}
