@@ -34,6 +34,17 @@ func FuzzRewrite(f *testing.F) {
 		if strings.HasPrefix(r.Reason, "internal error") {
 			t.Fatalf("panic inside Rewrite for %q: %s", sql, r.Reason)
 		}
+		if r.Multi {
+			stmts, err := Split(sql)
+			if err != nil || len(stmts) < 2 {
+				t.Fatalf("Split of a text Rewrite found several statements in: %d statements, %v\n%q", len(stmts), err, sql)
+			}
+			for _, st := range stmts {
+				if st.SQL == "" || !strings.Contains(sql, st.SQL) {
+					t.Fatalf("Split gave %q, not a piece of %q", st.SQL, sql)
+				}
+			}
+		}
 		for _, p := range parsed {
 			if len(p) > MaxQueryBytes {
 				t.Fatalf("parsed a text of %d bytes", len(p))

@@ -21,6 +21,8 @@ type parsed struct {
 	// other names the statement when it is not a plain SELECT (or EXPLAIN
 	// of one): "INSERT", "2 statements", ...
 	other string
+	// multi: the text holds several statements.
+	multi bool
 }
 
 // parseSQL parses sql with PostgreSQL's parser. A syntax error is returned as
@@ -39,7 +41,7 @@ func parseSQL(sql string) (*parsed, error) {
 		return &parsed{other: "an empty statement"}, nil
 	case 1:
 	default:
-		return &parsed{other: strconv.Itoa(len(stmts)) + " statements"}, nil
+		return &parsed{other: strconv.Itoa(len(stmts)) + " statements", multi: true}, nil
 	}
 	n := stmts[0].GetStmt()
 	out := &parsed{}
@@ -55,6 +57,54 @@ func parseSQL(sql string) (*parsed, error) {
 		return &parsed{other: stmtKind(n)}, nil
 	}
 	out.sel = convSelect(s)
+	return out, nil
+}
+
+// Statement is one statement of a text holding several (Split).
+type Statement struct {
+	// SQL is the statement's text, without the separating semicolon.
+	SQL string
+	// Control is set for statements that steer transactions (BEGIN,
+	// COMMIT, ROLLBACK, SAVEPOINT, PREPARE TRANSACTION, ...) and for COPY:
+	// the ones a caller running the statements one by one inside a
+	// transaction of its own cannot run as PostgreSQL would.
+	Control bool
+}
+
+// Split splits sql into its statements, as PostgreSQL's parser delimits
+// them. A syntax error is returned as *ParseError.
+func Split(sql string) ([]Statement, error) {
+	if len(sql) > MaxQueryBytes {
+		return nil, &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
+	}
+	// The caps Rewrite checks before parsing: the parser must never see
+	// what could exhaust its stack.
+	if st := scan(sql, MaxNestingDepth, MaxTokens, false); st.depth > MaxNestingDepth {
+		return nil, &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
+	} else if st.tokens > MaxTokens {
+		return nil, &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
+	}
+	if parseHook != nil {
+		parseHook(sql)
+	}
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		return nil, &ParseError{Msg: strings.TrimPrefix(err.Error(), "pg_query: ")}
+	}
+	var out []Statement
+	for _, rs := range tree.GetStmts() {
+		start, n := int(rs.GetStmtLocation()), int(rs.GetStmtLen())
+		if start < 0 || start > len(sql) || n < 0 || start+n > len(sql) {
+			return nil, &ParseError{Msg: "statement bounds out of range"}
+		}
+		text := sql[start:]
+		if n > 0 {
+			text = sql[start : start+n]
+		}
+		node := rs.GetStmt()
+		out = append(out, Statement{SQL: strings.TrimSpace(text),
+			Control: node.GetTransactionStmt() != nil || node.GetCopyStmt() != nil})
+	}
 	return out, nil
 }
 

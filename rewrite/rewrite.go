@@ -42,6 +42,9 @@ type Result struct {
 	// exist" unless the executor sketches it on the fly (DESIGN §3 says
 	// never that error).
 	ApproxUnanswered bool
+	// Multi is set when the text holds several statements: a caller may
+	// Split it and plan each.
+	Multi bool
 }
 
 // ParseError is a syntax error reported by the PostgreSQL parser.
@@ -98,6 +101,9 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	p, err := parseSQL(sql)
 	if err != nil {
 		return Result{Reason: "does not parse: " + err.(*ParseError).Msg, Err: err}
+	}
+	if p.multi {
+		return Result{Reason: "the text holds " + p.other, Multi: true}
 	}
 	if p.other != "" {
 		return Result{Reason: "statement is " + p.other + ", not a single SELECT"}

@@ -229,6 +229,13 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		return err
 	}
 	res := rewrite.Rewrite(q.String, snap, st.rw)
+	if res.Multi {
+		done, why, err := h.serveMulti(ctx, q, c, st, snap, s, start)
+		if !done && err == nil {
+			return pass(why)
+		}
+		return err
+	}
 	p := res.Plan
 	if p == nil {
 		h.Log.Debug("query passed through", "reason", res.Reason)

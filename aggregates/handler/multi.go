@@ -1,0 +1,165 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/wire"
+)
+
+// serveMulti answers a simple Query holding several statements, some of
+// which a rollup answers: the statements run one by one, each answered
+// from its rollup or sent upstream alone, with the replies PostgreSQL
+// would send for the whole text.
+//
+// PostgreSQL runs such a text as one implicit transaction: its statements
+// commit together, and an error ends the text and rolls back what came
+// before it. Outside a transaction block the proxy opens one (BEGIN) and
+// ends it (COMMIT, or ROLLBACK after an error) itself; inside one the
+// statements run in it, and an error leaves it aborted, as PostgreSQL
+// does. A text with a statement that steers transactions (BEGIN, COMMIT,
+// SAVEPOINT, ...) or a COPY goes upstream whole, as does one in an aborted
+// transaction. It returns done false when it left the text untouched, for
+// the caller to pass through with reason why.
+func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionConn, st sessionSettings, snap *catalog.Snapshot,
+	s *wire.Session, start time.Time) (done bool, why string, err error) {
+	stmts, err := rewrite.Split(q.String)
+	if err != nil {
+		return false, "the statements could not be split: " + err.Error(), nil
+	}
+	if c.txStatus == 'E' {
+		return false, "the transaction is aborted", nil
+	}
+	plans := make([]*rewrite.Plan, len(stmts))
+	answerable := 0
+	for i, sq := range stmts {
+		if sq.Control {
+			return false, "the text holds a transaction control statement or COPY among several statements", nil
+		}
+		p := rewrite.Rewrite(sq.SQL, snap, st.rw).Plan
+		if p == nil || p.Kind != rewrite.FromRollup || p.Explain || p.Params > 0 || hashable(p, snap, st.exec) != "" {
+			continue
+		}
+		plans[i] = p
+		answerable++
+	}
+	if answerable == 0 {
+		return false, "no statement of the text is answered from a rollup", nil
+	}
+
+	implicit := c.txStatus == 'I'
+	if implicit {
+		if err := c.Exec(ctx, "BEGIN"); err != nil {
+			return true, "", err // cannot fail but for a lost session
+		}
+	}
+	failed := false
+	for i, sq := range stmts {
+		p := plans[i]
+		if p != nil && p.Guard != "" {
+			rows, err := c.Query(ctx, p.Guard)
+			if err != nil {
+				if !isPgError(err) {
+					return true, "", err
+				}
+				s.Send(errorResponse(err)) // a cancel, say
+				failed = true
+				break
+			}
+			if len(rows) != 1 || len(rows[0]) != 1 || string(rows[0][0]) != "t" {
+				p = nil // another table by that name on this search_path
+			}
+		}
+		if p == nil {
+			errored, err := relayStatement(c, s, sq.SQL)
+			if err != nil {
+				return true, "", err
+			}
+			if errored {
+				failed = true
+				break
+			}
+			continue
+		}
+		ans, err := h.run(ctx, c, st, p, exec.Params{}, nil)
+		if err != nil {
+			switch {
+			case !isPgError(err) && !errors.Is(err, exec.ErrData):
+				return true, "", err
+			case clientVisible(err):
+				s.Send(errorResponse(err))
+				failed = true
+			default:
+				// As for a single statement: back to the savepoint, and
+				// PostgreSQL answers the statement itself.
+				h.Log.Info("rollup answer failed: statement passed through", "rollup", p.Rollup, "err", err)
+				if err := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
+					return true, "", err
+				}
+				errored, err := relayStatement(c, s, sq.SQL)
+				if err != nil {
+					return true, "", err
+				}
+				failed = errored
+			}
+			if failed {
+				break
+			}
+			continue
+		}
+		s.Send(notice(ans.Notice(p)))
+		s.Send(&pgproto3.RowDescription{Fields: ans.Fields})
+		for _, r := range ans.Rows {
+			s.Send(&pgproto3.DataRow{Values: r})
+		}
+		s.Send(&pgproto3.CommandComplete{CommandTag: []byte(ans.Tag)})
+		h.recordAnswered(sq.SQL, p, ans, start)
+	}
+	if implicit {
+		end := "COMMIT"
+		if failed {
+			end = "ROLLBACK"
+		}
+		if err := c.Exec(ctx, end); err != nil {
+			if !isPgError(err) {
+				return true, "", err
+			}
+			s.Send(errorResponse(err)) // a deferred constraint, say
+		}
+	}
+	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	return true, "", s.Flush()
+}
+
+// relayStatement sends sql upstream as a simple Query and relays its
+// replies but the ReadyForQuery, whose status it records; errored reports
+// an ErrorResponse among them.
+func relayStatement(c *sessionConn, s *wire.Session, sql string) (errored bool, err error) {
+	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
+		return false, err
+	}
+	for {
+		msg, err := c.receive()
+		if err != nil {
+			return errored, err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ReadyForQuery:
+			c.txStatus = m.TxStatus
+			return errored, nil
+		case *pgproto3.ErrorResponse:
+			errored = true
+		case *pgproto3.CopyInResponse, *pgproto3.CopyOutResponse, *pgproto3.CopyBothResponse:
+			return errored, errProtocol // COPY is never relayed this way (Statement.Control)
+		}
+		if err := s.Send(msg); err != nil {
+			return errored, err
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+)
+
+// multiResult is the replies to a simple Query of several statements.
+type multiResult struct {
+	tags    []string
+	rows    [][][]string
+	err     *pgconn.PgError
+	notices []string
+	status  byte
+}
+
+func runMulti(t *testing.T, c *noticeConn, sql string) multiResult {
+	t.Helper()
+	c.mu.Lock()
+	c.notices = nil
+	c.mu.Unlock()
+	results, err := c.PgConn().Exec(context.Background(), sql).ReadAll()
+	var out multiResult
+	if err != nil && !errors.As(err, &out.err) {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			continue
+		}
+		out.tags = append(out.tags, r.CommandTag.String())
+		var rows [][]string
+		for _, row := range r.Rows {
+			var vals []string
+			for _, v := range row {
+				vals = append(vals, string(v))
+			}
+			rows = append(rows, vals)
+		}
+		out.rows = append(out.rows, rows)
+	}
+	c.mu.Lock()
+	out.notices = c.notices
+	c.mu.Unlock()
+	out.status = c.PgConn().TxStatus()
+	return out
+}
+
+// TestMultiStatementQueries: a simple Query holding several statements,
+// one of them answered from a rollup, gets the replies PostgreSQL sends
+// for the whole text (each statement's result, in order; one
+// ReadyForQuery), with PostgreSQL's implicit transaction: an error ends
+// the text and rolls back what came before it; inside a transaction block
+// it aborts the block. Texts with transaction control statements pass
+// through whole.
+func TestMultiStatementQueries(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 40_000, 20)
+	createRollup(t, conn, "daily", eventsRollupArgs)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	mustExec(t, conn, "CREATE TABLE mt (x int)")
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	proxied := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	const users = "SELECT count(DISTINCT user_id) AS users FROM events"
+	var exact float64
+	if err := conn.QueryRow(context.Background(), users).Scan(&exact); err != nil {
+		t.Fatal(err)
+	}
+	mtRows := func() string {
+		var s string
+		if err := conn.QueryRow(context.Background(), "SELECT coalesce(string_agg(x::text, ',' ORDER BY x), '') FROM mt").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// Three results in order; the middle one from the rollup with its NOTICE.
+	sql := "SELECT 1 AS a; " + users + "; SELECT 'x;y' AS b"
+	got, want := runMulti(t, proxied, sql), runMulti(t, direct, sql)
+	if fmt.Sprint(got.tags) != fmt.Sprint(want.tags) || len(got.rows) != 3 ||
+		fmt.Sprint(got.rows[0], got.rows[2]) != fmt.Sprint(want.rows[0], want.rows[2]) || got.status != 'I' {
+		t.Fatalf("%s:\n got %+v\nwant %+v", sql, got, want)
+	}
+	if len(got.notices) != 1 || !strings.Contains(got.notices[0], "approximated from rollup daily") {
+		t.Errorf("notices %q, want the rollup's", got.notices)
+	}
+	est, _ := strconv.ParseFloat(got.rows[1][0][0], 64)
+	if e := stdErrs(est, exact); e > 5 {
+		t.Errorf("estimate %v, exact %v: %.2f standard errors", est, exact, e)
+	}
+
+	// An error ends the text and rolls back the statements before it.
+	sql = "INSERT INTO mt VALUES (1); " + users + "; SELECT 1/0; INSERT INTO mt VALUES (2)"
+	got = runMulti(t, proxied, sql)
+	if got.err == nil || got.err.Code != "22012" || len(got.tags) != 2 || got.status != 'I' || mtRows() != "" {
+		t.Errorf("%s: %+v; mt holds %q", sql, got, mtRows())
+	}
+	want = runMulti(t, direct, sql)
+	if fmt.Sprint(got.tags, got.err.Code, got.status) != fmt.Sprint(want.tags, want.err.Code, want.status) {
+		t.Errorf("%s: through the proxy %+v, direct %+v", sql, got, want)
+	}
+	// Without an error it commits.
+	got = runMulti(t, proxied, "INSERT INTO mt VALUES (5); "+users)
+	if got.err != nil || len(got.tags) != 2 || got.status != 'I' || mtRows() != "5" {
+		t.Errorf("insert and count: %+v; mt holds %q", got, mtRows())
+	}
+
+	// Inside a transaction block: the statements run in it; an error
+	// aborts it.
+	mustExec(t, proxied.Conn, "BEGIN")
+	got = runMulti(t, proxied, "INSERT INTO mt VALUES (6); "+users)
+	if got.err != nil || len(got.tags) != 2 || got.status != 'T' {
+		t.Errorf("in a block: %+v", got)
+	}
+	got = runMulti(t, proxied, users+"; SELECT 1/0")
+	if got.err == nil || got.err.Code != "22012" || len(got.tags) != 1 || got.status != 'E' {
+		t.Errorf("an error in a block: %+v", got)
+	}
+	mustExec(t, proxied.Conn, "ROLLBACK")
+	if mtRows() != "5" {
+		t.Errorf("after ROLLBACK mt holds %q", mtRows())
+	}
+
+	// Transaction control among the statements: the text goes upstream
+	// whole, and the count is exact.
+	sql = "BEGIN; " + users + "; COMMIT"
+	got = runMulti(t, proxied, sql)
+	if len(got.notices) != 0 || len(got.rows) != 3 || got.rows[1][0][0] != strconv.FormatFloat(exact, 'f', -1, 64) {
+		t.Errorf("%s: %+v", sql, got)
+	}
+}
