@@ -363,10 +363,29 @@ func TestRollupQueries(t *testing.T) {
 	})
 
 	t.Run("explain", func(t *testing.T) {
-		a, err := proxied.query(ctx, "EXPLAIN SELECT count(DISTINCT user_id) FROM events")
-		if err != nil || len(a.rows) < 3 || !strings.Contains(fmt.Sprint(a.rows), "rollup: daily") {
-			t.Fatalf("EXPLAIN: %v %v", a, err)
+		// pgsketch's plan, then PostgreSQL's plan of the statement it runs.
+		check := func(what string, a *answer, err error) {
+			t.Helper()
+			text := fmt.Sprint(a.rows)
+			if err != nil || !strings.Contains(text, "rollup: daily") || !strings.Contains(text, "PostgreSQL plan of the fetch statement") ||
+				!strings.Contains(text, "Append") || !strings.Contains(text, "Index") {
+				t.Fatalf("%s: %v %v", what, a, err)
+			}
 		}
+		a, err := proxied.query(ctx, "EXPLAIN SELECT count(DISTINCT user_id) FROM events WHERE created_at >= '2026-02-01 12:00'")
+		check("EXPLAIN", a, err)
+		// Inside a transaction block, which stays as it was.
+		mustExec(t, proxied.Conn, "BEGIN")
+		a, err = proxied.query(ctx, "EXPLAIN SELECT count(DISTINCT user_id) FROM events WHERE created_at >= '2026-02-01 12:00'")
+		check("EXPLAIN in a transaction block", a, err)
+		if st := proxied.PgConn().TxStatus(); st != 'T' {
+			t.Errorf("transaction status %c after EXPLAIN, want T", st)
+		}
+		mustExec(t, proxied.Conn, "ROLLBACK")
+		// The extended protocol, with a parameter.
+		c := connectMode(t, url, pgx.QueryExecModeCacheStatement)
+		a, err = c.query(ctx, "EXPLAIN SELECT count(DISTINCT user_id) FROM events WHERE created_at >= $1", "2026-02-01 12:00")
+		check("EXPLAIN with a parameter", a, err)
 	})
 
 	t.Run("no rollup answers", func(t *testing.T) {

@@ -256,6 +256,12 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 		Merge: strategy}, nil
 }
 
+// Bind is a plan's statement sql (which references the parameters refs
+// of the plan's n) with the client's parameters bound, as Run binds them.
+func Bind(sql string, n int, refs []int, params Params) Statement {
+	return statement(sql, n, refs, params, nil)
+}
+
 // statement binds the client's parameters for one of the plan's
 // statements: those it references with their own types, the others as
 // NULL text (PostgreSQL must still know every $n's type up to the highest).

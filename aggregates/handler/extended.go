@@ -592,7 +592,14 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 		if len(p.stmt.fields) != 1 || p.stmt.fields[0].DataTypeOID != 25 {
 			return "", nil
 		}
-		for _, l := range strings.Split("pgsketch plan\n"+pl.String(), "\n") {
+		lines, err := h.explainLines(ctx, c, pl, exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats})
+		if err != nil {
+			return fail(err)
+		}
+		if !c.noSync {
+			es.txStatus = c.txStatus
+		}
+		for _, l := range lines {
 			p.rows = append(p.rows, [][]byte{[]byte(l)})
 		}
 		p.answered = true

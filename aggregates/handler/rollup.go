@@ -245,7 +245,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		return pass("parameters in a simple query")
 	}
 	if p.Explain {
-		return h.explain(p, c, s)
+		return h.explain(ctx, p, c, s)
 	}
 	if p.Kind == rewrite.Substitute {
 		if p.Notice != "" {
@@ -370,17 +370,83 @@ func notice(msg string) *pgproto3.NoticeResponse {
 }
 
 // explain answers EXPLAIN of a planned query with the plan, one line per
-// row, as PostgreSQL's EXPLAIN prints its own.
-func (h *Handler) explain(p *rewrite.Plan, c *sessionConn, s *wire.Session) error {
+// row, as PostgreSQL's EXPLAIN prints its own: pgsketch's plan, then
+// PostgreSQL's plans of the statements it runs.
+func (h *Handler) explain(ctx context.Context, p *rewrite.Plan, c *sessionConn, s *wire.Session) error {
+	lines, err := h.explainLines(ctx, c, p, exec.Params{})
+	if err != nil {
+		return err
+	}
 	s.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{
 		Name: []byte("QUERY PLAN"), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}})
-	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
 	for _, l := range lines {
 		s.Send(&pgproto3.DataRow{Values: [][]byte{[]byte(l)}})
 	}
 	s.Send(&pgproto3.CommandComplete{CommandTag: []byte("EXPLAIN")})
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
 	return s.Flush()
+}
+
+// explainLines is EXPLAIN's answer for plan p: pgsketch's plan, then
+// PostgreSQL's EXPLAIN of the fetch statement that would run (the merge
+// strategy's; the cache's token filter aside) and of the exact statement,
+// with the client's parameters. A statement PostgreSQL cannot explain
+// (no privilege, say) gets its error as a line instead; inside a
+// transaction block the explains run under a savepoint, so the block
+// stays as it was.
+func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params) ([]string, error) {
+	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
+	if p.Kind != rewrite.FromRollup {
+		return lines, nil
+	}
+	fetch := p.FetchSQL
+	if p.Merge == rewrite.MergeServer && p.ServerFetchSQL != "" {
+		fetch = p.ServerFetchSQL
+	}
+	if c.noSync {
+		// Inside an extended-protocol request not yet synced, an error
+		// would discard the rest of the client's request: only pgsketch's
+		// plan.
+		return lines, nil
+	}
+	inBlock := c.txStatus == 'T'
+	for _, st := range []struct {
+		what, sql string
+		refs      []int
+	}{{"fetch", fetch, p.FetchParams}, {"exact", p.ExactSQL, p.ExactParams}} {
+		if st.sql == "" {
+			continue
+		}
+		if inBlock {
+			if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+				return nil, err
+			}
+		}
+		res, err := querier{c}.Query(ctx, exec.Bind("EXPLAIN "+st.sql, p.Params, st.refs, params))
+		lines = append(lines, "", "PostgreSQL plan of the "+st.what+" statement")
+		switch {
+		case err == nil:
+			for _, r := range res.Rows {
+				if len(r) == 1 {
+					lines = append(lines, string(r[0]))
+				}
+			}
+		case isPgError(err) && !clientCancelled(err):
+			lines = append(lines, "(not available: "+err.Error()+")")
+		default:
+			return nil, err
+		}
+		if inBlock {
+			end := "RELEASE SAVEPOINT " + savepoint
+			if err != nil {
+				end = "ROLLBACK TO SAVEPOINT " + savepoint + "; " + end
+			}
+			if err := c.Exec(ctx, end); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return lines, nil
 }
 
 // forwardQuery sends a simple Query upstream and relays its replies.
