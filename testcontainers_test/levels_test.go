@@ -134,6 +134,22 @@ func TestRollupLevels(t *testing.T) {
 	if used < 20 {
 		t.Errorf("only %d queries read a level", used)
 	}
+	// The same merged in PostgreSQL, and through a proxy with its cache
+	// (filled, then used).
+	sameAsWithout := func(what string, got map[int]*answer) {
+		t.Helper()
+		for i, a := range without {
+			b := got[i]
+			if fmt.Sprint(a.fields, a.raw, a.tag) != fmt.Sprint(b.fields, b.raw, b.tag) {
+				t.Errorf("line %d, %s: the answer differs:\nwithout levels %q\n           got %q", queries[i].line, what, a.rows, b.rows)
+			}
+		}
+	}
+	mustExec(t, c.Conn, "SET pgsketch.merge = server")
+	sameAsWithout("levels merged in PostgreSQL", answers(c))
+	cached := connectSimple(t, startProxy(t, server.adminURL, "--approx", "on").URL(db.DSN))
+	sameAsWithout("levels, cache filling", answers(cached))
+	sameAsWithout("levels, cached", answers(cached))
 
 	// Appends, late rows inside the window, then a range refresh after an
 	// update and a delete: the levels follow.
