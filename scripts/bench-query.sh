@@ -11,8 +11,21 @@
 #   exact       the COUNT(DISTINCT) query in PostgreSQL (fewer runs).
 # Prints each round, p50 and p99 of each kind and the ratios of the targets.
 #
+# --merge-bench times the proxy's merge strategies instead (issue 9, must-show
+# 3), cold (one proxy with --cache-bytes 0): pgsketch.merge = 'proxy',
+# 'server' and 'auto' on three connections through it, and hll_union_agg +
+# hll_cardinality on the rollup directly, for four queries: distinct users
+# over the 90 days from an hourly rollup events_hourly (made with the CLI if
+# absent; 2160 rows into one group), one month by day, country and device
+# (one daily row per group), by day and country (3 rows per group), and by
+# country (84 rows per group).
+# It prints p50/p99 per query and kind, and auto / min(proxy, server) with
+# PASS when <= 1.10 at p50. --merge-more adds four queries near the boundary
+# of auto's rule.
+#
 #   scripts/bench-query.sh [--rows N] [--days N] [--runs N] [--exact-runs N]
 #                          [--keep DIR] [--dsn URL] [--profile DIR]
+#                          [--cache-bytes N] [--merge-bench [--merge-more]]
 #
 # It builds bin/pgsketch-proxy, then starts a throwaway PostgreSQL 15 cluster
 # (removed at the end; --keep DIR keeps it and reuses its table and rollup
@@ -22,6 +35,6 @@
 # installs them) and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy
 exec go run ./scripts/benchquery --proxy bin/pgsketch-proxy "$@"

@@ -25,6 +25,10 @@
 // from sending it to reading its ReadyForQuery. It prints p50 and p99 of
 // each kind and the ratios the targets are about. scripts/bench-query.sh
 // runs it; docs/benchmarks.md records its output.
+//
+// --merge-bench runs the benchmark of the proxy's merge strategies instead
+// (issue 9; merge.go), on the same table with an hourly rollup beside the
+// daily one.
 package main
 
 import (
@@ -80,6 +84,8 @@ type options struct {
 	proxy      string
 	profileDir string
 	cacheBytes int64
+	mergeBench bool
+	mergeMore  bool
 }
 
 func main() {
@@ -96,6 +102,10 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "after the timed runs, write a 20-second CPU profile of the proxy answering warm queries "+
 		"(proxy-cpu.pprof) and the time of each statement it runs upstream (upstream.txt) to this directory")
 	flag.Int64Var(&o.cacheBytes, "cache-bytes", 256<<20, "the proxy's --cache-bytes (decoded rollup rows kept between queries; 0: none)")
+	flag.BoolVar(&o.mergeBench, "merge-bench", false, "instead, time the proxy's merge strategies (issue 9): pgsketch.merge proxy, server and auto "+
+		"through one proxy without a cache, against hll_union_agg in PostgreSQL, for four queries (merge.go); --runs rounds, --exact-runs ignored")
+	flag.BoolVar(&o.mergeMore, "merge-more", false, "with --merge-bench, four more queries near the boundary of auto's rule "+
+		"(by day and device, by week and country, by hour and by day from the hourly rollup)")
 	flag.Parse()
 	o.exactRuns = max(1, min(o.exactRuns, o.runs))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -124,6 +134,9 @@ func run(ctx context.Context, o options) error {
 	if err := setup(ctx, dsn, o); err != nil {
 		return err
 	}
+	if o.mergeBench {
+		return runMerge(ctx, o, dsn)
+	}
 
 	direct, err := pgconn.Connect(ctx, dsn)
 	if err != nil {
@@ -149,17 +162,8 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("exact: %w", err)
 	}
 	check := func(kind string, ans map[string]float64, wantNotice bool, notices []string) error {
-		if len(ans) != len(exactAns) {
-			return fmt.Errorf("%s: %d groups, the exact answer has %d", kind, len(ans), len(exactAns))
-		}
-		for k, v := range ans {
-			e, ok := exactAns[k]
-			if !ok {
-				return fmt.Errorf("%s: group %q is not in the exact answer", kind, k)
-			}
-			if se := math.Abs(v-e) / (e * 1.04 / 128); se > 5 {
-				return fmt.Errorf("%s: group %q: %v, exact %v (%.1f standard errors)", kind, k, v, e, se)
-			}
+		if err := compare(kind, ans, exactAns); err != nil {
+			return err
 		}
 		if wantNotice != (len(notices) == 1 && strings.Contains(notices[0], "rollup "+rollupName)) {
 			return fmt.Errorf("%s: notices %q", kind, notices)
@@ -305,7 +309,8 @@ func setup(ctx context.Context, dsn string, o options) error {
 	if fresh {
 		fmt.Printf("generating %d events over %d days...\n", o.rows, o.days)
 		t0 := time.Now()
-		if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup('"+rollupName+"', if_exists => true); DROP TABLE IF EXISTS events; "+spec.CreateSQL()); err != nil {
+		if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup('"+rollupName+"', if_exists => true); "+
+			"SELECT pgsketch.drop_rollup('"+hourlyName+"', if_exists => true); DROP TABLE IF EXISTS events; "+spec.CreateSQL()); err != nil {
 			return err
 		}
 		fmt.Printf("generated in %s\n", time.Since(t0).Round(time.Second))
@@ -333,6 +338,11 @@ func setup(ctx context.Context, dsn string, o options) error {
 			return err
 		}
 	}
+	if o.mergeBench {
+		if err := setupHourly(ctx, conn, dsn, o.proxy, fresh); err != nil {
+			return err
+		}
+	}
 	var size, rsize string
 	var rrows int64
 	_ = conn.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('events')),
@@ -340,6 +350,25 @@ func setup(ctx context.Context, dsn string, o options) error {
 	var version string
 	_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&version)
 	fmt.Printf("PostgreSQL %s; events: %d rows, %s; %s: %d rows, %s\n\n", version, o.rows, size, rollupName, rrows, rsize)
+	return nil
+}
+
+// compare checks an answer against the exact one: the same groups, and
+// every estimate within 5 standard errors (log2m 14: 1.04/128) of the exact
+// count.
+func compare(kind string, ans, exact map[string]float64) error {
+	if len(ans) != len(exact) {
+		return fmt.Errorf("%s: %d groups, the exact answer has %d", kind, len(ans), len(exact))
+	}
+	for k, v := range ans {
+		e, ok := exact[k]
+		if !ok {
+			return fmt.Errorf("%s: group %q is not in the exact answer", kind, k)
+		}
+		if se := math.Abs(v-e) / (e * 1.04 / 128); se > 5 {
+			return fmt.Errorf("%s: group %q: %v, exact %v (%.1f standard errors)", kind, k, v, e, se)
+		}
+	}
 	return nil
 }
 
@@ -366,7 +395,8 @@ func connect(ctx context.Context, dsn string) (*conn, error) {
 }
 
 // timed runs sql as one simple Query and returns its rows as group →
-// count, and how long it took.
+// count, and how long it took: the last column is the count, the others
+// (none for a query without GROUP BY) the group, joined by "|".
 func timed(ctx context.Context, c *pgconn.PgConn, sql string) (map[string]float64, time.Duration, error) {
 	t0 := time.Now()
 	res, err := c.Exec(ctx, sql).ReadAll()
@@ -379,13 +409,23 @@ func timed(ctx context.Context, c *pgconn.PgConn, sql string) (map[string]float6
 	}
 	ans := map[string]float64{}
 	for _, r := range res[0].Rows {
-		k := "NULL"
-		if r[0] != nil {
-			k = string(r[0])
+		if len(r) == 0 {
+			return nil, d, errors.New("a row without columns")
 		}
+		key := make([]string, len(r)-1)
+		for i, f := range r[:len(r)-1] {
+			key[i] = "NULL"
+			if f != nil {
+				key[i] = string(f)
+			}
+		}
+		k := strings.Join(key, "|")
 		var v float64
-		if _, err := fmt.Sscan(string(r[1]), &v); err != nil {
-			return nil, d, fmt.Errorf("group %s: %q: %w", k, r[1], err)
+		if _, err := fmt.Sscan(string(r[len(r)-1]), &v); err != nil {
+			return nil, d, fmt.Errorf("group %s: %q: %w", k, r[len(r)-1], err)
+		}
+		if _, dup := ans[k]; dup {
+			return nil, d, fmt.Errorf("group %s twice", k)
 		}
 		ans[k] = v
 	}
