@@ -1,7 +1,10 @@
 package rewrite
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pgsketch/pgsketch/aggregates/catalog"
 )
@@ -36,19 +39,23 @@ func ParseMerge(s string) (Merge, bool) {
 // The rule auto follows (documented in the README, "Where sketches are
 // merged"):
 //
-//  1. no sketch to merge (the query has no distinct count from the rollup):
-//     proxy, as there is nothing to merge;
+//  1. no sketch to merge: proxy, as there is nothing to merge;
 //  2. the database has no hll extension: proxy;
-//  3. every output group is one rollup row (the GROUP BY holds every
-//     dimension of the rollup, or fixes it with "dim = constant", and
-//     truncates the time column to the rollup's grain): proxy, since a
-//     merge in PostgreSQL would unpack and repack each sketch for nothing;
-//  4. otherwise (some group merges several rollup rows): server, since
-//     only one sketch per group then crosses the wire, and PostgreSQL
-//     reads the rows anyway.
+//  3. fewer than ServerMergeRows rollup rows per output group, as
+//     estimated by rowsPerGroup: proxy. PostgreSQL's hll_union_agg has a
+//     cost per group (it unpacks into a full register set and packs again)
+//     that only pays off when it saves shipping and decoding several
+//     sketches per group (docs/benchmarks.md, server-side merge: at 3
+//     rows per group the proxy was 1.7x faster, at 84 the server 1.7x);
+//  4. otherwise, or when the estimate is missing (no statistics, a time
+//     range not given by constants): server.
 //
 // A cached rollup half is used whichever strategy would run: the cache
 // holds the merged groups, keyed by the proxy-merge statement.
+
+// ServerMergeRows is the estimated rollup rows per output group from
+// which auto merges in PostgreSQL.
+const ServerMergeRows = 10
 
 // chooseMerge sets Merge, MergeReason and ServerFetchSQL for a session
 // whose pgsketch.merge is setting, in a database with extension hll.
@@ -81,10 +88,10 @@ func (p *Plan) chooseMerge(hll catalog.Extension, setting Merge) {
 		p.Merge, p.MergeReason = MergeProxy, "auto: no sketches to merge"
 	case !hll.Installed():
 		p.Merge, p.MergeReason = MergeProxy, "auto: the database has no hll extension"
-	case p.ManyRowsPerGroup == "":
-		p.Merge, p.MergeReason = MergeProxy, "auto: one rollup row per group, the GROUP BY determines the bucket and every dimension"
+	case p.RowsPerGroup > 0 && p.RowsPerGroup < ServerMergeRows:
+		p.Merge, p.MergeReason = MergeProxy, "auto: "+p.RowsPerGroupNote
 	default:
-		p.Merge, p.MergeReason = MergeServer, "auto: several rollup rows per group: "+p.ManyRowsPerGroup
+		p.Merge, p.MergeReason = MergeServer, "auto: "+p.RowsPerGroupNote
 	}
 }
 
@@ -112,33 +119,142 @@ func (f fetchParts) sql(merged func(Agg) string) string {
 	return "SELECT " + strings.Join(cols, ", ") + f.rest
 }
 
-// manyRowsPerGroup says how a group of the query can merge more than one
-// rollup row, or returns "" when the GROUP BY determines the rollup row:
-// every dimension is a key or fixed by "dim = constant", and a key
-// truncates the time column to the rollup's grain.
-func (m *matcher) manyRowsPerGroup() string {
-	var free []string
-	for _, d := range m.r.Dimensions {
-		if !m.keyedOrFixed(d.Column) {
-			free = append(free, quoteIdent(d.Column))
-		}
+// grainHours are the lengths of the units a time key or a bucket can
+// have, in hours (a month and a quarter on average).
+var grainHours = map[string]float64{"hour": 1, "day": 24, "week": 168, "month": 730, "quarter": 2191, "year": 8766}
+
+// rowsPerGroup estimates how many rows of the rollup (of its level, when
+// the plan reads one) one output group of the query merges: the buckets
+// per value of the time key (1 when a key truncates the time to the
+// grain; the ratio of the units for a coarser date_trunc; without either,
+// the buckets of the query's range when constants give it, the watermark
+// ending it), times PostgreSQL's estimate of the distinct values of each
+// dimension the GROUP BY does not hold nor a WHERE fix to one value. It
+// returns 0 with a note saying what is missing when it cannot tell.
+func (m *matcher) rowsPerGroup(p *Plan) (float64, string) {
+	grain := m.r.Grain
+	if p.Level != nil {
+		grain = p.Level.Grain
 	}
-	timeKeyed := false
+	var buckets float64
+	var how string
 	for _, k := range m.keys {
 		if m.truncatesToGrain(k.e) {
-			timeKeyed = true
+			buckets, how = 1, "the GROUP BY truncates "+quoteIdent(m.r.TimeColumn)+" to the rollup's "+string(m.r.Grain)
+		} else if u, ok := m.truncUnit(k.e); ok && buckets == 0 && grainHours[u] >= grainHours[string(grain)] {
+			buckets = grainHours[u] / grainHours[string(grain)]
+			how = "GROUP BY date_trunc('" + u + "', ...) over " + string(grain) + " buckets"
 		}
 	}
-	var why []string
-	if !timeKeyed {
-		why = append(why, "no GROUP BY key truncates "+quoteIdent(m.r.TimeColumn)+" to the rollup's "+string(m.r.Grain))
+	if buckets == 0 {
+		hours, ok := m.rangeHours(p)
+		if !ok {
+			return 0, "rows per group unknown: constants do not bound the time range"
+		}
+		buckets = max(1, hours/grainHours[string(grain)])
+		how = "the time range holds that many " + string(grain) + " buckets"
 	}
-	if len(free) == 1 {
-		why = append(why, "dimension "+free[0]+" is not grouped")
-	} else if len(free) > 1 {
-		why = append(why, "dimensions "+strings.Join(free, ", ")+" are not grouped")
+	n := buckets
+	var dims []string
+	for _, d := range m.r.Dimensions {
+		if m.keyedOrFixed(d.Column) {
+			continue
+		}
+		if d.DistinctValues <= 0 {
+			return 0, "rows per group unknown: no statistics of dimension " + quoteIdent(d.Column)
+		}
+		n *= d.DistinctValues
+		dims = append(dims, strconv.FormatFloat(d.DistinctValues, 'f', -1, 64)+" values of "+quoteIdent(d.Column))
 	}
-	return strings.Join(why, "; ")
+	what := "rollup rows"
+	if p.Level != nil {
+		what = string(p.Level.Grain) + " level rows"
+	}
+	note := fmt.Sprintf("about %.0f %s per group (%s", n, what, how)
+	if n < 1.5 {
+		note = "one " + strings.TrimSuffix(what, "s") + " per group (" + how
+	}
+	if len(dims) > 0 {
+		note += "; " + strings.Join(dims, ", ") + " not grouped"
+	}
+	return n, note + ")"
+}
+
+// truncUnit returns u for a key date_trunc('u', time[, zone]), possibly
+// under casts.
+func (m *matcher) truncUnit(e expr) (string, bool) {
+	for {
+		c, ok := e.(*castExpr)
+		if !ok {
+			break
+		}
+		e = c.arg
+	}
+	f, ok := e.(*funcCall)
+	if !ok || len(f.name) == 0 || f.name[len(f.name)-1] != "date_trunc" || len(f.args) < 2 {
+		return "", false
+	}
+	unit, ok := f.args[0].(*constExpr)
+	if !ok || unit.kind != "str" || !m.isTime(f.args[1]) {
+		return "", false
+	}
+	u := strings.ToLower(unit.val)
+	_, known := grainHours[u]
+	return u, known
+}
+
+// rangeHours is the length in hours of the query's time range when
+// constants bound it (the rollup's watermark standing in for a missing
+// upper bound).
+func (m *matcher) rangeHours(p *Plan) (float64, bool) {
+	var lo, hi time.Time
+	for _, b := range p.Time.Lower {
+		t, ok := constTime(b.expr)
+		if !ok {
+			return 0, false
+		}
+		if lo.IsZero() || t.After(lo) {
+			lo = t
+		}
+	}
+	hi = m.r.Watermark
+	for _, b := range p.Time.Upper {
+		t, ok := constTime(b.expr)
+		if !ok {
+			return 0, false
+		}
+		if t.Before(hi) {
+			hi = t
+		}
+	}
+	if lo.IsZero() || hi.IsZero() {
+		return 0, false
+	}
+	return max(0, hi.Sub(lo).Hours()), true
+}
+
+// constTime reads a time literal ('2026-02-01', '2026-02-01 12:00', ...),
+// as UTC: a few hours' difference does not change an estimate of buckets.
+func constTime(e expr) (time.Time, bool) {
+	for {
+		c, ok := e.(*castExpr)
+		if !ok {
+			break
+		}
+		e = c.arg
+	}
+	c, ok := e.(*constExpr)
+	if !ok || c.kind != "str" {
+		return time.Time{}, false
+	}
+	v := strings.TrimSpace(c.val)
+	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04:05Z07:00",
+		"2006-01-02 15:04:05Z07", "2006-01-02 15:04:05.999999", "2006-01-02T15:04:05.999Z", "2006-01-02 15:04:05Z07:00"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // keyedOrFixed reports whether dimension col is a GROUP BY key as it is,
@@ -194,21 +310,7 @@ func (m *matcher) truncatesToGrain(e expr) bool {
 		}
 		e = c.arg
 	}
-	isTime := func(e expr) bool {
-		for {
-			c, ok := e.(*castExpr)
-			if !ok {
-				break
-			}
-			e = c.arg
-		}
-		c, ok := e.(*colRef)
-		if !ok {
-			return false
-		}
-		name, why := m.column(c)
-		return why == "" && name == m.r.TimeColumn
-	}
+	isTime := m.isTime
 	if isTime(e) {
 		return toDate && m.r.Grain == catalog.Day
 	}
@@ -225,4 +327,21 @@ func (m *matcher) truncatesToGrain(e expr) bool {
 		return ok && zone.kind == "str" && zone.val == m.r.TimeZone
 	}
 	return true
+}
+
+// isTime reports whether e is the time column, possibly under casts.
+func (m *matcher) isTime(e expr) bool {
+	for {
+		c, ok := e.(*castExpr)
+		if !ok {
+			break
+		}
+		e = c.arg
+	}
+	c, ok := e.(*colRef)
+	if !ok {
+		return false
+	}
+	name, why := m.column(c)
+	return why == "" && name == m.r.TimeColumn
 }

@@ -122,14 +122,16 @@ type Plan struct {
 	// fail with an error, not run.
 	Merge       Merge
 	MergeReason string
-	// ManyRowsPerGroup says how one output group can merge several rollup
-	// rows; empty when the GROUP BY determines the rollup row.
-	ManyRowsPerGroup string
+	// RowsPerGroup estimates the rollup (or level) rows one output group
+	// merges, 0 when unknown; RowsPerGroupNote says how it was estimated,
+	// or why it could not be (see rowsPerGroup).
+	RowsPerGroup     float64
+	RowsPerGroupNote string
 	// Level, when set, is the rollup's level the rollup half reads its
 	// whole level buckets from (the rest of the range from Table).
-	Level *catalog.Level
-	ExactSQL         string
-	ShapeSQL         string
+	Level    *catalog.Level
+	ExactSQL string
+	ShapeSQL string
 	// SubstituteSQL is the statement a Substitute plan runs instead.
 	SubstituteSQL string
 	// Guard, when set, is a query returning true when the unqualified table
@@ -375,7 +377,7 @@ func (m *matcher) build() (*Plan, string) {
 			strings.Join(upperEdge, " AND ") + groupBy
 	}
 	p.FetchSQL = p.fetch.sql(nil)
-	p.ManyRowsPerGroup = m.manyRowsPerGroup()
+	p.RowsPerGroup, p.RowsPerGroupNote = m.rowsPerGroup(p)
 	if len(exactCols) > 0 {
 		cols := []string{}
 		gb := []string{}

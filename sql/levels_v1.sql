@@ -259,15 +259,28 @@ BEGIN
     RETURN NEXT;
 END $$;
 
--- catalog (version 3): version 2's, with each rollup's built levels.
+-- catalog (version 3): version 2's, with each rollup's built levels and
+-- the planner's estimate of the distinct values of each column of its
+-- table (pg_stats, as far as the caller may read it; the refresher
+-- analyzes the bucket and dimension columns), which pgsketch-proxy uses to
+-- estimate how many rollup rows a query merges per group.
 ALTER FUNCTION pgsketch.catalog() RENAME TO catalog_v2;
 CREATE FUNCTION pgsketch.catalog() RETURNS json
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp
     RETURN (
-    SELECT coalesce(json_agg((c.r::jsonb || jsonb_build_object('levels',
+    SELECT coalesce(json_agg((c.r::jsonb || jsonb_build_object(
+               'levels',
                (SELECT coalesce(jsonb_agg(jsonb_build_object('grain', l.grain, 'schema', l.table_schema,
                                                              'table', l.table_name) ORDER BY l.grain), '[]')
-                  FROM pgsketch.rollup_levels l WHERE l.rollup = c.r->>'name' AND l.built)))::json
+                  FROM pgsketch.rollup_levels l WHERE l.rollup = c.r->>'name' AND l.built),
+               'distinct_values',
+               (SELECT coalesce(jsonb_object_agg(s.attname,
+                           CASE WHEN s.n_distinct >= 0 THEN s.n_distinct
+                                ELSE -s.n_distinct * greatest(k.reltuples, 0) END), '{}')
+                  FROM pg_stats s
+                  JOIN pg_class k ON k.oid = to_regclass(format('%I.%I', c.r->>'rollup_schema', c.r->>'rollup_table'))
+                 WHERE s.schemaname = c.r->>'rollup_schema' AND s.tablename = c.r->>'rollup_table'
+                   AND NOT s.inherited)))::json
                ORDER BY c.o), '[]')
       FROM json_array_elements(pgsketch.catalog_v2()) WITH ORDINALITY AS c(r, o));

@@ -336,9 +336,17 @@ func testMergeWithoutExtension(t *testing.T, p *proxyProc) {
 	// With the extension (the catalog fingerprint changes with it).
 	mustExec(t, conn, "CREATE EXTENSION hll")
 	notice(c, many, mergedInPostgres)
-	explain(c, many, `merge: server (auto: several rollup rows per group: no GROUP BY key truncates "created_at" to the rollup's day; dimension "device" is not grouped)`)
+	explain(c, many, `merge: server (auto: rows per group unknown: constants do not bound the time range)`)
 	notice(c, one, mergedInProxy)
-	explain(c, one, "merge: proxy (auto: one rollup row per group, the GROUP BY determines the bucket and every dimension)")
+	explain(c, one, `merge: proxy (auto: one rollup row per group (the GROUP BY truncates "created_at" to the rollup's day))`)
+	// By country over four days: 4 days x 3 devices, the device count from
+	// the statistics the refresh gathered.
+	const few = "SELECT country, count(DISTINCT user_id) AS users FROM events WHERE created_at >= '2026-01-02' AND created_at < '2026-01-06' GROUP BY 1"
+	notice(c, few, mergedInPostgres)
+	explain(c, few, `merge: server (auto: about 12 rollup rows per group (the time range holds that many day buckets; 3 values of "device" not grouped))`)
+	const fewer = "SELECT country, count(DISTINCT user_id) AS users FROM events WHERE created_at >= '2026-01-02' AND created_at < '2026-01-05' GROUP BY 1"
+	notice(c, fewer, mergedInProxy)
+	explain(c, fewer, `merge: proxy (auto: about 9 rollup rows per group (the time range holds that many day buckets; 3 values of "device" not grouped))`)
 	mustExec(t, c.Conn, "SET pgsketch.merge = server")
 	notice(c, one, mergedInPostgres)
 

@@ -109,6 +109,9 @@ type Dimension struct {
 	Column string
 	// Type is the column's PostgreSQL type (format_type spelling).
 	Type string
+	// DistinctValues is PostgreSQL's estimate of the column's distinct
+	// values in the rollup table (pg_stats), 0 when it has none.
+	DistinctValues float64
 }
 
 // Rollup is one row of the catalog with everything needed to plan against

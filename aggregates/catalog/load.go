@@ -37,11 +37,12 @@ type jsonRollup struct {
 		Regwidth   int    `json:"regwidth"`
 		Hash       string `json:"hash"`
 	} `json:"measures"`
-	Watermark   string  `json:"watermark"`
-	LateSeconds float64 `json:"late_window_seconds"`
-	Version     int64   `json:"version"`
-	Rows        int64   `json:"rows"`
-	Levels      []struct {
+	Watermark      string             `json:"watermark"`
+	LateSeconds    float64            `json:"late_window_seconds"`
+	Version        int64              `json:"version"`
+	Rows           int64              `json:"rows"`
+	DistinctValues map[string]float64 `json:"distinct_values"`
+	Levels         []struct {
 		Grain  string `json:"grain"`
 		Schema string `json:"schema"`
 		Table  string `json:"table"`
@@ -85,7 +86,7 @@ func Parse(b []byte) (*Snapshot, error) {
 			r.Watermark = wm
 		}
 		for _, d := range j.Dimensions {
-			r.Dimensions = append(r.Dimensions, Dimension{Column: d.Column, Type: d.Type})
+			r.Dimensions = append(r.Dimensions, Dimension{Column: d.Column, Type: d.Type, DistinctValues: j.DistinctValues[d.Column]})
 		}
 		for _, m := range j.Measures {
 			r.Measures = append(r.Measures, Measure{Column: m.Column, Kind: Kind(m.Kind), Expression: m.Expression,

@@ -82,3 +82,30 @@ func rebuildLevel(ctx context.Context, conn Conn, name, grain string, lo, hi any
 	}
 	return n, nil
 }
+
+// analyze refreshes PostgreSQL's statistics of the rollup table's bucket
+// and dimension columns (not the sketches: detoasting them would cost
+// more than the rest of the table) when the refresh wrote a tenth of its
+// rows or the table has none: pgsketch.catalog() reads them for the
+// proxy's estimate of rollup rows merged per group. Inside the refresh's
+// transaction, ANALYZE sees the rows it wrote.
+func analyze(ctx context.Context, conn Conn, name string, written int64) error {
+	rows, err := conn.Query(ctx, `SELECT format('%I.%I', d.rollup_schema, d.rollup_table),
+		(SELECT coalesce(string_agg(format(', %I', x), ''), '') FROM unnest(d.dimensions) x), c.reltuples
+		FROM pgsketch.rollup_defs d JOIN pg_class c ON c.oid = to_regclass(format('%I.%I', d.rollup_schema, d.rollup_table))
+		WHERE d.name = $1`, name)
+	if err != nil {
+		return err
+	}
+	if len(rows) != 1 || len(rows[0]) != 3 {
+		return fmt.Errorf("rollup table not found")
+	}
+	reltuples, err := strconv.ParseFloat(string(rows[0][2]), 64)
+	if err != nil {
+		return err
+	}
+	if reltuples >= 0 && float64(written) < reltuples/10 {
+		return nil
+	}
+	return conn.Exec(ctx, "ANALYZE "+string(rows[0][0])+" (bucket"+string(rows[0][1])+")")
+}

@@ -275,6 +275,9 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if res.Levels, err = rebuildLevels(ctx, conn, name, loArg, hiArg); err != nil {
 		return res, fmt.Errorf("refresh %s: %w", name, err)
 	}
+	if err := analyze(ctx, conn, name, res.Written); err != nil {
+		return res, fmt.Errorf("refresh %s: analyze: %w", name, err)
+	}
 	rows, err = conn.Query(ctx, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
 		name, loArg, string(row[6]))
 	if err != nil {
