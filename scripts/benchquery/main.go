@@ -86,6 +86,7 @@ type options struct {
 	cacheBytes int64
 	mergeBench bool
 	mergeMore  bool
+	levels     string
 }
 
 func main() {
@@ -106,6 +107,8 @@ func main() {
 		"through one proxy without a cache, against hll_union_agg in PostgreSQL, for four queries (merge.go); --runs rounds, --exact-runs ignored")
 	flag.BoolVar(&o.mergeMore, "merge-more", false, "with --merge-bench, four more queries near the boundary of auto's rule "+
 		"(by day and device, by week and country, by hour and by day from the hourly rollup)")
+	flag.StringVar(&o.levels, "levels", "", "give "+rollupName+" these levels (comma-separated, e.g. month) before the runs, and time "+
+		"hll_union_agg on the month level too (hll-level); without it, levels "+rollupName+" has are dropped")
 	flag.Parse()
 	o.exactRuns = max(1, min(o.exactRuns, o.runs))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -224,14 +227,35 @@ func run(ctx context.Context, o options) error {
 			return d, err
 		}},
 	}
+	if strings.Contains(o.levels, "month") {
+		// A reference, not a target: hll_union_agg over the same
+		// pre-merged month sketches the proxy reads.
+		levelSQL := strings.Replace(hllSQL, "FROM "+rollupName+"\n", "FROM "+rollupName+"_month\n", 1)
+		if ans, _, err := timed(ctx, direct, levelSQL); err != nil {
+			return fmt.Errorf("hll-level: %w", err)
+		} else if err := compare("hll-level", ans, exactAns); err != nil {
+			return err
+		}
+		kinds = append(kinds, struct {
+			name string
+			f    func() (time.Duration, error)
+		}{"hll-level", func() (time.Duration, error) {
+			_, d, err := timed(ctx, direct, levelSQL)
+			return d, err
+		}})
+	}
 	times := map[string][]time.Duration{}
 	every := float64(o.runs) / float64(o.exactRuns)
 	nextExact := 0.0
 	fmt.Printf("%d rounds; the exact query in %d of them\n", o.runs, o.exactRuns)
 	for i := range o.runs {
 		var order []int
-		for k := range 3 {
-			order = append(order, (i+k)%3) // rotate who goes first
+		rot := []int{0, 1, 2}
+		if len(kinds) > 4 {
+			rot = append(rot, 4) // hll-level
+		}
+		for k := range rot {
+			order = append(order, rot[(i+k)%len(rot)]) // rotate who goes first
 		}
 		if float64(i) >= nextExact && len(times["exact"]) < o.exactRuns {
 			order = slices.Insert(order, i%4%len(order), 3)
@@ -343,6 +367,9 @@ func setup(ctx context.Context, dsn string, o options) error {
 			return err
 		}
 	}
+	if err := setupLevels(ctx, conn, dsn, o.levels); err != nil {
+		return err
+	}
 	var size, rsize string
 	var rrows int64
 	_ = conn.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('events')),
@@ -350,6 +377,55 @@ func setup(ctx context.Context, dsn string, o options) error {
 	var version string
 	_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&version)
 	fmt.Printf("PostgreSQL %s; events: %d rows, %s; %s: %d rows, %s\n\n", version, o.rows, size, rollupName, rrows, rsize)
+	return nil
+}
+
+// setupLevels gives the daily rollup exactly the levels listed (comma-
+// separated), building new ones with an incremental refresh.
+func setupLevels(ctx context.Context, conn *pgx.Conn, dsn, levels string) error {
+	want := map[string]bool{}
+	for _, g := range strings.Split(levels, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			want[g] = true
+		}
+	}
+	rows, err := conn.Query(ctx, "SELECT grain FROM pgsketch.rollup_levels WHERE rollup = $1", rollupName)
+	if err != nil {
+		return err
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	var added []string
+	for _, g := range have {
+		if !want[g] {
+			if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup_level($1, $2)", rollupName, g); err != nil {
+				return err
+			}
+			fmt.Printf("dropped the %s level of %s\n", g, rollupName)
+		}
+		delete(want, g)
+	}
+	for g := range want {
+		if _, err := conn.Exec(ctx, "SELECT pgsketch.add_rollup_level($1, $2)", rollupName, g); err != nil {
+			return err
+		}
+		added = append(added, g)
+	}
+	if len(added) > 0 {
+		t0 := time.Now()
+		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, rollupName, refresh.Options{Streams: 2, Dial: refresh.DialPgConn(dsn)})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("levels built in %s: %s\n", time.Since(t0).Round(time.Millisecond), res)
+		for _, g := range added {
+			if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+rollupName+"_"+g); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
