@@ -69,6 +69,18 @@ func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, fp string) (*c
 	if db == "" {
 		db = c.s.Params()["user"]
 	}
+	if fp == "" {
+		// A session's first query: its fingerprint first, so that a
+		// snapshot another session loaded is reused (reading the catalog
+		// is the costlier statement, the more so on a new backend).
+		rows, errs := c.queryRows(ctx, fingerprintSQL)
+		if errs[0] != nil {
+			return nil, errs[0]
+		}
+		if len(rows[0]) == 1 && len(rows[0][0]) == 1 && rows[0][0][0] != nil {
+			fp = string(rows[0][0][0])
+		}
+	}
 	if fp != "" {
 		if snap := h.catalogs.get(db, fp); snap != nil {
 			return snap, nil
