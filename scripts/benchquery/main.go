@@ -156,6 +156,19 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer warm.Close(context.Background())
+	// proxy-uncached: a running proxy without a cache, on one long-lived
+	// connection: every query reads and merges its rollup rows, as the
+	// first query after each refresh does in a proxy that has run a while.
+	uncachedProxy, err := startProxy(ctx, o.proxy, dsn, false, 0)
+	if err != nil {
+		return err
+	}
+	defer uncachedProxy.stop()
+	uncached, err := connect(ctx, uncachedProxy.url(dsn))
+	if err != nil {
+		return err
+	}
+	defer uncached.Close(context.Background())
 
 	// The exact answer, to check the others against (and a warm-up of the
 	// table's pages).
@@ -177,7 +190,7 @@ func run(ctx context.Context, o options) error {
 		name string
 		c    *conn
 		sql  string
-	}{{"hll-direct", &conn{PgConn: direct}, hllSQL}, {"proxy-warm", warm, exactSQL}} {
+	}{{"hll-direct", &conn{PgConn: direct}, hllSQL}, {"proxy-warm", warm, exactSQL}, {"proxy-uncached", uncached, exactSQL}} {
 		k.c.notices = nil
 		ans, _, err := timed(ctx, k.c.PgConn, k.sql)
 		if err == nil {
@@ -222,6 +235,14 @@ func run(ctx context.Context, o options) error {
 			_, d, err := timed(ctx, direct, hllSQL)
 			return d, err
 		}},
+		{"proxy-uncached", func() (time.Duration, error) {
+			uncached.notices = nil
+			ans, d, err := timed(ctx, uncached.PgConn, exactSQL)
+			if err == nil {
+				err = check("proxy-uncached", ans, true, uncached.notices)
+			}
+			return d, err
+		}},
 		{"exact", func() (time.Duration, error) {
 			_, d, err := timed(ctx, direct, exactSQL)
 			return d, err
@@ -250,15 +271,15 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("%d rounds; the exact query in %d of them\n", o.runs, o.exactRuns)
 	for i := range o.runs {
 		var order []int
-		rot := []int{0, 1, 2}
-		if len(kinds) > 4 {
-			rot = append(rot, 4) // hll-level
+		rot := []int{0, 1, 2, 3}
+		if len(kinds) > 5 {
+			rot = append(rot, 5) // hll-level
 		}
 		for k := range rot {
 			order = append(order, rot[(i+k)%len(rot)]) // rotate who goes first
 		}
 		if float64(i) >= nextExact && len(times["exact"]) < o.exactRuns {
-			order = slices.Insert(order, i%4%len(order), 3)
+			order = slices.Insert(order, i%4%len(order), 4) // exact
 			nextExact += every
 		}
 		var line strings.Builder
@@ -277,19 +298,20 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
-	fmt.Printf("\n%-11s %5s %12s %12s\n", "kind", "runs", "p50", "p99")
+	fmt.Printf("\n%-14s %5s %12s %12s\n", "kind", "runs", "p50", "p99")
 	p := map[string][2]time.Duration{}
 	for _, k := range kinds {
 		t := times[k.name]
 		p[k.name] = [2]time.Duration{percentile(t, 50), percentile(t, 99)}
-		fmt.Printf("%-11s %5d %12s %12s\n", k.name, len(t), ms(p[k.name][0]), ms(p[k.name][1]))
+		fmt.Printf("%-14s %5d %12s %12s\n", k.name, len(t), ms(p[k.name][0]), ms(p[k.name][1]))
 	}
 	ratio := func(a, b string, i int) float64 { return p[a][i].Seconds() / p[b][i].Seconds() }
 	fmt.Println()
 	for _, r := range []struct {
 		slow, fast string
 		target     float64
-	}{{"exact", "proxy-cold", 200}, {"hll-direct", "proxy-cold", 2}, {"hll-direct", "proxy-warm", 10}, {"exact", "proxy-warm", 0}} {
+	}{{"exact", "proxy-cold", 200}, {"hll-direct", "proxy-cold", 2}, {"exact", "proxy-uncached", 200}, {"hll-direct", "proxy-uncached", 2},
+		{"hll-direct", "proxy-warm", 10}, {"exact", "proxy-warm", 0}} {
 		met := ""
 		if r.target > 0 {
 			met = fmt.Sprintf("  (target >= %gx at p50: %s)", r.target, map[bool]string{true: "met", false: "NOT met"}[ratio(r.slow, r.fast, 0) >= r.target])
