@@ -21,4 +21,10 @@
 // pgsketch.rollup_defs itself, are the same for both halves. The executor
 // (aggregates, issue 7) merges per group and evaluates the shaping SQL over
 // the merged groups; see Plan for the contract.
+//
+// Two choices are the plan's too: which level of the rollup the whole
+// buckets are read from (plan.go: the coarsest level whose buckets the
+// query's keys and filters do not split), and where the rollup's sketches
+// are merged (merge.go: in the proxy, or in PostgreSQL with the hll
+// extension's hll_union_agg, by an estimate of rollup rows per group).
 package rewrite

@@ -23,4 +23,11 @@
 // and maxima are merged there by PostgreSQL's own aggregates (so sums keep
 // PostgreSQL's types and overflow rules) while the sketches are merged here.
 // Group keys keep the binary values and type OIDs the fetch returned.
+//
+// The rollup half arrives either as every rollup row's sketch (the plan's
+// FetchSQL; MergeSketches unions them) or, when the plan merges in
+// PostgreSQL, as one sketch per group that hll_union_agg merged there
+// (ServerFetchSQL): the same bytes, estimated here either way. Cache keeps
+// the merged rollup half between queries, under a token the fetch itself
+// computes, whichever statement filled it.
 package exec

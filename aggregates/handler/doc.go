@@ -15,6 +15,13 @@
 // plan runs under a savepoint; on any error but a cancel the proxy rolls
 // back to it and sends the original query upstream, so the client gets
 // exactly PostgreSQL's answer or error and its transaction is never left in
-// a state the original query would not have left it in. A multi-statement
-// Query string, and every extended-protocol request, passes through for now.
+// a state the original query would not have left it in. The extended
+// protocol is served by extended.go, Query strings of several statements
+// by multi.go (one statement at a time, in a transaction of the proxy's own
+// that stands for PostgreSQL's implicit one).
+//
+// The session variables pgsketch.approx and pgsketch.merge are PostgreSQL
+// placeholder settings the handler reads with the session's other settings;
+// a value pgsketch.merge cannot run is refused by PostgreSQL itself (a RAISE),
+// so that the session's state is what an error makes it.
 package handler
