@@ -14,4 +14,9 @@
 //
 //	COPY (read_sql) TO STDOUT ─► copyReader (lines, fields) ─► groups (sketch.HLL, partials)
 //	                                                          ─► COPY rollup FROM STDIN
+//
+// A rollup's levels (levels.go) are rebuilt in the same transaction, after
+// its rows: pgsketch.level_begin hands back a query over the rollup table
+// whose sketches are united rather than hashed (field form "sketch"), and
+// the same pipeline writes the level's rows.
 package refresh
