@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
@@ -136,5 +137,59 @@ func TestMultiStatementQueries(t *testing.T) {
 	got = runMulti(t, proxied, sql)
 	if len(got.notices) != 0 || len(got.rows) != 3 || got.rows[1][0][0] != strconv.FormatFloat(exact, 'f', -1, 64) {
 		t.Errorf("%s: %+v", sql, got)
+	}
+}
+
+// TestProxyPreparedStatements: outside transaction blocks the proxy
+// prepares its own statements once per session (names starting with
+// pgsketch_q_); a client that drops them (DEALLOCATE ALL, DISCARD ALL)
+// still gets its answers from the rollup, and inside a transaction block
+// nothing is prepared.
+func TestProxyPreparedStatements(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 20_000, 10)
+	createRollup(t, conn, "daily", eventsRollupArgs)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "0")
+	ctx := context.Background()
+	const q = "SELECT country, count(DISTINCT user_id) AS users FROM events GROUP BY 1 ORDER BY 1"
+	prepared := func(c *noticeConn) int {
+		t.Helper()
+		a, err := c.query(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pgsketch\\_q\\_%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(a.rows[0][0])
+		return n
+	}
+	answered := func(c *noticeConn, what string) {
+		t.Helper()
+		a, err := c.query(ctx, q)
+		if err != nil || len(a.notices) != 1 || len(a.rows) == 0 {
+			t.Fatalf("%s: %v %v\n%s", what, a, err, p.Log())
+		}
+	}
+	for _, mode := range []string{"simple", "extended"} {
+		c := connectSimple(t, p.URL(db.DSN))
+		if mode == "extended" {
+			c = connectMode(t, p.URL(db.DSN), pgx.QueryExecModeExec)
+		}
+		answered(c, mode+", first")
+		n := prepared(c)
+		answered(c, mode+", second")
+		if n == 0 || prepared(c) != n {
+			t.Errorf("%s: %d statements prepared after the first query, %d after the second", mode, n, prepared(c))
+		}
+		for _, drop := range []string{"DEALLOCATE ALL", "DISCARD ALL"} {
+			mustExec(t, c.Conn, drop)
+			answered(c, mode+", after "+drop)
+		}
+		mustExec(t, c.Conn, "DEALLOCATE ALL")
+		mustExec(t, c.Conn, "BEGIN")
+		answered(c, mode+", in a transaction block")
+		if st := c.PgConn().TxStatus(); st != 'T' {
+			t.Errorf("%s: transaction status %c", mode, st)
+		}
+		mustExec(t, c.Conn, "COMMIT")
 	}
 }

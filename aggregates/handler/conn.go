@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -190,7 +191,18 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 		name = internalName
 	}
 	jitOff := !c.noSync && c.txStatus == 'I'
-	for _, st := range sts {
+	// Outside a transaction block, with Sync, statements are prepared once
+	// per session and bound by name afterwards: PostgreSQL skips parsing
+	// them (and, once it settles on a generic plan, planning). A statement
+	// a client dropped (DEALLOCATE, DISCARD ALL) fails alone there, and is
+	// prepared again below.
+	var ps *preparedStmts
+	if jitOff {
+		ps = &sessionState(c.s).prepared
+	}
+	names := make([]string, len(sts))
+	fresh := make([]bool, len(sts))
+	for i, st := range sts {
 		if c.ext {
 			// A statement left by an earlier failure would make the Parse fail.
 			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
@@ -210,14 +222,29 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
 			}
 		}
-		c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
-		c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name,
+		stmt := name
+		if ps != nil {
+			var evicted string
+			stmt, fresh[i], evicted = ps.name(st)
+			names[i] = stmt
+			if evicted != "" {
+				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: evicted})
+			}
+			if fresh[i] {
+				c.s.Frontend.Send(&pgproto3.Parse{Name: stmt, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
+			}
+		} else {
+			c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
+		}
+		c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: stmt,
 			ParameterFormatCodes: st.ParamFormats, Parameters: st.Params, ResultFormatCodes: st.ResultFormats})
 		c.s.Frontend.Send(&pgproto3.Describe{ObjectType: 'P', Name: name})
 		c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
 		if c.ext {
 			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
-			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+			if ps == nil {
+				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+			}
 		}
 		if !c.noSync {
 			c.s.Frontend.Send(&pgproto3.Sync{})
@@ -229,6 +256,23 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 	if err := c.s.Frontend.Flush(); err != nil {
 		return fail(err)
 	}
+	var retry []int
+	defer func() {
+		// The client dropped the proxy's statements: forget them all,
+		// and run those that failed again, prepared anew, once the
+		// batch's replies are read (the statements are independent reads).
+		if len(retry) == 0 {
+			return
+		}
+		ps.reset()
+		for _, i := range retry {
+			var f []func(pgproto3.BackendMessage) error
+			if i < len(each) {
+				f = each[i : i+1]
+			}
+			errs[i] = c.runMany(ctx, sts[i:i+1], f)[0]
+		}
+	}()
 	for i := range sts {
 		var f func(pgproto3.BackendMessage) error
 		if i < len(each) {
@@ -259,6 +303,12 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 			errs[i] = c.finish(filter)
 			if errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
 				return fail(errs[i])
+			}
+			if ps != nil && fresh[i] && errs[i] != nil {
+				ps.forget(sts[i]) // it may not have been prepared
+			}
+			if ps != nil && !fresh[i] && isMissingStatement(errs[i]) {
+				retry = append(retry, i)
 			}
 			continue
 		}
@@ -396,4 +446,71 @@ func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (in
 		return n, fmt.Errorf("copy aborted: %w", rerr)
 	}
 	return n, err
+}
+
+// preparedStmts are the proxy's own statements prepared upstream in one
+// session, by SQL and parameter types, the most recently used first; at
+// most maxPrepared are kept (the oldest is closed to make room).
+type preparedStmts struct {
+	byKey map[string]string
+	order []string // keys, least recently used first
+	next  int
+}
+
+// maxPrepared bounds the proxy's prepared statements per session.
+const maxPrepared = 64
+
+// preparedPrefix starts their names (reserved with internalName).
+const preparedPrefix = internalName + "_"
+
+// name returns the statement name for st: fresh when it must be prepared
+// now; evicted, when set, names a statement to close first.
+func (p *preparedStmts) name(st exec.Statement) (name string, fresh bool, evicted string) {
+	key := p.key(st)
+	if p.byKey == nil {
+		p.byKey = map[string]string{}
+	}
+	if n, ok := p.byKey[key]; ok {
+		if i := slices.Index(p.order, key); i >= 0 {
+			p.order = append(slices.Delete(p.order, i, i+1), key)
+		}
+		return n, false, ""
+	}
+	if len(p.order) >= maxPrepared {
+		old := p.order[0]
+		evicted = p.byKey[old]
+		delete(p.byKey, old)
+		p.order = p.order[1:]
+	}
+	p.next++
+	name = preparedPrefix + strconv.Itoa(p.next)
+	p.byKey[key] = name
+	p.order = append(p.order, key)
+	return name, true, evicted
+}
+
+// forget forgets st's statement.
+func (p *preparedStmts) forget(st exec.Statement) {
+	key := p.key(st)
+	delete(p.byKey, key)
+	if i := slices.Index(p.order, key); i >= 0 {
+		p.order = slices.Delete(p.order, i, i+1)
+	}
+}
+
+func (p *preparedStmts) key(st exec.Statement) string {
+	return st.SQL + "\x00" + fmt.Sprint(st.ParamOIDs)
+}
+
+// reset forgets every prepared statement (the client dropped them).
+func (p *preparedStmts) reset() {
+	clear(p.byKey)
+	p.order = p.order[:0]
+}
+
+// isMissingStatement reports PostgreSQL's "prepared statement does not
+// exist".
+func isMissingStatement(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "26000"
 }

@@ -73,6 +73,9 @@ type extSession struct {
 	// catalogOK: the session's role could read the catalog last time; the
 	// catalog's fingerprint is then read with the settings.
 	catalogOK bool
+	// prepared are the proxy's own statements prepared upstream in this
+	// session (see sessionConn.runMany).
+	prepared preparedStmts
 }
 
 // ownedStmt is a prepared statement the proxy holds for the client.
