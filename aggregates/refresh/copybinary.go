@@ -79,6 +79,9 @@ func (r *copyReader) next(b []byte) (used int, fields [][]byte, need bool, err e
 	if n < 0 {
 		return 0, nil, false, fmt.Errorf("%w: %d fields", errCopyFormat, n)
 	}
+	if r.fields == nil {
+		r.fields = make([][]byte, 0, 8) // non-nil: a tuple of no fields is not a header
+	}
 	r.fields = r.fields[:0]
 	p := 2
 	for range n {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -61,10 +62,13 @@ func parseFields(ss []string) ([]field, error) {
 	return out, nil
 }
 
-// pendingMax is how many hashes a group buffers per sketch before sorting
-// them into it. Adding hashes in ascending order to an EXPLICIT sketch
-// appends instead of inserting in the middle.
-const pendingMax = 256
+// While a sketch is exact (EMPTY or EXPLICIT, a sorted set), its group
+// collects the distinct hashes in a hashSet and gives them to the sketch in
+// one sketch.AddHashes (see group.addHash): when the set holds more values
+// than the sketch has room for under the explicit cutoff (so the first
+// batch of a busy group goes to registers at once, unsorted), but at least
+// pendingMin, or when the group is written.
+const pendingMin = 256
 
 // group is the rebuilt rollup row of one bucket and dimension values.
 type group struct {
@@ -73,7 +77,8 @@ type group struct {
 	key      string
 	rows     int64         // base rows streamed (the row count when there is no partials row)
 	sketches []*sketch.HLL // per field; nil for non-hll fields
-	pending  [][]int64     // per hll field: hashes not yet added (signed: the EXPLICIT order)
+	pending  []*hashSet    // per hll field: hashes not yet added, while the sketch is exact; else nil
+	flushAt  []int         // per hll field: the size of pending that adds it
 	partials [][]byte      // per field: the partials row's value; nil for NULL and hll fields
 	partial  bool          // the partials row arrived
 }
@@ -91,15 +96,31 @@ type groups struct {
 	num    []byte
 	// instants, when set, maps local bucket starts to the instants written.
 	instants map[int64]int64
-	// byBucket indexes m by bucket, then dimension bytes; cur is the
-	// current bucket's index (see add).
-	byBucket  map[int64]map[string]*group
-	cur       map[string]*group
+	// byBucket indexes m by bucket, then by the number dimIDs gives the
+	// dimension bytes; cur is the current bucket's (see lookup).
+	byBucket  map[int64]*[]*group
+	cur       *[]*group
 	curBucket int64
+	dimIDs    dimIndex
+	// lean: base rows may come in the lean shape (see feedFast); fast:
+	// feedFast reads them.
+	lean, fast bool
+	hllIdx     []int // the hll measures' positions in fields
+	slots      slotCache
+	wide       [][]byte
+	fs         fastState
 }
 
 func newGroups(ndims int, fields []field, b bucketer) *groups {
-	return &groups{ndims: ndims, fields: fields, bucket: b, m: make(map[string]*group)}
+	g := &groups{ndims: ndims, fields: fields, bucket: b, m: make(map[string]*group)}
+	for i, f := range fields {
+		if f.kind == "hll" {
+			g.hllIdx = append(g.hllIdx, i)
+		}
+	}
+	g.lean = g.rawForms()
+	g.fast = g.lean
+	return g
 }
 
 // feed consumes the complete tuples at the front of data and returns how
@@ -107,6 +128,11 @@ func newGroups(ndims int, fields []field, b bucketer) *groups {
 func (g *groups) feed(data []byte) (int, error) {
 	used := 0
 	for {
+		if g.fast && g.rd.headerDone && !g.rd.done {
+			n, k := g.feedFast(data[used:])
+			used += n
+			g.tuples.Add(k)
+		}
 		n, fields, need, err := g.rd.next(data[used:])
 		if err != nil {
 			return used, fmt.Errorf("copy tuple %d: %w", g.tuples.Load()+1, err)
@@ -119,7 +145,7 @@ func (g *groups) feed(data []byte) (int, error) {
 			continue // header or trailer
 		}
 		k := g.tuples.Add(1)
-		if err := g.add(fields); err != nil {
+		if err := g.addTuple(fields); err != nil {
 			return used, fmt.Errorf("copy tuple %d: %w", k, err)
 		}
 	}
@@ -142,35 +168,11 @@ func (g *groups) add(f [][]byte) error {
 	default:
 		return fmt.Errorf("time of %d bytes", len(t))
 	}
-	g.key = binary.BigEndian.AppendUint64(g.key[:0], uint64(start))
+	g.key = g.key[:0]
 	for _, d := range f[2 : 2+g.ndims] {
 		g.key = appendField(g.key, d)
 	}
-	// Rows mostly arrive in time order: the groups of the current bucket are
-	// looked up in a small map by their dimension bytes, which stays in
-	// cache, before the map of all groups.
-	if start != g.curBucket || g.cur == nil {
-		g.curBucket = start
-		if g.byBucket == nil {
-			g.byBucket = make(map[int64]map[string]*group)
-		}
-		if g.cur = g.byBucket[start]; g.cur == nil {
-			g.cur = make(map[string]*group)
-			g.byBucket[start] = g.cur
-		}
-	}
-	grp := g.cur[string(g.key[8:])]
-	if grp == nil {
-		grp = &group{key: string(g.key), sketches: make([]*sketch.HLL, len(g.fields)),
-			pending: make([][]int64, len(g.fields)), partials: make([][]byte, len(g.fields))}
-		for i, fd := range g.fields {
-			if fd.kind == "hll" {
-				grp.sketches[i], _ = sketch.NewHLL(fd.log2m, fd.regwidth) // checked by parseFields
-			}
-		}
-		g.m[grp.key] = grp
-		g.cur[grp.key[8:]] = grp
-	}
+	grp := g.lookup(start, g.key)
 	vals := f[2+g.ndims:]
 	if f[0][0] != 0 { // a base row
 		g.rows++
@@ -190,14 +192,7 @@ func (g *groups) add(f [][]byte) error {
 			if err != nil {
 				return fmt.Errorf("measure %d: %w", i+1, err)
 			}
-			if sk := grp.sketches[i]; !sk.Exact() {
-				sk.AddHash(h) // registers: order does not matter
-				continue
-			}
-			grp.pending[i] = append(grp.pending[i], int64(h))
-			if len(grp.pending[i]) >= pendingMax {
-				grp.flush(i)
-			}
+			grp.addHash(i, h)
 		}
 		return nil
 	}
@@ -239,34 +234,29 @@ func (g *groups) hash(form string, v []byte) (uint64, error) {
 	return xxhash.Sum64(g.num), nil
 }
 
-// flush adds the pending hashes of field i to its sketch. While the sketch
-// is EXPLICIT (a sorted set), the batch is sorted and merged in one pass
-// (a union with a sketch of the batch) instead of inserted value by value.
+// flush adds the pending hashes of field i to its sketch and sets the
+// size of the next batch.
 func (grp *group) flush(i int) {
 	p := grp.pending[i]
-	if len(p) == 0 {
+	if p == nil || p.n == 0 {
 		return
 	}
+	bp := batchPool.Get().(*[]uint64)
+	batch := p.appendTo((*bp)[:0])
 	sk := grp.sketches[i]
-	if !sk.Exact() {
-		for _, h := range p {
-			sk.AddHash(uint64(h))
-		}
+	sk.AddHashes(batch)
+	*bp = batch
+	batchPool.Put(bp)
+	if sk.Exact() {
+		p.reset()
+		grp.flushAt[i] = max(pendingMin, sk.ExactRoom())
 	} else {
-		slices.Sort(p)
-		batch, _ := sketch.NewHLL(sk.Log2m(), sk.Regwidth())
-		for _, h := range p { // ascending: each one appends
-			batch.AddHash(uint64(h))
-		}
-		if err := sk.Union(batch); err != nil {
-			// Same parameters by construction; fall back to adding one by one.
-			for _, h := range p {
-				sk.AddHash(uint64(h))
-			}
-		}
+		p.release()
+		grp.pending[i] = nil // registers from now on
 	}
-	grp.pending[i] = p[:0]
 }
+
+var batchPool = sync.Pool{New: func() any { return new([]uint64) }}
 
 // union merges sketch bytes b into the group's sketch i.
 func (grp *group) union(i int, b []byte) error {

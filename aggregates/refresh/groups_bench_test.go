@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/pgsketch/pgsketch/aggregates/catalog"
@@ -24,29 +25,81 @@ func tuple(base bool, t int64, vals ...[]byte) []byte {
 
 func int8v(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
 
-// BenchmarkGroupsFeed feeds tuples shaped like a daily rollup's by country
-// and device with an HLL of user_id (90 days × 20 × 3 groups).
-func BenchmarkGroupsFeed(b *testing.B) {
-	fields, _ := parseFields([]string{"count", "hll:14:5:int8"})
+// benchEvents returns COPY data shaped like the benchmark's read of the
+// internal/demodata events table (docs/benchmarks.md, rollup build): three
+// days of 222,222 events each in time order (20 M over 90 days), countries
+// with a long tail and NULLs, three devices, users skewed towards a heavy
+// minority; lean tuples (time, country, device, user_id), or flagged ones
+// with the count's NULL.
+func benchEvents(flagged bool) (data []byte, rows int) {
 	countries := []string{"US", "IN", "DE", "GB", "BR", "FR", "JP", "CA", "MX", "ES", "IT", "AU", "NL", "PL", "SE", "KR", "NG", "AR", "ZA", ""}
-	devices := []string{"android", "ios", "web"}
-	var data []byte
-	const n = 1 << 16
-	for i := range n {
-		c := []byte(countries[(i*7)%len(countries)])
-		if len(c) == 0 {
-			c = nil
+	weights := []int{30, 12, 8, 7, 6, 5, 5, 4, 3, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1}
+	var pick []string
+	for i, w := range weights {
+		for range w {
+			pick = append(pick, countries[i])
 		}
-		data = append(data, tuple(true, int64(i%90)*usPerDay+int64(i)*1000, c, []byte(devices[(i*13)%3]), nil,
-			int8v(int64((i*2654435761)%2000000)))...)
 	}
-	g := newGroups(2, fields, bucketer{grain: catalog.Day})
-	g.rd.headerDone = true
-	b.SetBytes(int64(len(data) / n))
-	b.ResetTimer()
-	for i := 0; i < b.N; i += n {
-		if _, err := g.feed(data); err != nil {
-			b.Fatal(err)
+	r := rand.New(rand.NewPCG(1, 2))
+	const days, perDay = 3, 222_222
+	data = appendHeader(nil)
+	for i := range days * perDay {
+		t := int64(i) * (days * usPerDay) / (days * perDay)
+		var c []byte
+		if s := pick[r.IntN(len(pick))]; s != "" {
+			c = []byte(s)
 		}
+		d := []byte("web")
+		switch u := r.Float64(); {
+		case u < 0.45:
+			d = []byte("android")
+		case u < 0.85:
+			d = []byte("ios")
+		}
+		u := r.Float64()
+		user := int8v(int64(2_000_000 * u * u * u))
+		if flagged {
+			data = append(data, tuple(true, t, c, d, nil, user)...)
+			continue
+		}
+		data = binary.BigEndian.AppendUint16(data, 4)
+		for _, v := range [][]byte{binary.BigEndian.AppendUint64(nil, uint64(t)), c, d, user} {
+			data = appendField(data, v)
+		}
+	}
+	return appendTrailer(data), days * perDay
+}
+
+// BenchmarkGroupsFeed feeds a daily rollup's read by country and device
+// with an HLL of user_id (see benchEvents) into new groups, in 256 KB
+// pieces as a reader does: ns/row is the refresher's cost per base row,
+// COPY decoding, bucketing, the group lookup, the hash and the sketch.
+func BenchmarkGroupsFeed(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		flagged bool
+	}{{"lean", false}, {"flagged", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			data, rows := benchEvents(c.flagged)
+			fields, _ := parseFields([]string{"count", "hll:14:5:int8"})
+			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
+			for range b.N {
+				g := newGroups(2, fields, bucketer{grain: catalog.Day})
+				var rest []byte
+				for off := 0; off < len(data); off += 256 << 10 {
+					rest = append(rest, data[off:min(off+256<<10, len(data))]...)
+					n, err := g.feed(rest)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rest = rest[:copy(rest, rest[n:])]
+				}
+				if g.rows != int64(rows) {
+					b.Fatalf("%d rows, want %d", g.rows, rows)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+		})
 	}
 }

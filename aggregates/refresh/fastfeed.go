@@ -1,0 +1,576 @@
+package refresh
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/pgsketch/pgsketch/sketch"
+)
+
+// The hot loop of a refresh: tens of millions of base rows, each a COPY
+// BINARY tuple. feedFast reads the common tuple (a complete base row whose
+// sketched values are integers or text) straight from the bytes, a batch of
+// tuples at a time, in three passes: parse the tuples and find their
+// groups; hash the values; add the hashes to the sketches. The short loops
+// of the last two passes let the processor work on several rows at once
+// (the hash is a chain of multiplications, the sketch insert mostly a cache
+// miss). Everything else (partials rows, malformed values, a tuple cut by the
+// end of the data, the header and the trailer) goes through copyReader.next
+// and add, one tuple at a time, which also report the errors.
+//
+// A base row comes in one of two shapes (see refresh_begin's read_sql):
+//   - flagged: the flag true, the time, the dimensions, one value per
+//     measure (NULL for all but the hll ones);
+//   - lean, when the statement reads no partials rows: the time, the
+//     dimensions, one value per hll measure.
+// They never have the same number of fields.
+
+// fastBatch is the number of tuples feedFast parses before hashing them.
+const fastBatch = 256
+
+// fastState is feedFast's scratch space.
+type fastState struct {
+	grps [fastBatch]*group
+	// Per tuple and hll measure (tuple-major): the integer to print and
+	// hash, or the hash; how the value came.
+	ints  []int64
+	hs    []uint64
+	forms []uint8
+	// The hashes for sketches that use registers, and their sketches.
+	dsk []*sketch.HLL
+	dhs []uint64
+	// wide and lean say what each measure value of a tuple of either shape
+	// is: its hll measure (an index into hllIdx), or -1 for another
+	// measure's; forms how each hll measure's value comes (valueInt8, ...).
+	wide, lean []int
+	valForms   []uint8
+}
+
+const (
+	formAbsent uint8 = iota // NULL
+	formInt                 // ints holds it; not hashed yet
+	formHashed              // hs holds its hash
+)
+
+// How an hll measure's value comes (field.form).
+const (
+	valueInt8 uint8 = iota
+	valueInt4
+	valueInt2
+	valueText
+)
+
+// init sets up st for g.
+func (st *fastState) init(g *groups) {
+	nh := len(g.hllIdx)
+	st.ints = make([]int64, fastBatch*nh)
+	st.hs = make([]uint64, fastBatch*nh)
+	st.forms = make([]uint8, fastBatch*nh)
+	st.dsk = make([]*sketch.HLL, 0, fastBatch*nh)
+	st.dhs = make([]uint64, 0, fastBatch*nh)
+	for _, f := range g.fields {
+		if f.kind != "hll" {
+			st.wide = append(st.wide, -1)
+			continue
+		}
+		j := len(st.lean)
+		st.wide = append(st.wide, j)
+		st.lean = append(st.lean, j)
+		st.valForms = append(st.valForms, map[string]uint8{"int8": valueInt8, "int4": valueInt4, "int2": valueInt2, "text": valueText}[f.form])
+	}
+}
+
+// rawForms reports whether every sketched value of g arrives raw (an
+// integer or text), the values feedFast reads and the lean shape carries.
+func (g *groups) rawForms() bool {
+	for _, f := range g.fields {
+		if f.kind == "hll" && f.form != "int2" && f.form != "int4" && f.form != "int8" && f.form != "text" {
+			return false
+		}
+	}
+	return true
+}
+
+// addTuple consumes one tuple read by copyReader: a lean base row is
+// widened to the flagged shape for add.
+func (g *groups) addTuple(f [][]byte) error {
+	if !g.lean || len(f) != 1+g.ndims+len(g.hllIdx) {
+		return g.add(f)
+	}
+	w := append(g.wide[:0], []byte{1})
+	w = append(w, f[:1+g.ndims]...)
+	for range g.fields {
+		w = append(w, nil)
+	}
+	for j, i := range g.hllIdx {
+		w[2+g.ndims+i] = f[1+g.ndims+j]
+	}
+	g.wide = w
+	return g.add(w)
+}
+
+// feedFast consumes complete base-row tuples from the front of b while they
+// are regular and returns the bytes used and the tuples read; it stops at
+// the first tuple it does not handle, which the caller reads the general
+// way.
+func (g *groups) feedFast(b []byte) (used int, tuples int64) {
+	st := &g.fs
+	nh := len(g.hllIdx)
+	if st.ints == nil {
+		st.init(g)
+	}
+	flagged := uint16(2 + g.ndims + len(g.fields))
+	lean := uint16(1 + g.ndims + nh)
+	if !g.lean {
+		lean = flagged
+	}
+	date := g.bucket.date
+	for {
+		// Pass 1: parse, bucket, find the group.
+		k := 0
+		stop := false
+		for k < fastBatch {
+			t := b[used:]
+			if len(t) < 2 {
+				stop = true
+				break
+			}
+			p := 2
+			nf := binary.BigEndian.Uint16(t)
+			wide := nf == flagged
+			if wide {
+				if len(t) < 7 || binary.BigEndian.Uint32(t[2:]) != 1 || t[6] != 1 {
+					stop = true // not a base row, or not as expected
+					break
+				}
+				p = 7
+			} else if nf != lean {
+				stop = true
+				break
+			}
+			if len(t) < p+4 {
+				stop = true
+				break
+			}
+			var start int64
+			tl := binary.BigEndian.Uint32(t[p:])
+			p += 4
+			switch {
+			case date && tl == 4 && len(t) >= p+4:
+				start = int64(g.bucket.dateDays(int32(binary.BigEndian.Uint32(t[p:]))))
+			case !date && tl == 8 && len(t) >= p+8:
+				start = g.bucket.micros(int64(binary.BigEndian.Uint64(t[p:])))
+			default:
+				stop = true
+			}
+			if stop {
+				break
+			}
+			p += int(tl)
+			ds := p
+			for range g.ndims {
+				if len(t) < p+4 {
+					stop = true
+					break
+				}
+				l := int32(binary.BigEndian.Uint32(t[p:]))
+				p += 4
+				if l == -1 {
+					continue
+				}
+				if l < 0 || int(l) > len(t)-p {
+					stop = true
+					break
+				}
+				p += int(l)
+			}
+			if stop {
+				break
+			}
+			dims := t[ds:p]
+			row := k * nh
+			plan := st.lean
+			if wide {
+				plan = st.wide
+			}
+			for _, j := range plan {
+				if len(t) < p+4 {
+					stop = true
+					break
+				}
+				l := int32(binary.BigEndian.Uint32(t[p:]))
+				p += 4
+				if l == -1 {
+					if j >= 0 {
+						st.forms[row+j] = formAbsent
+					}
+					continue
+				}
+				if l < 0 || int(l) > len(t)-p {
+					stop = true
+					break
+				}
+				v := t[p : p+int(l)]
+				p += int(l)
+				if j < 0 {
+					continue // another measure: set only in partials rows, ignored in base rows
+				}
+				x := row + j
+				st.forms[x] = formInt
+				switch vf := st.valForms[j]; {
+				case vf == valueInt8 && l == 8:
+					st.ints[x] = int64(binary.BigEndian.Uint64(v))
+				case vf == valueInt4 && l == 4:
+					st.ints[x] = int64(int32(binary.BigEndian.Uint32(v)))
+				case vf == valueInt2 && l == 2:
+					st.ints[x] = int64(int16(binary.BigEndian.Uint16(v)))
+				case vf == valueText:
+					st.forms[x] = formHashed
+					st.hs[x] = xxhash.Sum64(v)
+				default:
+					stop = true // add reports it
+				}
+				if stop {
+					break
+				}
+			}
+			if stop {
+				break
+			}
+			st.grps[k] = g.lookup(start, dims)
+			k++
+			used += p
+		}
+		// Pass 2: hash.
+		n := k * nh
+		for x, f := range st.forms[:n] {
+			if f == formInt {
+				st.hs[x] = hashInt(st.ints[x])
+			}
+		}
+		// Pass 3: count and sketch: exact sketches' hashes into their sets,
+		// the others gathered and added in one loop.
+		dsk, dhs := st.dsk[:0], st.dhs[:0]
+		for r, grp := range st.grps[:k] {
+			grp.rows++
+			for j, i := range g.hllIdx {
+				x := r*nh + j
+				if st.forms[x] == formAbsent {
+					continue
+				}
+				if p := grp.pending[i]; p != nil {
+					if p.add(st.hs[x]) && p.n > grp.flushAt[i] {
+						grp.flush(i)
+					}
+					continue
+				}
+				dsk = append(dsk, grp.sketches[i])
+				dhs = append(dhs, st.hs[x])
+			}
+		}
+		sketch.AddHashEach(dsk, dhs)
+		g.rows += int64(k)
+		tuples += int64(k)
+		if stop {
+			return used, tuples
+		}
+	}
+}
+
+// addHash adds hash h to the group's sketch i: straight into registers, or,
+// while the sketch is exact, into the set of pending values.
+func (grp *group) addHash(i int, h uint64) {
+	p := grp.pending[i]
+	if p == nil {
+		grp.sketches[i].AddHash(h)
+		return
+	}
+	if p.add(h) && p.n > grp.flushAt[i] {
+		grp.flush(i)
+	}
+}
+
+// newGroup returns the group of key with empty sketches.
+func (g *groups) newGroup(key string) *group {
+	grp := &group{key: key, sketches: make([]*sketch.HLL, len(g.fields)),
+		pending: make([]*hashSet, len(g.fields)), flushAt: make([]int, len(g.fields)),
+		partials: make([][]byte, len(g.fields))}
+	for i, fd := range g.fields {
+		if fd.kind == "hll" {
+			grp.sketches[i], _ = sketch.NewHLL(fd.log2m, fd.regwidth) // checked by parseFields
+			grp.pending[i] = &hashSet{cache: &g.slots}
+			grp.flushAt[i] = max(pendingMin, grp.sketches[i].ExactRoom())
+		}
+	}
+	return grp
+}
+
+// lookup returns the group of bucket start and the dimension bytes dims (as
+// COPY BINARY fields), creating it when new. Rows mostly arrive in time
+// order: the groups of the current bucket are a slice indexed by a small
+// number standing for the dimension values, which stays in cache.
+func (g *groups) lookup(start int64, dims []byte) *group {
+	if start != g.curBucket || g.cur == nil {
+		if g.byBucket == nil {
+			g.byBucket = make(map[int64]*[]*group)
+		}
+		g.curBucket = start
+		if g.cur = g.byBucket[start]; g.cur == nil {
+			g.cur = new([]*group)
+			g.byBucket[start] = g.cur
+		}
+	}
+	id := g.dimIDs.id(dims)
+	cur := *g.cur
+	if id < len(cur) {
+		if grp := cur[id]; grp != nil {
+			return grp
+		}
+	} else {
+		cur = append(cur, make([]*group, id+1-len(cur))...)
+		*g.cur = cur
+	}
+	key := make([]byte, 8+len(dims))
+	binary.BigEndian.PutUint64(key, uint64(start))
+	copy(key[8:], dims)
+	grp := g.newGroup(string(key))
+	g.m[grp.key] = grp
+	cur[id] = grp
+	return grp
+}
+
+// dimIndex numbers distinct dimension bytes 0, 1, 2, ... in an open
+// addressing table. Keys of up to 32 bytes (dimensions are usually short)
+// are held packed in four words, compared and hashed as such.
+type dimIndex struct {
+	slots []dimSlot // power of two in length
+	keys  []string  // by number
+	seed  maphash.Seed
+}
+
+// dimSlot holds a key packed (see packKey) when it is short, else its hash
+// in w0.
+type dimSlot struct {
+	w0, w1, w2, w3 uint64
+	n              int32 // the key's length
+	id             int32 // number + 1; 0 for an empty slot
+}
+
+// packKey packs a key of up to 32 bytes into words that, with its length,
+// determine it: overlapping loads covering every byte, at offsets computed
+// without a branch on the length (which varies from row to row). The words
+// are returned in registers: an array would be written and read back
+// through memory in pieces of different sizes, which stalls.
+func packKey(b []byte) (w0, w1, w2, w3 uint64) {
+	n := len(b)
+	if n >= 8 {
+		// [0,8) [n-8,n) [min(8,n-8),+8) [max(n-16,0),+8): all of 8..32 bytes.
+		return binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:]),
+			binary.LittleEndian.Uint64(b[min(8, n-8):]), binary.LittleEndian.Uint64(b[max(n-16, 0):])
+	}
+	if n >= 4 {
+		return uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32, 0, 0, 0
+	}
+	if n > 0 {
+		return uint64(b[0]) | uint64(b[n>>1])<<8 | uint64(b[n-1])<<16, 0, 0, 0
+	}
+	return 0, 0, 0, 0
+}
+
+func hashKey(w0, w1, w2, w3 uint64, n int) uint64 {
+	hi, lo := bits.Mul64(w0^0xa0761d6478bd642f, w1^0xe7037ed1a0b428db^uint64(n))
+	hi2, lo2 := bits.Mul64(w2^0x8ebc6af09c88c6e3, w3^0x589965cc75374cc3)
+	return hi ^ lo ^ hi2 ^ lo2
+}
+
+// id returns the number of key, assigning the next one when it is new.
+func (x *dimIndex) id(key []byte) int {
+	if x.slots == nil {
+		x.slots = make([]dimSlot, 64)
+		x.seed = maphash.MakeSeed()
+	}
+	n := len(key)
+	var w0, w1, w2, w3, h uint64
+	if n <= 32 {
+		w0, w1, w2, w3 = packKey(key)
+		h = hashKey(w0, w1, w2, w3, n)
+	} else {
+		h = maphash.Bytes(x.seed, key)
+		w0 = h // compared first; then the key itself
+	}
+	mask := uint64(len(x.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &x.slots[i]
+		if s.id == 0 {
+			x.keys = append(x.keys, string(key))
+			*s = dimSlot{w0: w0, w1: w1, w2: w2, w3: w3, n: int32(n), id: int32(len(x.keys))}
+			if 2*len(x.keys) > len(x.slots) {
+				x.grow()
+			}
+			return len(x.keys) - 1
+		}
+		if s.w0 == w0 && s.w1 == w1 && s.w2 == w2 && s.w3 == w3 && s.n == int32(n) &&
+			(n <= 32 || x.keys[s.id-1] == string(key)) {
+			return int(s.id - 1)
+		}
+	}
+}
+
+func (x *dimIndex) grow() {
+	old := x.slots
+	x.slots = make([]dimSlot, 2*len(old))
+	mask := uint64(len(x.slots) - 1)
+	for _, s := range old {
+		if s.id == 0 {
+			continue
+		}
+		h := s.w0 // a long key's hash
+		if s.n <= 32 {
+			h = hashKey(s.w0, s.w1, s.w2, s.w3, int(s.n))
+		}
+		i := h & mask
+		for x.slots[i].id != 0 {
+			i = (i + 1) & mask
+		}
+		x.slots[i] = s
+	}
+}
+
+// hashInt returns the xxhash64 (seed 0) of n's decimal text, what int2out,
+// int4out and int8out print: the canonical text hash of an integer.
+// Texts of up to 8 bytes (-9999999 to 99999999) are built and hashed in a
+// register without a branch on their length, which varies from row to row:
+// mispredicted branches cost more than the arithmetic.
+func hashInt(n int64) uint64 {
+	if uint64(n+9_999_999) < 9_999_999+100_000_000 {
+		return hashShortInt(n)
+	}
+	return hashLongInt(n)
+}
+
+// hashShortInt is hashInt for -9999999 <= n <= 99999999.
+func hashShortInt(n int64) uint64 {
+	neg := n < 0
+	u := uint64(n)
+	if neg {
+		u = -u
+	}
+	// Eight decimal digits, the first in the low byte (SWAR: 4-digit halves
+	// in 32-bit lanes, then 2-digit pairs in 16-bit lanes, then digits).
+	hi := u / 10000
+	x := hi | (u-hi*10000)<<32
+	y := (x * 10486 >> 20) & 0x0000007f0000007f // lane / 100
+	y = (x-y*100)<<16 | y
+	z := (y * 103 >> 10) & 0x000f000f000f000f // lane / 10
+	z = (y-z*10)<<8 | z
+	// Leading zero digits are the low zero bytes; one digit stays for 0.
+	lz := uint(bits.TrailingZeros64(z|1<<56)) / 8
+	w := (z + 0x3030303030303030) >> (8 * lz)
+	l := 8 - uint64(lz)
+	if neg {
+		w = w<<8 | '-'
+		l++
+	}
+	if l == 8 {
+		k := bits.RotateLeft64(w*xxPrime2, 31) * xxPrime1
+		h := xxPrime5 + 8 ^ k
+		return xxAvalanche(bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4)
+	}
+	// l is 1 to 7: a 4-byte step when l >= 4, then l%4 single bytes; each
+	// step is computed and kept or dropped by a conditional move.
+	h := xxPrime5 + l
+	h4 := bits.RotateLeft64(h^(w&0xffffffff)*xxPrime1, 23)*xxPrime2 + xxPrime3
+	if l >= 4 {
+		h = h4
+		w >>= 32
+	}
+	m := l & 3
+	h1 := bits.RotateLeft64(h^(w&0xff)*xxPrime5, 11) * xxPrime1
+	if m >= 1 {
+		h = h1
+	}
+	h2 := bits.RotateLeft64(h^(w>>8&0xff)*xxPrime5, 11) * xxPrime1
+	if m >= 2 {
+		h = h2
+	}
+	h3 := bits.RotateLeft64(h^(w>>16&0xff)*xxPrime5, 11) * xxPrime1
+	if m == 3 {
+		h = h3
+	}
+	return xxAvalanche(h)
+}
+
+func xxAvalanche(h uint64) uint64 {
+	h ^= h >> 33
+	h *= xxPrime2
+	h ^= h >> 29
+	h *= xxPrime3
+	h ^= h >> 32
+	return h
+}
+
+// hashLongInt is hashInt for the other values.
+func hashLongInt(n int64) uint64 {
+	var buf [20]byte
+	i := len(buf)
+	u := uint64(n)
+	if n < 0 {
+		u = -u
+	}
+	for u >= 100 {
+		q := u / 100
+		r := u - q*100
+		i -= 2
+		buf[i], buf[i+1] = digitPairs[2*r], digitPairs[2*r+1]
+		u = q
+	}
+	if u >= 10 {
+		i -= 2
+		buf[i], buf[i+1] = digitPairs[2*u], digitPairs[2*u+1]
+	} else {
+		i--
+		buf[i] = byte('0' + u)
+	}
+	if n < 0 {
+		i--
+		buf[i] = '-'
+	}
+	return xxh64Short(buf[i:])
+}
+
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
+
+// xxhash64 (seed 0) of an input shorter than 32 bytes, as
+// github.com/cespare/xxhash/v2 computes it.
+const (
+	xxPrime1 uint64 = 11400714785074694791
+	xxPrime2 uint64 = 14029467366897019727
+	xxPrime3 uint64 = 1609587929392839161
+	xxPrime4 uint64 = 9650029242287828579
+	xxPrime5 uint64 = 2870177450012600261
+)
+
+func xxh64Short(b []byte) uint64 {
+	h := xxPrime5 + uint64(len(b))
+	for ; len(b) >= 8; b = b[8:] {
+		k := binary.LittleEndian.Uint64(b) * xxPrime2
+		k = bits.RotateLeft64(k, 31) * xxPrime1
+		h ^= k
+		h = bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4
+	}
+	if len(b) >= 4 {
+		h ^= uint64(binary.LittleEndian.Uint32(b)) * xxPrime1
+		h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
+		b = b[4:]
+	}
+	for _, c := range b {
+		h ^= uint64(c) * xxPrime5
+		h = bits.RotateLeft64(h, 11) * xxPrime1
+	}
+	return xxAvalanche(h)
+}
