@@ -132,7 +132,9 @@ func readCopyOut(r io.Reader, feed func([]byte) (int, error)) error {
 			data = 0
 			return
 		}
-		data = copy(buf, buf[used:data])
+		if used > 0 {
+			data = copy(buf, buf[used:data])
+		}
 	}
 	for {
 		// One whole message in buf[pos:], or read more.
@@ -153,7 +155,7 @@ func readCopyOut(r io.Reader, feed func([]byte) (int, error)) error {
 				copy(nb, buf[:data])
 				copy(nb[data:], buf[pos:])
 				buf = nb
-			} else {
+			} else if pos > data {
 				buf = buf[:data+copy(buf[data:], buf[pos:])]
 			}
 			pos = data
