@@ -152,7 +152,7 @@ func loadDemoData(ctx context.Context, a *app, dsn string, rows int64) error {
 		}
 	}
 	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "events_daily", refresh.Options{
-		Progress: progressReporter(a), Streams: 2, Dial: refresh.DialPgConn(dsn)})
+		Progress: progressReporter(a), Streams: refresh.DefaultStreams, Dial: refresh.DialPgConn(dsn)})
 	if err != nil {
 		return err
 	}

@@ -195,7 +195,7 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 }
 
 func streamsFlag(f *flags) *int {
-	return f.Int("streams", 2, "read the base table of a refresh over this many connections at once "+
+	return f.Int("streams", refresh.DefaultStreams, "read the base table of a refresh over this many connections at once "+
 		"(plain tables; one snapshot); 1 reads over the command's own connection only")
 }
 

@@ -43,7 +43,7 @@ func main() {
 	days := flag.Int("days", 90, "days the events span")
 	users := flag.Int64("users", 2_000_000, "possible distinct users")
 	rounds := flag.Int("rounds", 3, "builds of each kind, alternating")
-	flag.IntVar(&streams, "streams", 2, "parallel readers of pgsketch's build (as rollup create --streams)")
+	flag.IntVar(&streams, "streams", refresh.DefaultStreams, "parallel readers of pgsketch's build (as rollup create --streams)")
 	dsn := flag.String("dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; the table events_bench is created in it")
 	keep := flag.String("keep", "", "keep the throwaway cluster in this directory, and reuse its table on the next run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
