@@ -6,12 +6,15 @@
 #
 #   scripts/bench-relay.sh [--quick] [--rounds N] [--duration S] [--clients N]
 #                          [--jobs N] [--scale N] [--modes "simple extended prepared"]
-#                          [--proxy-args "ARGS"] [--keep-going]
+#                          [--proxy-args "ARGS"] [--baseline REV] [--keep-going]
 #
 # Defaults: 3 rounds of 20 s runs, 8 clients, 2 pgbench threads, scale 10,
 # modes simple, extended and prepared. --quick: 1 round of 2 s runs, to check
 # the setup. Within a round, each mode runs on every target before the next
 # mode, and the order of the targets rotates from round to round.
+# --baseline REV also builds pgsketch-proxy from the git revision REV and runs
+# it as a fourth target, for an A/B comparison within the same run (the
+# report adds its TPS and the ratio proxy/baseline).
 #
 # Everything it starts (PostgreSQL, PgBouncer, the proxy) lives in a temporary
 # directory and is stopped and removed on exit, also on Ctrl-C or an error.
@@ -25,6 +28,7 @@ rounds=3 duration=20 clients=8 jobs=2 scale=10
 modes="simple extended prepared"
 proxy_args=""
 keep_going=0
+baseline=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) rounds=1 duration=2 ;;
@@ -35,8 +39,9 @@ while [ $# -gt 0 ]; do
     --scale) scale=$2; shift ;;
     --modes) modes=$2; shift ;;
     --proxy-args) proxy_args=$2; shift ;;
+    --baseline) baseline=$2; shift ;;
     --keep-going) keep_going=1 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-relay: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -77,11 +82,12 @@ fi
 
 # --- cleanup -----------------------------------------------------------------
 work=$(mktemp -d /tmp/pgsketch-bench-relay.XXXXXX)
-proxy_pid=""
+proxy_pid="" base_pid=""
 cleanup() {
   local code=$?
   trap - EXIT INT TERM
   if [ -n "$proxy_pid" ]; then kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; fi
+  if [ -n "$base_pid" ]; then kill "$base_pid" 2>/dev/null || true; wait "$base_pid" 2>/dev/null || true; fi
   if [ -f "$work/pgbouncer.pid" ]; then kill "$(cat "$work/pgbouncer.pid")" 2>/dev/null || true; fi
   if [ -f "$work/pg/postmaster.pid" ]; then "${as_pg[@]}" "$pg_bin/pg_ctl" stop -D "$work/pg" -m immediate >/dev/null 2>&1 || true; fi
   rm -rf "$work"
@@ -169,24 +175,42 @@ proxy_pid=$!
 say "pgsketch-proxy serve on 127.0.0.1:$proxy_port"
 wait_ready "$proxy_port" pgsketch-proxy "$work/proxy.log"
 
-# --- runs --------------------------------------------------------------------
 targets=(direct pgbouncer proxy)
 declare -A port=([direct]=$pg_port [pgbouncer]=$bouncer_port [proxy]=$proxy_port)
+if [ -n "$baseline" ]; then
+  base_rev=$(cd "$repo" && git rev-parse --short "$baseline^{commit}") || die "--baseline $baseline is not a git revision"
+  say "building the baseline pgsketch-proxy at $base_rev"
+  mkdir "$work/base"
+  (cd "$repo" && git archive "$base_rev" | tar -x -C "$work/base") || die "git archive $base_rev failed"
+  (cd "$work/base" && go build -o "$work/pgsketch-proxy-base" ./cmd/pgsketch-proxy) || die "go build of $base_rev failed"
+  base_port=$(free_port)
+  # shellcheck disable=SC2086
+  "$work/pgsketch-proxy-base" serve --listen "127.0.0.1:$base_port" \
+    --upstream "postgres://127.0.0.1:$pg_port/?sslmode=disable" --log-level warn $proxy_args 2>"$work/base.log" &
+  base_pid=$!
+  say "baseline pgsketch-proxy ($base_rev) on 127.0.0.1:$base_port"
+  wait_ready "$base_port" "baseline pgsketch-proxy" "$work/base.log"
+  targets+=(baseline)
+  port[baseline]=$base_port
+fi
+ntargets=${#targets[@]}
+
+# --- runs --------------------------------------------------------------------
 results=$work/results.txt
 : >"$results"
 failed=0
 total=$((rounds * $(wc -w <<<"$modes") * ${#targets[@]}))
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 clk_tck=$(getconf CLK_TCK)
-declare -A relay_pid=([pgbouncer]=$(cat "$work/pgbouncer.pid") [proxy]=$proxy_pid)
+declare -A relay_pid=([pgbouncer]=$(cat "$work/pgbouncer.pid") [proxy]=$proxy_pid [baseline]=$base_pid)
 # cpu_ticks PID: user + system CPU time the process has used, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 n=0
 say "$total runs of ${duration} s: pgbench -S, $clients clients, $jobs threads"
 for round in $(seq 1 "$rounds"); do
   for mode in $modes; do
-    for i in 0 1 2; do
-      target=${targets[$(((i + round - 1) % 3))]}
+    for i in $(seq 0 $((ntargets - 1))); do
+      target=${targets[$(((i + round - 1) % ntargets))]}
       n=$((n + 1))
       out=$work/run-$round-$mode-$target.log
       rpid=${relay_pid[$target]:-}
@@ -252,6 +276,19 @@ for mode in $modes; do
   printf '| %s | %.0f | %.0f | %.0f | %s | %s | %s(%s) | %s / %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")" \
     "$rr" "$(median_of <<<"$rr")" "$(median pgbouncer "$mode" 5)" "$(median proxy "$mode" 5)"
 done
+if [ -n "$baseline" ]; then
+  echo
+  echo "baseline: pgsketch-proxy at $base_rev"
+  echo
+  echo "| mode | baseline TPS | baseline / PgBouncer | proxy / baseline | proxy / baseline, per round (median) | relay CPU µs/transaction, baseline / proxy |"
+  echo "|---|---:|---:|---:|---|---|"
+  for mode in $modes; do
+    b=$(median pgbouncer "$mode"); p=$(median proxy "$mode"); a=$(median baseline "$mode")
+    rr=$(round_ratios "$mode" proxy baseline)
+    printf '| %s | %.0f | %s | %s | %s(%s) | %s / %s |\n' "$mode" "$a" "$(ratio "$a" "$b")" "$(ratio "$p" "$a")" \
+      "$rr" "$(median_of <<<"$rr")" "$(median baseline "$mode" 5)" "$(median proxy "$mode" 5)"
+  done
+fi
 echo
 echo "TPS medians over $rounds round(s); every run (target mode round TPS relay-CPU-µs/transaction):"
 sed 's/^/    /' "$results"

@@ -687,8 +687,12 @@ func (ss *session) clientLoop(ctx context.Context) error {
 				commitGroup() // a Query inside a group: the group goes as it is
 				groupStart = -1
 				// A Query drops the unnamed statement and portal.
-				delete(tr.stmts, "")
-				delete(tr.portals, "")
+				if len(tr.stmts) > 0 {
+					delete(tr.stmts, "")
+				}
+				if len(tr.portals) > 0 {
+					delete(tr.portals, "")
+				}
 				if len(body) > 0 && h.Intercept(body[:len(body)-1]) {
 					if err := serve(bytes.Clone(msg), []bool{true}); err != nil {
 						return err

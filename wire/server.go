@@ -136,7 +136,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return fmt.Errorf("wire: accept: %w", err)
 		}
 		backoff = 0
-		conn = countedConn{conn, &s.metrics.bytesFromClients, &s.metrics.bytesToClients}
+		conn = countedConn{rawIO(conn), &s.metrics.bytesFromClients, &s.metrics.bytesToClients}
 		s.metrics.connsTotal.Add(1)
 		sess := newSession(s, conn)
 		s.mu.Lock()

@@ -262,7 +262,7 @@ func (ss *session) authenticate(startup []byte) error {
 		return fmt.Errorf("%w: %w", errConnectUpstream, err)
 	}
 	m.connectSeconds.observe(time.Since(t0))
-	up = countedConn{up, &m.bytesFromUpstream, &m.bytesToUpstream}
+	up = countedConn{rawIO(up), &m.bytesFromUpstream, &m.bytesToUpstream}
 	if err := ss.setConn(&ss.up, up); err != nil {
 		return err
 	}

@@ -1,0 +1,155 @@
+//go:build linux
+
+package wire
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// rawConn reads and writes a plain socket (TCP or Unix) with raw system
+// calls, waiting for readiness in Go's network poller as net.Conn does.
+//
+// Why: the sockets are non-blocking, so a read or write never blocks, but
+// net.Conn's calls go through the runtime's syscall entry and exit. When the
+// thread is descheduled inside one (on a busy machine a write that wakes
+// PostgreSQL often is), the runtime's monitor hands the processor to another
+// thread, and the relay pays for the thread switches on the way back. A raw
+// system call keeps the processor: the relay spends less CPU per
+// transaction (docs/benchmarks.md, "relay").
+//
+// Deadlines, Close from another goroutine and every other method behave as
+// the wrapped connection's, which also does the waiting (syscall.RawConn).
+type rawConn struct {
+	net.Conn
+	rc syscall.RawConn
+
+	// The arguments and results of the call in progress, one per direction,
+	// so that the callbacks handed to rc are allocated once (a closure per
+	// call would be a heap allocation per call).
+	rmu     sync.Mutex
+	rbuf    []byte
+	rn      int
+	rerrno  syscall.Errno
+	readFn  func(fd uintptr) bool
+	wmu     sync.Mutex
+	wbuf    []byte
+	wn      int
+	werrno  syscall.Errno
+	writeFn func(fd uintptr) bool
+}
+
+// rawIO wraps c in a rawConn when it is a plain socket; anything else (a TLS
+// connection, a pipe) is returned as it is.
+func rawIO(c net.Conn) net.Conn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return c
+	}
+	switch c.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		return c
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	r := &rawConn{Conn: c, rc: rc}
+	r.readFn = r.read
+	r.writeFn = r.write
+	return r
+}
+
+// read is called by rc.Read with the socket; false means wait for it to be
+// readable and call again.
+//
+// It reads before it waits, as net.Conn does, even after a short read that
+// makes EAGAIN likely: rc.Read forgets a readiness the poller has already
+// reported (it resets it before calling read), so waiting first could wait
+// for data that has arrived.
+func (c *rawConn) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.rn, c.rerrno = int(n), e
+		return true
+	}
+}
+
+// write is called by rc.Write; it writes all of wbuf unless an error stops it.
+func (c *rawConn) write(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		b := c.wbuf[c.wn:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			c.wn += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.werrno = e
+			return true
+		}
+	}
+	return true
+}
+
+func (c *rawConn) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rbuf, c.rn, c.rerrno = b, 0, 0
+	err := c.rc.Read(c.readFn)
+	n, errno := c.rn, c.rerrno
+	c.rbuf = nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", err)
+	case errno != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *rawConn) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf, c.wn, c.werrno = b, 0, 0
+	err := c.rc.Write(c.writeFn)
+	n, errno := c.wn, c.werrno
+	c.wbuf = nil
+	switch {
+	case err != nil:
+		return n, c.opError("write", err)
+	case errno != 0:
+		return n, c.opError("write", os.NewSyscallError("write", errno))
+	}
+	return n, nil
+}
+
+// opError wraps err as net.Conn's methods do, keeping what it wraps: a
+// closed connection is still net.ErrClosed, a deadline a timeout.
+func (c *rawConn) opError(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		err = oe.Err
+	}
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
