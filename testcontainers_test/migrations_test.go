@@ -201,3 +201,76 @@ func TestCatalogConstraints(t *testing.T) {
 		})
 	}
 }
+
+// Rollups and levels created before version 4 store their sketch columns
+// compressed; version 5 switches them to uncompressed storage, and the
+// sketches still read the same.
+func TestMigrationUncompressedSketches(t *testing.T) {
+	t.Parallel()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	latest := migrations.Latest()
+	if latest < 5 {
+		t.Fatalf("latest version %d, want at least 5", latest)
+	}
+	if err := m.Down(int(latest) - 3); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 3)
+	mustExec(t, conn, `CREATE TABLE ev (at timestamptz NOT NULL, country text, user_id bigint)`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('old', 'ev', 'at', dimensions => '{country}',
+		distinct_columns => '{user_id}')`)
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('old', 'month')`)
+	storage := func() map[string]string {
+		t.Helper()
+		rows, err := conn.Query(context.Background(), `
+			SELECT c.relname || '.' || a.attname, a.attstorage::text
+			  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+			 WHERE c.relname IN ('old', 'old_month') AND a.attname = 'distinct_user_id'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var k, v string
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = v
+		}
+		if rows.Err() != nil || len(got) != 2 {
+			t.Fatalf("sketch columns: %v (%v), want old.distinct_user_id and old_month.distinct_user_id", got, rows.Err())
+		}
+		return got
+	}
+	for col, st := range storage() {
+		if st != "x" {
+			t.Fatalf("before version 4, %s has storage %q, want x (extended, compressed)", col, st)
+		}
+	}
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, latest)
+	for col, st := range storage() {
+		if st != "e" {
+			t.Fatalf("after version 5, %s has storage %q, want e (external, uncompressed)", col, st)
+		}
+	}
+	// Down and up again: the down step leaves storage alone, up is idempotent.
+	if err := m.Down(int(latest) - 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	for col, st := range storage() {
+		if st != "e" {
+			t.Fatalf("after down and up, %s has storage %q, want e", col, st)
+		}
+	}
+}
