@@ -608,14 +608,10 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 		p.answered = true
 		return "", nil
 	}
-	if pl.Guard != "" {
-		rows, err := c.Query(ctx, pl.Guard)
-		if err != nil {
-			return fail(err)
-		}
-		if len(rows) != 1 || len(rows[0]) != 1 || string(rows[0][0]) != "t" {
-			return "", nil
-		}
+	if holds, err := c.guardHolds(ctx, pl.Guard); err != nil {
+		return fail(err)
+	} else if !holds {
+		return "", nil
 	}
 	if why := hashable(pl, snap, st.exec); why != "" {
 		h.Log.Debug("statement executed upstream", "reason", why)

@@ -62,8 +62,8 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 	failed := false
 	for i, sq := range stmts {
 		p := plans[i]
-		if p != nil && p.Guard != "" {
-			rows, err := c.Query(ctx, p.Guard)
+		if p != nil {
+			holds, err := c.guardHolds(ctx, p.Guard)
 			if err != nil {
 				if !isPgError(err) {
 					return true, "", err
@@ -72,7 +72,7 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 				failed = true
 				break
 			}
-			if len(rows) != 1 || len(rows[0]) != 1 || string(rows[0][0]) != "t" {
+			if !holds {
 				p = nil // another table by that name on this search_path
 			}
 		}

@@ -253,18 +253,14 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		}
 		return forwardQuery(p.SubstituteSQL, s)
 	}
-	if p.Guard != "" {
-		rows, err := c.Query(ctx, p.Guard)
-		if err != nil {
-			if isPgError(err) {
-				return pass("the table could not be resolved: " + err.Error())
-			}
-			return err
+	if holds, err := c.guardHolds(ctx, p.Guard); err != nil {
+		if isPgError(err) {
+			return pass("the table could not be resolved: " + err.Error())
 		}
-		if len(rows) != 1 || len(rows[0]) != 1 || string(rows[0][0]) != "t" {
-			h.Log.Debug("query passed through: its table is not the rollup's source on this search_path", "rollup", p.Rollup)
-			return pass("the table is not the source of rollup " + p.Rollup + " on this search_path")
-		}
+		return err
+	} else if !holds {
+		h.Log.Debug("query passed through: its table is not the rollup's source on this search_path", "rollup", p.Rollup)
+		return pass("the table is not the source of rollup " + p.Rollup + " on this search_path")
 	}
 	if why := hashable(p, snap, st.exec); why != "" {
 		h.Log.Debug("query passed through", "reason", why)
