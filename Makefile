@@ -15,6 +15,9 @@ run: deps build
 ## test: lint, then every test (unit and end-to-end against a real PostgreSQL)
 test: deps lint
 	$(GO) test -race -count=1 -timeout 45m ./...
+	# Again without -race: race builds relay with net.Conn's own calls, the
+	# others with raw system calls (wire/rawio_linux.go).
+	$(GO) test -count=1 -timeout 30m ./wire/ ./testcontainers_test/
 
 deps:
 	@./scripts/install-deps.sh

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !race
 
 package wire
 
@@ -24,9 +24,21 @@ import (
 //
 // Deadlines, Close from another goroutine and every other method behave as
 // the wrapped connection's, which also does the waiting (syscall.RawConn).
+//
+// The trade-off: a raw call keeps its processor while in the kernel. On a
+// non-blocking socket that is the time to copy one socket buffer, but a
+// page fault on a swapped-out buffer or a socket lock held by the other
+// side's softirq stalls every goroutine of this processor for as long (with
+// the default --procs of half the CPUs, often all of them).
+//
+// Race builds use net.Conn's own calls (rawio_other.go): RawSyscall is
+// invisible to the race detector, which would neither see the kernel touch
+// the buffers nor the happens-before edge net's calls give it. `make test`
+// runs the wire and end-to-end tests once more without -race for this file.
 type rawConn struct {
 	net.Conn
-	rc syscall.RawConn
+	rc      syscall.RawConn
+	network string // "tcp" or "unix", for errors
 
 	// The arguments and results of the call in progress, one per direction,
 	// so that the callbacks handed to rc are allocated once (a closure per
@@ -59,7 +71,11 @@ func rawIO(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	r := &rawConn{Conn: c, rc: rc}
+	network := "tcp"
+	if _, ok := c.(*net.UnixConn); ok {
+		network = "unix"
+	}
+	r := &rawConn{Conn: c, rc: rc, network: network}
 	r.readFn = r.read
 	r.writeFn = r.write
 	return r
@@ -93,6 +109,10 @@ func (c *rawConn) write(fd uintptr) bool {
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		switch e {
 		case 0:
+			if n == 0 {
+				c.werrno = syscall.EIO // as net does with io.ErrUnexpectedEOF: never loop on no progress
+				return true
+			}
 			c.wn += int(n)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
@@ -106,7 +126,10 @@ func (c *rawConn) write(fd uintptr) bool {
 }
 
 func (c *rawConn) Read(b []byte) (int, error) {
-	if len(b) == 0 {
+	if len(b) == 0 { // no system call, but a closed connection still says so
+		if err := c.rc.Read(func(uintptr) bool { return true }); err != nil {
+			return 0, c.opError("read", err)
+		}
 		return 0, nil
 	}
 	c.rmu.Lock()
@@ -128,6 +151,9 @@ func (c *rawConn) Read(b []byte) (int, error) {
 
 func (c *rawConn) Write(b []byte) (int, error) {
 	if len(b) == 0 {
+		if err := c.rc.Write(func(uintptr) bool { return true }); err != nil {
+			return 0, c.opError("write", err)
+		}
 		return 0, nil
 	}
 	c.wmu.Lock()
@@ -151,5 +177,5 @@ func (c *rawConn) opError(op string, err error) error {
 	if oe, ok := err.(*net.OpError); ok {
 		err = oe.Err
 	}
-	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	return &net.OpError{Op: op, Net: c.network, Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !race
 
 package wire
 
@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,6 +74,7 @@ func TestRawConnStream(t *testing.T) {
 			}()
 			var got bytes.Buffer
 			buf := make([]byte, 3000)
+			b.SetReadDeadline(time.Now().Add(30 * time.Second))
 			for {
 				n, err := b.Read(buf)
 				got.Write(buf[:n])
@@ -121,6 +124,7 @@ func TestRawConnShortReads(t *testing.T) {
 // Two goroutines relaying a request and its answer back and forth, as the
 // relay's two loops do, with GOMAXPROCS > 1: a lost readiness hangs it.
 func TestRawConnPingPong(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	a, b := rawPair(t, "tcp")
 	const rounds = 20000
 	done := make(chan error, 1)
@@ -222,5 +226,84 @@ func TestRawIOLeavesOtherConns(t *testing.T) {
 	defer q.Close()
 	if c := rawIO(p); c != p {
 		t.Fatalf("rawIO(net.Pipe end) = %T, want it unchanged", c)
+	}
+}
+
+// A Write blocked on a peer that does not read is released by a write
+// deadline (session.abort sets one from another goroutine) and by Close,
+// reporting the bytes it wrote.
+func TestRawConnBlockedWrite(t *testing.T) {
+	big := make([]byte, 64<<20)
+	for _, how := range []string{"deadline", "deadline from another goroutine", "close"} {
+		t.Run(how, func(t *testing.T) {
+			a, _ := rawPair(t, "tcp")
+			type result struct {
+				n   int
+				err error
+			}
+			res := make(chan result, 1)
+			if how == "deadline" {
+				a.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			}
+			go func() {
+				n, err := a.Write(big)
+				res <- result{n, err}
+			}()
+			time.Sleep(50 * time.Millisecond)
+			switch how {
+			case "deadline from another goroutine":
+				a.SetWriteDeadline(time.Now())
+			case "close":
+				a.Close()
+			}
+			select {
+			case r := <-res:
+				if r.n <= 0 || r.n >= len(big) {
+					t.Errorf("wrote %d of %d bytes, want some but not all", r.n, len(big))
+				}
+				var ne net.Error
+				switch how {
+				case "close":
+					if !errors.Is(r.err, net.ErrClosed) {
+						t.Errorf("error %v, want net.ErrClosed", r.err)
+					}
+				default:
+					if !errors.Is(r.err, os.ErrDeadlineExceeded) || !errors.As(r.err, &ne) || !ne.Timeout() {
+						t.Errorf("error %v, want a timeout", r.err)
+					}
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the blocked Write was not released")
+			}
+		})
+	}
+}
+
+// A peer that resets the connection fails the Write (ECONNRESET or EPIPE)
+// without a SIGPIPE ending the process.
+func TestRawConnPeerReset(t *testing.T) {
+	a, b := rawPair(t, "tcp")
+	b.(*rawConn).Conn.(*net.TCPConn).SetLinger(0) // close sends RST
+	b.Close()
+	time.Sleep(20 * time.Millisecond)
+	var err error
+	for range 100 {
+		if _, err = a.Write([]byte("after the reset")); err != nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("write to a reset connection: %v, want ECONNRESET or EPIPE", err)
+	}
+	if _, err := a.Read(make([]byte, 8)); err == nil {
+		t.Fatal("read from a reset connection succeeded")
+	}
+	if n, err := a.Write(nil); n != 0 || err != nil {
+		t.Fatalf("empty write: %d, %v; want 0, nil", n, err)
+	}
+	a.Close()
+	if _, err := a.Write(nil); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("empty write on a closed connection: %v, want net.ErrClosed", err)
 	}
 }
