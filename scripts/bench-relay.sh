@@ -165,15 +165,21 @@ say "PgBouncer $("$pgbouncer" --version | head -n 1 | awk '{print $2}') (session
 wait_ready "$bouncer_port" PgBouncer "$work/pgbouncer.log"
 
 # --- pgsketch-proxy ----------------------------------------------------------
+# start_proxy BIN PORT LOG NAME PIDVAR: `BIN serve` on PORT in the background,
+# its stderr in LOG, its pid in the variable PIDVAR (set at once, so cleanup
+# stops it even if it never answers); then waits until it answers.
+start_proxy() {
+  # shellcheck disable=SC2086 # --proxy-args is split into words on purpose
+  "$1" serve --listen "127.0.0.1:$2" \
+    --upstream "postgres://127.0.0.1:$pg_port/?sslmode=disable" --log-level warn $proxy_args 2>"$3" &
+  printf -v "$5" %s "$!"
+  say "$4 serve on 127.0.0.1:$2"
+  wait_ready "$2" "$4" "$3"
+}
 say "building pgsketch-proxy"
 (cd "$repo" && go build -o "$work/pgsketch-proxy" ./cmd/pgsketch-proxy) || die "go build ./cmd/pgsketch-proxy failed"
 proxy_port=$(free_port)
-# shellcheck disable=SC2086 # --proxy-args is split into words on purpose
-"$work/pgsketch-proxy" serve --listen "127.0.0.1:$proxy_port" \
-  --upstream "postgres://127.0.0.1:$pg_port/?sslmode=disable" --log-level warn $proxy_args 2>"$work/proxy.log" &
-proxy_pid=$!
-say "pgsketch-proxy serve on 127.0.0.1:$proxy_port"
-wait_ready "$proxy_port" pgsketch-proxy "$work/proxy.log"
+start_proxy "$work/pgsketch-proxy" "$proxy_port" "$work/proxy.log" pgsketch-proxy proxy_pid
 
 targets=(direct pgbouncer proxy)
 declare -A port=([direct]=$pg_port [pgbouncer]=$bouncer_port [proxy]=$proxy_port)
@@ -184,12 +190,7 @@ if [ -n "$baseline" ]; then
   (cd "$repo" && git archive "$base_rev" | tar -x -C "$work/base") || die "git archive $base_rev failed"
   (cd "$work/base" && go build -o "$work/pgsketch-proxy-base" ./cmd/pgsketch-proxy) || die "go build of $base_rev failed"
   base_port=$(free_port)
-  # shellcheck disable=SC2086
-  "$work/pgsketch-proxy-base" serve --listen "127.0.0.1:$base_port" \
-    --upstream "postgres://127.0.0.1:$pg_port/?sslmode=disable" --log-level warn $proxy_args 2>"$work/base.log" &
-  base_pid=$!
-  say "baseline pgsketch-proxy ($base_rev) on 127.0.0.1:$base_port"
-  wait_ready "$base_port" "baseline pgsketch-proxy" "$work/base.log"
+  start_proxy "$work/pgsketch-proxy-base" "$base_port" "$work/base.log" "baseline pgsketch-proxy ($base_rev)" base_pid
   targets+=(baseline)
   port[baseline]=$base_port
 fi

@@ -67,17 +67,11 @@ func (h *HLL) AddHashes(xs []uint64) {
 func AddHashEach(sks []*HLL, hs []uint64) {
 	hs = hs[:len(sks)]
 	for i, h := range sks {
-		x := hs[i]
-		regs := h.regs
-		if regs == nil {
-			h.addSlow(x)
+		if h.regs == nil {
+			h.addSlow(hs[i])
 			continue
 		}
-		v := h.value[bits.TrailingZeros64(x>>h.log2m)]
-		j := x & uint64(len(regs)-1)
-		if v > regs[j] {
-			regs[j] = v
-		}
+		h.addReg(hs[i])
 	}
 }
 

@@ -138,11 +138,17 @@ func registerValue(x uint64, log2m, maxVal uint8) (idx uint64, val uint8) {
 // AddHash adds a 64-bit hash value. It never allocates once the sketch uses
 // registers.
 func (h *HLL) AddHash(x uint64) {
-	regs := h.regs
-	if regs == nil {
+	if h.regs == nil {
 		h.addSlow(x)
 		return
 	}
+	h.addReg(x)
+}
+
+// addReg raises x's register of a sketch that uses registers. It is small
+// enough to be inlined into AddHash and AddHashEach's loop.
+func (h *HLL) addReg(x uint64) {
+	regs := h.regs
 	v := h.value[bits.TrailingZeros64(x>>h.log2m)]
 	i := x & uint64(len(regs)-1)
 	if v > regs[i] {

@@ -58,22 +58,19 @@ type rawConn struct {
 // rawIO wraps c in a rawConn when it is a plain socket; anything else (a TLS
 // connection, a pipe) is returned as it is.
 func rawIO(c net.Conn) net.Conn {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return c
-	}
-	switch c.(type) {
-	case *net.TCPConn, *net.UnixConn:
+	var sc syscall.Conn
+	network := "tcp"
+	switch t := c.(type) {
+	case *net.TCPConn:
+		sc = t
+	case *net.UnixConn:
+		sc, network = t, "unix"
 	default:
 		return c
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
 		return c
-	}
-	network := "tcp"
-	if _, ok := c.(*net.UnixConn); ok {
-		network = "unix"
 	}
 	r := &rawConn{Conn: c, rc: rc, network: network}
 	r.readFn = r.read
