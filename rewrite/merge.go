@@ -236,18 +236,11 @@ func (m *matcher) rangeHours(p *Plan) (float64, bool) {
 // constTime reads a time literal ('2026-02-01', '2026-02-01 12:00', ...),
 // as UTC: a few hours' difference does not change an estimate of buckets.
 func constTime(e expr) (time.Time, bool) {
-	for {
-		c, ok := e.(*castExpr)
-		if !ok {
-			break
-		}
-		e = c.arg
-	}
-	c, ok := e.(*constExpr)
-	if !ok || c.kind != "str" {
+	s, ok := constString(e)
+	if !ok {
 		return time.Time{}, false
 	}
-	v := strings.TrimSpace(c.val)
+	v := strings.TrimSpace(s)
 	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04:05Z07:00",
 		"2006-01-02 15:04:05Z07", "2006-01-02 15:04:05.999999", "2006-01-02T15:04:05.999Z", "2006-01-02 15:04:05Z07:00"} {
 		if t, err := time.Parse(layout, v); err == nil {

@@ -215,7 +215,6 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 	if jitOff {
 		ps = &sessionState(c.s).prepared
 	}
-	names := make([]string, len(sts))
 	fresh := make([]bool, len(sts))
 	for i, st := range sts {
 		if c.ext {
@@ -241,7 +240,6 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 		if ps != nil {
 			var evicted string
 			stmt, fresh[i], evicted = ps.name(st)
-			names[i] = stmt
 			if evicted != "" {
 				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: evicted})
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
+	"strconv"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -512,41 +513,14 @@ func xxAvalanche(h uint64) uint64 {
 	return h
 }
 
-// hashLongInt is hashInt for the other values.
+// hashLongInt is hashInt for the other values: rare, so printed and hashed
+// the plain way.
 func hashLongInt(n int64) uint64 {
 	var buf [20]byte
-	i := len(buf)
-	u := uint64(n)
-	if n < 0 {
-		u = -u
-	}
-	for u >= 100 {
-		q := u / 100
-		r := u - q*100
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[2*r], digitPairs[2*r+1]
-		u = q
-	}
-	if u >= 10 {
-		i -= 2
-		buf[i], buf[i+1] = digitPairs[2*u], digitPairs[2*u+1]
-	} else {
-		i--
-		buf[i] = byte('0' + u)
-	}
-	if n < 0 {
-		i--
-		buf[i] = '-'
-	}
-	return xxh64Short(buf[i:])
+	return xxhash.Sum64(strconv.AppendInt(buf[:0], n, 10))
 }
 
-const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
-	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
-	"8081828384858687888990919293949596979899"
-
-// xxhash64 (seed 0) of an input shorter than 32 bytes, as
-// github.com/cespare/xxhash/v2 computes it.
+// xxhash64's primes (seed 0), as github.com/cespare/xxhash/v2 uses them.
 const (
 	xxPrime1 uint64 = 11400714785074694791
 	xxPrime2 uint64 = 14029467366897019727
@@ -554,23 +528,3 @@ const (
 	xxPrime4 uint64 = 9650029242287828579
 	xxPrime5 uint64 = 2870177450012600261
 )
-
-func xxh64Short(b []byte) uint64 {
-	h := xxPrime5 + uint64(len(b))
-	for ; len(b) >= 8; b = b[8:] {
-		k := binary.LittleEndian.Uint64(b) * xxPrime2
-		k = bits.RotateLeft64(k, 31) * xxPrime1
-		h ^= k
-		h = bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4
-	}
-	if len(b) >= 4 {
-		h ^= uint64(binary.LittleEndian.Uint32(b)) * xxPrime1
-		h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
-		b = b[4:]
-	}
-	for _, c := range b {
-		h ^= uint64(c) * xxPrime5
-		h = bits.RotateLeft64(h, 11) * xxPrime1
-	}
-	return xxAvalanche(h)
-}

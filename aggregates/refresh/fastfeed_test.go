@@ -39,21 +39,6 @@ func TestHashInt(t *testing.T) {
 	}
 }
 
-func TestXXH64Short(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	b := make([]byte, 31)
-	for range 2000 {
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
-		for n := range len(b) + 1 {
-			if got, want := xxh64Short(b[:n]), xxhash.Sum64(b[:n]); got != want {
-				t.Fatalf("xxh64Short(%x) = %#x, want %#x", b[:n], got, want)
-			}
-		}
-	}
-}
-
 func TestDimIndex(t *testing.T) {
 	var x dimIndex
 	r := rand.New(rand.NewPCG(5, 6))

@@ -93,7 +93,6 @@ type groups struct {
 	tuples atomic.Int64 // tuples read, for progress and error messages
 	rd     copyReader
 	key    []byte
-	num    []byte
 	// instants, when set, maps local bucket starts to the instants written.
 	instants map[int64]int64
 	// byBucket indexes m by bucket, then by the number dimIDs gives the
@@ -230,8 +229,7 @@ func (g *groups) hash(form string, v []byte) (uint64, error) {
 		}
 		n = int64(binary.BigEndian.Uint64(v))
 	}
-	g.num = strconv.AppendInt(g.num[:0], n, 10) // what int2out, int4out, int8out print
-	return xxhash.Sum64(g.num), nil
+	return hashInt(n), nil // xxhash64 of what int2out, int4out, int8out print
 }
 
 // flush adds the pending hashes of field i to its sketch and sets the
