@@ -19,6 +19,16 @@
 // In the upstream-to-client direction it counts ReadyForQuery messages, so it
 // knows when the replies to everything forwarded have been relayed.
 //
+// On Linux the steady state of a plain (non-TLS) session starts in an event
+// loop (loop_linux.go): one goroutine per GOMAXPROCS thread waits on the
+// sockets of all its sessions in an epoll set of its own and relays Query
+// messages and whole extended-protocol groups the Handler does not want, and
+// every reply, as PgBouncer does, without a goroutine per direction to park
+// and wake. At the first thing it does not do (a request the Handler wants,
+// COPY from the client, a full socket, an end of stream, Shutdown) the
+// session leaves the loop for good, and two goroutines (relay.go) carry on
+// from the state it left.
+//
 // The Handler is the seam for pgsketch's query rewriting: wire imports
 // neither rewrite nor aggregates. A Handler says, per Query or Parse, whether
 // it wants the request; a wanted request is handed to Handler.Serve once the

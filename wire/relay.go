@@ -190,8 +190,21 @@ func (rs *relayState) closeHandover() {
 
 var errSessionClosed = errors.New("session closed")
 
-// relayLoop runs the steady state until either side leaves.
-func (ss *session) relayLoop() error {
+// handoff is where the event loop (loop_linux.go) left a session it gives
+// back to the relay's goroutines: the bytes it read but did not forward and
+// the state of both directions. The zero handoff starts a session afresh.
+type handoff struct {
+	clientBuf        []byte // client bytes read, from a message start, not yet looked at
+	toUp             []byte // client bytes recorded as forwarded, not yet written upstream
+	toClient         []byte // upstream bytes walked, not yet written to the client
+	toClientBoundary bool   // toClient ends at a message boundary
+	up               upScan
+	upErr            error // the upstream broke the protocol after toClient
+	unsynced         bool
+}
+
+// relayLoop runs the steady state until either side leaves, starting from h.
+func (ss *session) relayLoop(h handoff) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ss.mu.Lock()
@@ -203,35 +216,89 @@ func (ss *session) relayLoop() error {
 	}
 	upDone := make(chan error, 1)
 	go func() {
-		err := ss.upstreamLoop()
+		err := ss.upstreamLoop(h)
 		ss.close() // without its upstream the session cannot go on
 		upDone <- err
 	}()
-	err := ss.clientLoop(ctx)
+	err := ss.clientLoop(ctx, h)
 	cancel()
 	ss.close()
 	uerr := <-upDone
 	return errors.Join(err, uerr)
 }
 
+// upScan follows the upstream's message boundaries across reads, looking
+// only at the 5-byte headers.
+type upScan struct {
+	hdr      [5]byte
+	hdrN     int  // header bytes seen of the current message
+	need     int  // body bytes still to come of the current message
+	typ      byte // type of the current (or last) message
+	lastType byte // type of the last complete message
+}
+
+// next walks chunk from pos to the end of the current message or of chunk,
+// whichever comes first, and returns where it stopped; ended reports that a
+// message (of type u.typ) ended there.
+func (u *upScan) next(chunk []byte, pos int) (end int, ended bool, err error) {
+	for pos < len(chunk) {
+		if u.need > 0 {
+			k := min(u.need, len(chunk)-pos)
+			pos += k
+			u.need -= k
+		} else {
+			k := min(5-u.hdrN, len(chunk)-pos)
+			copy(u.hdr[u.hdrN:], chunk[pos:pos+k])
+			u.hdrN += k
+			pos += k
+			if u.hdrN < 5 {
+				continue
+			}
+			u.hdrN = 0
+			u.typ = u.hdr[0]
+			l := int(int32(binary.BigEndian.Uint32(u.hdr[1:])))
+			if l < 4 {
+				return pos, false, fmt.Errorf("%w: invalid message length %d from the upstream server", ErrProtocol, l)
+			}
+			u.need = l - 4
+		}
+		if u.need == 0 && u.hdrN == 0 {
+			u.lastType = u.typ
+			return pos, true, nil
+		}
+	}
+	return pos, false, nil
+}
+
+// atBoundary reports whether the bytes walked end at a message boundary.
+func (u *upScan) atBoundary() bool { return u.hdrN == 0 && u.need == 0 }
+
+// readyFor records a ReadyForQuery with transaction status status.
+func (rs *relayState) readyFor(status byte) {
+	rs.ready.Store((rs.ready.Load()>>8+1)<<8 | uint64(status))
+}
+
 // upstreamLoop copies the upstream's bytes to the client (or, during a
 // handover, to the Handler), walking message headers to count ReadyForQuery
 // and to notice COPY.
-func (ss *session) upstreamLoop() error {
+func (ss *session) upstreamLoop(h handoff) error {
 	rs := &ss.relay
 	buf := make([]byte, readBufSize)
 	var msgs int64 // messages seen since the last count
 	defer func() { ss.srv.metrics.messagesFromUpstream.Add(msgs) }()
-	var (
-		hdr      [5]byte
-		hdrN     int  // header bytes seen of the current message
-		need     int  // body bytes still to come of the current message
-		typ      byte // type of the current (or last) message
-		lastType byte // type of the last complete message
-	)
+	u := h.up
+	if len(h.toClient) > 0 {
+		if err := ss.writeClient(h.toClient, h.toClientBoundary); err != nil {
+			return err
+		}
+	}
+	if h.upErr != nil {
+		ss.abort(sqlstateProtocolViolation, "pgsketch-proxy: "+h.upErr.Error())
+		return h.upErr
+	}
 	for {
 		rs.mu.Lock()
-		rs.idle = hdrN == 0 && need == 0
+		rs.idle = u.atBoundary()
 		granted := rs.idle && rs.canGrantLocked()
 		if granted {
 			rs.grantLocked()
@@ -275,36 +342,21 @@ func (ss *session) upstreamLoop() error {
 			return ss.writeClient(part, boundary)
 		}
 		for pos := 0; pos < n; {
-			if need > 0 {
-				k := min(need, n-pos)
-				pos += k
-				need -= k
-			} else {
-				k := min(5-hdrN, n-pos)
-				copy(hdr[hdrN:], chunk[pos:pos+k])
-				hdrN += k
-				pos += k
-				if hdrN < 5 {
-					continue
-				}
-				hdrN = 0
-				typ = hdr[0]
-				l := int(int32(binary.BigEndian.Uint32(hdr[1:])))
-				if l < 4 {
-					ss.abort(sqlstateProtocolViolation, fmt.Sprintf("pgsketch-proxy: invalid message length %d from the upstream server", l))
-					return fmt.Errorf("%w: upstream message length %d", ErrProtocol, l)
-				}
-				need = l - 4
+			var ended bool
+			var perr error
+			pos, ended, perr = u.next(chunk, pos)
+			if perr != nil {
+				ss.abort(sqlstateProtocolViolation, "pgsketch-proxy: "+perr.Error())
+				return perr
 			}
-			if need > 0 || hdrN > 0 {
+			if !ended {
 				continue
 			}
-			// A message ended at pos.
 			msgs++
-			lastType = typ
+			typ := u.typ
 			if typ == 'Z' {
 				// Its one-byte body, the transaction status, ends at pos.
-				rs.ready.Store((rs.ready.Load()>>8+1)<<8 | uint64(chunk[pos-1]))
+				rs.readyFor(chunk[pos-1])
 			}
 			if handover {
 				// One message per pipe write, so the Handler never reads past
@@ -334,17 +386,11 @@ func (ss *session) upstreamLoop() error {
 					}
 					rs.mu.Unlock()
 				}
-			case 'G', 'W': // CopyInResponse, CopyBothResponse
-				rs.mu.Lock()
-				rs.copyStartedLocked()
-				rs.mu.Unlock()
-			case 'E':
-				rs.mu.Lock()
-				rs.copyIn = false // an error ends COPY; later copy messages are dropped
-				rs.mu.Unlock()
+			default:
+				rs.noted(typ)
 			}
 		}
-		if err := deliver(n, need == 0 && hdrN == 0); err != nil {
+		if err := deliver(n, u.atBoundary()); err != nil {
 			return err
 		}
 		if err != nil {
@@ -355,7 +401,7 @@ func (ss *session) upstreamLoop() error {
 				ss.close()
 				return nil
 			}
-			if lastType == 'E' && errors.Is(err, io.EOF) {
+			if u.lastType == 'E' && errors.Is(err, io.EOF) {
 				// The upstream said why (e.g. FATAL terminating connection).
 				ss.close()
 				return nil
@@ -364,6 +410,21 @@ func (ss *session) upstreamLoop() error {
 				fmt.Sprintf("pgsketch-proxy lost the upstream server %s: %v", ss.srv.upstreamName, err))
 			return fmt.Errorf("%w: %w", errUpstreamGone, err)
 		}
+	}
+}
+
+// noted records what an upstream message other than ReadyForQuery changes:
+// the start or the end of a COPY from the client.
+func (rs *relayState) noted(typ byte) {
+	switch typ {
+	case 'G', 'W': // CopyInResponse, CopyBothResponse
+		rs.mu.Lock()
+		rs.copyStartedLocked()
+		rs.mu.Unlock()
+	case 'E':
+		rs.mu.Lock()
+		rs.copyIn = false // an error ends COPY; later copy messages are dropped
+		rs.mu.Unlock()
 	}
 }
 
@@ -521,24 +582,26 @@ func (tr *statementTracker) wants(h Handler, typ byte, body []byte, inspectSize 
 
 // clientLoop reads the client's messages and forwards them upstream, handing
 // wanted requests to the Handler.
-func (ss *session) clientLoop(ctx context.Context) error {
+func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
 	cfg := &ss.srv.cfg
 	rs := &ss.relay
 	h := cfg.Handler
 	tr := statementTracker{stmts: map[string]bool{}, portals: map[string]bool{}}
-	buf := make([]byte, readBufSize)
+	buf := make([]byte, max(readBufSize, len(h0.clientBuf)))
 	var (
-		r, w           int    // unread bytes are buf[r:w]
-		stream         int    // bytes still to relay raw of a message too big to hold
-		out            []byte // bytes for the upstream
-		groupStart     = -1   // where the open extended-protocol group starts in out
-		groupWanted    bool   // the open group holds a message the Handler wants
-		groupCommitted bool   // the open group goes upstream whatever comes
-		groupWants     []bool // per message of the open group: the Handler wants it
+		r              int                         // unread bytes are buf[r:w]
+		w              = copy(buf, h0.clientBuf)   // what the event loop read
+		primed         = w > 0 || len(h0.toUp) > 0 // work to do before reading
+		out            = h0.toUp                   // bytes for the upstream
+		stream         int                         // bytes still to relay raw of a message too big to hold
+		groupStart     = -1                        // where the open extended-protocol group starts in out
+		groupWanted    bool                        // the open group holds a message the Handler wants
+		groupCommitted bool                        // the open group goes upstream whatever comes
+		groupWants     []bool                      // per message of the open group: the Handler wants it
 		// unsynced: extended-protocol messages went upstream since the last
 		// Sync, so the upstream owes replies no ReadyForQuery will mark; a
 		// wanted request then goes upstream too.
-		unsynced bool
+		unsynced = h0.unsynced
 	)
 	inspectLimit := cfg.InspectSize + 5
 	flush := func(all bool) error {
@@ -633,8 +696,14 @@ func (ss *session) clientLoop(ctx context.Context) error {
 			ss.srv.metrics.messagesFromClients.Add(msgs)
 			msgs = 0
 		}
-		n, err := ss.client.Read(buf[w:])
-		w += n
+		var n int
+		var err error
+		if primed {
+			primed = false
+		} else {
+			n, err = ss.client.Read(buf[w:])
+			w += n
+		}
 		for r < w {
 			if stream > 0 {
 				k := min(stream, w-r)

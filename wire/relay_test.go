@@ -47,7 +47,7 @@ func newRelay(t *testing.T, h Handler) (sess *session, client, up net.Conn, done
 	sess = newSession(srv, clientEnd)
 	sess.up = upEnd
 	done = make(chan struct{})
-	go func() { sess.relayLoop(); close(done) }()
+	go func() { sess.relayLoop(handoff{}); close(done) }()
 	return
 }
 
@@ -164,7 +164,7 @@ func TestRelayShutdownStalledClient(t *testing.T) {
 	srv.mu.Unlock()
 	go func() {
 		defer srv.wg.Done()
-		sess.relayLoop()
+		sess.relayLoop(handoff{})
 		srv.mu.Lock()
 		delete(srv.sessions, sess)
 		srv.mu.Unlock()

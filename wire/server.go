@@ -77,6 +77,7 @@ type Server struct {
 	upstreamName string
 	cancels      cancelRegistry
 	metrics      Metrics
+	loops        loopSet
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

@@ -47,6 +47,12 @@ type session struct {
 	closed bool
 	// cancel ends the context a Handler serves under; set by relayLoop.
 	cancel context.CancelFunc
+	// leave takes the session out of the event loop and waits until the
+	// loop has let go of its sockets; nil when the loop does not hold it.
+	// noLoop keeps a session out of the loop once anything else is about
+	// to write to or close its connections.
+	leave  func()
+	noLoop bool
 
 	clientMu       sync.Mutex  // serialises writes to the client
 	clientBoundary atomic.Bool // the bytes written to the client end at a message boundary
@@ -96,7 +102,10 @@ func (ss *session) run() {
 	ss.client.SetDeadline(time.Time{})
 	ss.up.SetDeadline(time.Time{})
 	ss.log.Debug("session started", "user", ss.params["user"], "database", ss.params["database"])
-	err := ss.relayLoop()
+	// The event loop relays the session for as long as it can (loop_linux.go);
+	// the relay's goroutines take over from where it stopped.
+	h := ss.srv.loops.relay(ss)
+	err := ss.relayLoop(h)
 	ss.log.Debug("session ended", "err", err)
 	switch {
 	case errors.Is(err, ErrProtocol):
@@ -106,8 +115,21 @@ func (ss *session) run() {
 	}
 }
 
+// leaveLoop takes the session out of the event loop, if it is in one, and
+// keeps it out, so that its connections may be written to and closed.
+func (ss *session) leaveLoop() {
+	ss.mu.Lock()
+	ss.noLoop = true
+	leave := ss.leave
+	ss.mu.Unlock()
+	if leave != nil {
+		leave()
+	}
+}
+
 // close closes both connections, once.
 func (ss *session) close() {
+	ss.leaveLoop()
 	ss.mu.Lock()
 	if ss.closed {
 		ss.mu.Unlock()
@@ -133,6 +155,7 @@ func (ss *session) close() {
 // far end at a message boundary) and closes the session. A writer blocked on
 // a client that does not read is released first.
 func (ss *session) abort(code, msg string) {
+	ss.leaveLoop()
 	ss.mu.Lock()
 	client := ss.client
 	ss.mu.Unlock()

@@ -1,0 +1,596 @@
+//go:build linux && !race
+
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// The event loop relays plain sessions the way PgBouncer does: one goroutine
+// waits for all their sockets at once and moves the bytes of whichever is
+// ready, with no goroutine per direction to park and wake per message. It
+// serves the steady state of a session that a Handler does not touch: Query
+// messages and extended-protocol groups (up to Sync or Flush) that the
+// Handler does not want, and every reply. Anything else makes the session
+// leave the loop for good, handing what it read to the relay's goroutines
+// (relay.go), which carry on from there: a request the Handler wants, COPY
+// from the client, a function call, Terminate, a message too big for the
+// loop's buffer, a socket that will not take all it is given, an end of
+// stream or an error (which the goroutines then meet and report), and
+// Shutdown or anything else that wants to write to or close the session's
+// connections.
+//
+// The loop keeps its own epoll set, level-triggered, so a socket that still
+// holds bytes or an end of stream stays reported, and waits for that set in
+// Go's poller: the epoll descriptor is readable when one of its sockets is,
+// and the loop runs inside one long syscall.RawConn.Read of it. The
+// runtime's thread waits in its own epoll_wait as for any connection, and no
+// thread blocks outside the runtime's knowledge.
+//
+// A session's sockets stay open, owned by their net.Conn, while the loop
+// uses their descriptors: they are closed only after the loop let go of
+// them (session.leaveLoop).
+//
+// Race builds do without the loop (loop_other.go), as they do without raw
+// system calls (rawio_linux.go).
+
+// loopBufSize is the loop's read buffer per session and direction. The
+// client's grows for a request up to Config.InspectSize; a bigger one makes
+// the session leave the loop.
+const loopBufSize = readBufSize
+
+// loopEvents is how many events one epoll_wait returns at most.
+const loopEvents = 128
+
+// loopSet is a server's event loops: one per thread that runs Go code
+// (GOMAXPROCS), each started with its first session and ended with its last.
+type loopSet struct {
+	once  sync.Once
+	slots []loopSlot
+	next  atomic.Uint32
+}
+
+// loopSlot holds a loop while it runs and the requests for it.
+type loopSlot struct {
+	mu    sync.Mutex
+	loop  *eventLoop
+	queue []loopRequest
+}
+
+type loopRequest struct {
+	fs    *fastSession
+	leave bool // take fs out of the loop; otherwise add it
+}
+
+// fastSession is a session while a loop relays it.
+type fastSession struct {
+	ss       *session
+	cfd, ufd int // the client's and the upstream's socket
+	cbuf     []byte
+	cr, cw   int // client bytes read and not yet forwarded: cbuf[cr:cw]
+	ubuf     []byte
+	up       upScan
+	unsynced bool // as clientLoop's
+	// h is what the goroutines start from; written before released closes.
+	h        handoff
+	released chan struct{}
+	gone     bool // the loop let go (loop goroutine only)
+	// queued: the request to add it went to a loop; leaving: a request to
+	// take it out came. Both under the slot's mu.
+	queued, leaving bool
+}
+
+// relay runs ss in an event loop until it leaves the loop, and returns
+// where the relay's goroutines take over. A session the loop cannot serve
+// (TLS on either side, an unknown kind of socket) returns at once.
+func (set *loopSet) relay(ss *session) handoff {
+	ss.mu.Lock()
+	client, up, closed := ss.client, ss.up, ss.closed
+	ss.mu.Unlock()
+	cfd, ok1 := socketFD(client)
+	ufd, ok2 := socketFD(up)
+	if closed || !ok1 || !ok2 {
+		return handoff{}
+	}
+	set.once.Do(func() { set.slots = make([]loopSlot, runtime.GOMAXPROCS(0)) })
+	slot := &set.slots[int(set.next.Add(1))%len(set.slots)]
+	fs := &fastSession{ss: ss, cfd: cfd, ufd: ufd, released: make(chan struct{})}
+	ss.mu.Lock()
+	if ss.noLoop {
+		ss.mu.Unlock()
+		return handoff{}
+	}
+	ss.leave = func() {
+		slot.request(loopRequest{fs: fs, leave: true})
+		<-fs.released
+	}
+	ss.mu.Unlock()
+	if err := slot.request(loopRequest{fs: fs}); err != nil {
+		ss.log.Debug("event loop unavailable", "err", err)
+		close(fs.released)
+	}
+	<-fs.released
+	ss.mu.Lock()
+	ss.leave = nil
+	ss.mu.Unlock()
+	return fs.h
+}
+
+// socketFD returns the descriptor of a connection the loop can serve: a
+// plain socket read and written with raw system calls.
+func socketFD(c any) (int, bool) {
+	cc, ok := c.(countedConn)
+	if !ok {
+		return 0, false
+	}
+	rc, ok := cc.Conn.(*rawConn)
+	if !ok {
+		return 0, false
+	}
+	fd := -1
+	if err := rc.rc.Control(func(f uintptr) { fd = int(f) }); err != nil || fd < 0 {
+		return 0, false
+	}
+	return fd, true
+}
+
+// errLeaving refuses to add a session that was asked to leave first.
+var errLeaving = errors.New("session leaving")
+
+// request queues req for the slot's loop, starting one if none runs. A
+// session asked to leave before it was added is not added; one asked after
+// its loop ended has left already.
+func (slot *loopSlot) request(req loopRequest) error {
+	slot.mu.Lock()
+	if req.leave {
+		req.fs.leaving = true
+		if slot.loop == nil || !req.fs.queued {
+			slot.mu.Unlock()
+			return nil
+		}
+	} else if req.fs.leaving {
+		slot.mu.Unlock()
+		return errLeaving
+	}
+	l := slot.loop
+	if l == nil {
+		var err error
+		if l, err = newEventLoop(slot); err != nil {
+			slot.mu.Unlock()
+			return err
+		}
+		slot.loop = l
+		go l.run()
+	}
+	req.fs.queued = true
+	slot.queue = append(slot.queue, req)
+	slot.mu.Unlock()
+	l.wake()
+	return nil
+}
+
+// eventLoop is one loop: its epoll set, the wake-up eventfd in it, and the
+// sessions it holds, by socket.
+type eventLoop struct {
+	slot     *loopSlot
+	epfd     int
+	efd      int
+	file     *os.File // epfd, for Go's poller
+	rc       syscall.RawConn
+	sessions map[int32]*fastSession
+	events   [loopEvents]syscall.EpollEvent
+	reqs     []loopRequest
+	pollFn   func(uintptr) bool
+}
+
+func newEventLoop(slot *loopSlot) (*eventLoop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	efd, _, errno := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errno != 0 {
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("eventfd2", errno)
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(efd)}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, int(efd), &ev); err != nil {
+		syscall.Close(int(efd))
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	l := &eventLoop{slot: slot, epfd: epfd, efd: int(efd), sessions: map[int32]*fastSession{}}
+	l.file = os.NewFile(uintptr(epfd), "epoll")
+	if l.rc, err = l.file.SyscallConn(); err != nil {
+		l.file.Close()
+		syscall.Close(l.efd)
+		return nil, err
+	}
+	l.pollFn = l.poll
+	return l, nil
+}
+
+// wake makes the loop look at its requests.
+func (l *eventLoop) wake() {
+	one := uint64(1)
+	for {
+		_, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.efd), uintptr(unsafe.Pointer(&one)), 8)
+		if errno != syscall.EINTR {
+			return // EAGAIN: the counter is full, so the loop has a wake-up coming
+		}
+	}
+}
+
+// run is the loop's goroutine. It ends when the loop holds no session and
+// no request waits, or if its epoll set fails, after letting every session go.
+func (l *eventLoop) run() {
+	err := l.rc.Read(l.pollFn)
+	if err != nil || len(l.sessions) > 0 {
+		// Not an exit by poll: let every session go and refuse new ones.
+		l.slot.mu.Lock()
+		l.slot.loop = nil
+		reqs := l.slot.queue
+		l.slot.queue = nil
+		l.slot.mu.Unlock()
+		for _, fs := range l.sessions {
+			l.release(fs, "event loop failed")
+		}
+		for _, r := range reqs {
+			l.release(r.fs, "event loop failed")
+		}
+	}
+	l.file.Close()
+	syscall.Close(l.efd)
+}
+
+// poll is called by rc.Read whenever the epoll set is readable; it returns
+// false to wait for it again, true to end the loop.
+func (l *eventLoop) poll(uintptr) bool {
+	for {
+		n, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd),
+			uintptr(unsafe.Pointer(&l.events[0])), loopEvents, 0, 0, 0)
+		switch errno {
+		case 0:
+		case syscall.EINTR:
+			continue
+		default:
+			return true
+		}
+		if n == 0 {
+			// Wait only with the ready list empty. An event the loop did not
+			// exhaust (a read that took the data but left the end of stream,
+			// a full buffer) stays on the list, level-triggered, but adds no
+			// new edge for Go's poller, which would then never wake the loop.
+			return false
+		}
+		for i := range int(n) {
+			ev := &l.events[i]
+			if int(ev.Fd) == l.efd {
+				if l.requests() {
+					return true
+				}
+				continue
+			}
+			fs := l.sessions[ev.Fd]
+			if fs == nil {
+				continue // let go earlier in this batch
+			}
+			if ev.Fd == int32(fs.cfd) {
+				l.fromClient(fs)
+			} else {
+				l.fromUpstream(fs)
+			}
+		}
+	}
+}
+
+// requests takes in the queued requests; it reports whether the loop has
+// nothing left and ends (then no request can reach it: the slot is empty).
+func (l *eventLoop) requests() (exit bool) {
+	var cnt [8]byte
+	syscall.RawSyscall(syscall.SYS_READ, uintptr(l.efd), uintptr(unsafe.Pointer(&cnt[0])), 8)
+	l.slot.mu.Lock()
+	l.reqs = append(l.reqs[:0], l.slot.queue...)
+	l.slot.queue = l.slot.queue[:0]
+	if len(l.reqs) == 0 && len(l.sessions) == 0 {
+		l.slot.loop = nil
+		l.slot.mu.Unlock()
+		return true
+	}
+	l.slot.mu.Unlock()
+	for _, r := range l.reqs {
+		switch {
+		case r.leave:
+			if !r.fs.gone && l.sessions[int32(r.fs.cfd)] == r.fs {
+				l.release(r.fs, "asked to")
+			}
+		case r.fs.gone:
+		default:
+			l.add(r.fs)
+		}
+	}
+	clear(l.reqs)
+	if len(l.sessions) == 0 {
+		// Wake once more to end, after any request that raced this one.
+		l.wake()
+	}
+	return false
+}
+
+// add registers a session's sockets.
+func (l *eventLoop) add(fs *fastSession) {
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(fs.cfd)}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fs.cfd, &ev); err != nil {
+		l.release(fs, "epoll_ctl: "+err.Error())
+		return
+	}
+	ev.Fd = int32(fs.ufd)
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fs.ufd, &ev); err != nil {
+		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fs.cfd, nil)
+		l.release(fs, "epoll_ctl: "+err.Error())
+		return
+	}
+	fs.cbuf = make([]byte, loopBufSize)
+	fs.ubuf = make([]byte, loopBufSize)
+	l.sessions[int32(fs.cfd)] = fs
+	l.sessions[int32(fs.ufd)] = fs
+}
+
+// release takes fs out of the loop, if it is in, and hands it to its
+// goroutines with what the loop holds of it.
+func (l *eventLoop) release(fs *fastSession, why string) {
+	if fs.gone {
+		return
+	}
+	fs.gone = true
+	if l.sessions[int32(fs.cfd)] == fs {
+		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fs.cfd, nil)
+		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fs.ufd, nil)
+		delete(l.sessions, int32(fs.cfd))
+		delete(l.sessions, int32(fs.ufd))
+		if len(l.sessions) == 0 {
+			l.wake() // to end the loop, unless a request comes first
+		}
+	}
+	if fs.cr < fs.cw {
+		fs.h.clientBuf = append(fs.h.clientBuf, fs.cbuf[fs.cr:fs.cw]...)
+	}
+	fs.h.up = fs.up
+	fs.h.unsynced = fs.unsynced
+	fs.cbuf, fs.ubuf = nil, nil
+	fs.ss.log.Debug("relay leaves the event loop", "reason", why)
+	close(fs.released)
+}
+
+// fromClient reads what the client sent and forwards the whole requests the
+// loop may.
+func (l *eventLoop) fromClient(fs *fastSession) {
+	ss := fs.ss
+	if fs.cw == len(fs.cbuf) {
+		// A request bigger than the buffer, within the limit requests
+		// checks: make room for it.
+		fs.cbuf = append(fs.cbuf, make([]byte, len(fs.cbuf))...)
+	}
+	n, errno := rawRead(fs.cfd, fs.cbuf[fs.cw:])
+	switch {
+	case errno == syscall.EAGAIN:
+		return
+	case errno != 0 || n == 0:
+		// The goroutines read again and meet the end or the error.
+		l.release(fs, "client end of stream or error")
+		return
+	}
+	ss.srv.metrics.bytesFromClients.Add(int64(n))
+	fs.cw += n
+	start := fs.cr
+	end, msgs, why := fs.requests()
+	ss.srv.metrics.messagesFromClients.Add(msgs)
+	fs.cr = end
+	if end > start {
+		w, errno := rawWrite(fs.ufd, fs.cbuf[start:end])
+		if w > 0 {
+			ss.srv.metrics.bytesToUpstream.Add(int64(w))
+		}
+		if w < end-start {
+			// The rest is forwarded as far as the relay's state goes; the
+			// goroutines write it (and meet the error, if there was one).
+			fs.h.toUp = append(fs.h.toUp, fs.cbuf[start+w:end]...)
+			if why == "" {
+				why = "upstream socket full"
+				if errno != 0 && errno != syscall.EAGAIN {
+					why = "upstream write error"
+				}
+			}
+		}
+	}
+	if why != "" {
+		l.release(fs, why)
+		return
+	}
+	if fs.cr == fs.cw {
+		fs.cr, fs.cw = 0, 0
+		if len(fs.cbuf) > loopBufSize {
+			fs.cbuf = make([]byte, loopBufSize) // drop a buffer grown for one big request
+		}
+	} else if fs.cw == len(fs.cbuf) && fs.cr > 0 {
+		fs.cw = copy(fs.cbuf, fs.cbuf[fs.cr:fs.cw])
+		fs.cr = 0
+	}
+}
+
+// requests walks the client's bytes from cbuf[cr:cw] and returns the end of
+// the whole requests the loop forwards: Query messages and extended-protocol
+// groups up to Sync or Flush, none of which the Handler wants. It records
+// them as forwarded, as clientLoop does. A non-empty why says the session
+// must leave the loop at end: a message the loop does not forward (or that
+// needs more than its buffer) comes next.
+func (fs *fastSession) requests() (end int, msgs int64, why string) {
+	cfg := &fs.ss.srv.cfg
+	rs := &fs.ss.relay
+	b := fs.cbuf[:fs.cw]
+	limit := cfg.InspectSize + 5 // as clientLoop holds back
+	end = fs.cr
+	group := -1 // start of the extended-protocol group being walked
+	for p := fs.cr; len(b)-p >= 5; {
+		typ := b[p]
+		l := int(int32(binary.BigEndian.Uint32(b[p+1:])))
+		if l < 4 || l-4 > cfg.MaxMessageSize {
+			return end, msgs, "invalid message length" // clientLoop reports it
+		}
+		total := 1 + l
+		if total > limit || group >= 0 && p+total-group > limit {
+			return end, msgs, "client request larger than the inspect size"
+		}
+		if len(b)-p < total {
+			break // read the rest of it
+		}
+		body := b[p+5 : p+total]
+		switch typ {
+		case 'Q':
+			if group >= 0 {
+				return end, msgs, "query inside an extended-protocol group"
+			}
+			if len(body) > 0 && cfg.Handler.Intercept(body[:len(body)-1]) {
+				return end, msgs, "request for the handler"
+			}
+			rs.forwarded('Q')
+			fs.unsynced = false
+			p += total
+			end = p
+			msgs++
+		case 'P', 'B', 'D', 'E', 'C', 'H', 'S':
+			if group < 0 {
+				group = p
+			}
+			if typ == 'P' {
+				_, rest := cstring(body)
+				if query, _ := cstring(rest); len(query) <= cfg.InspectSize && cfg.Handler.Intercept(query) {
+					return end, msgs, "request for the handler"
+				}
+			}
+			p += total
+			if typ != 'S' && typ != 'H' {
+				continue
+			}
+			// The group is whole and nothing in it is wanted: it goes.
+			for q := group; q < p; q += 1 + int(binary.BigEndian.Uint32(b[q+1:])) {
+				switch b[q] {
+				case 'S':
+					rs.forwarded('S')
+					fs.unsynced = false
+				case 'H':
+				default:
+					fs.unsynced = true
+				}
+				msgs++
+			}
+			group = -1
+			end = p
+		default:
+			return end, msgs, "client message " + strconv.QuoteRune(rune(typ))
+		}
+	}
+	return end, msgs, ""
+}
+
+// fromUpstream reads what the upstream sent and writes it to the client,
+// following the messages as upstreamLoop does.
+func (l *eventLoop) fromUpstream(fs *fastSession) {
+	ss := fs.ss
+	rs := &ss.relay
+	m := &ss.srv.metrics
+	n, errno := rawRead(fs.ufd, fs.ubuf)
+	switch {
+	case errno == syscall.EAGAIN:
+		return
+	case errno != 0 || n == 0:
+		l.release(fs, "upstream end of stream or error")
+		return
+	}
+	m.bytesFromUpstream.Add(int64(n))
+	chunk := fs.ubuf[:n]
+	var msgs int64
+	last := -1 // where the last message that ended in chunk ends
+	for pos := 0; pos < n; {
+		var ended bool
+		var err error
+		pos, ended, err = fs.up.next(chunk, pos)
+		if err != nil {
+			// The messages before the bad one still reach the client, then
+			// upstreamLoop reports it.
+			if last >= 0 {
+				fs.h.toClient = append(fs.h.toClient, chunk[:last]...)
+				fs.h.toClientBoundary = true
+			}
+			fs.h.upErr = err
+			m.messagesFromUpstream.Add(msgs)
+			l.release(fs, err.Error())
+			return
+		}
+		if !ended {
+			continue
+		}
+		msgs++
+		last = pos
+		if fs.up.typ == 'Z' {
+			rs.readyFor(chunk[pos-1])
+			rs.mu.Lock()
+			rs.answeredLocked()
+			rs.mu.Unlock()
+		} else {
+			rs.noted(fs.up.typ)
+		}
+	}
+	m.messagesFromUpstream.Add(msgs)
+	boundary := fs.up.atBoundary()
+	w, errno := rawWrite(fs.cfd, chunk)
+	if w > 0 {
+		m.bytesToClients.Add(int64(w))
+		ss.clientBoundary.Store(w == n && boundary)
+	}
+	if w < n {
+		fs.h.toClient = append(fs.h.toClient, chunk[w:]...)
+		fs.h.toClientBoundary = boundary
+		why := "client socket full"
+		if errno != 0 && errno != syscall.EAGAIN {
+			why = "client write error"
+		}
+		l.release(fs, why)
+		return
+	}
+}
+
+// rawRead and rawWrite make one system call on a non-blocking socket,
+// retrying only when a signal interrupted it.
+func rawRead(fd int, b []byte) (int, syscall.Errno) {
+	for {
+		n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
+		if errno != syscall.EINTR {
+			return int(n), errno
+		}
+	}
+}
+
+func rawWrite(fd int, b []byte) (int, syscall.Errno) {
+	for {
+		n, _, errno := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), syscall.MSG_NOSIGNAL, 0, 0)
+		if errno != syscall.EINTR {
+			if errno != 0 {
+				n = 0
+			}
+			return int(n), errno
+		}
+	}
+}

@@ -1,0 +1,314 @@
+//go:build linux && !race
+
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// newLoopRelay starts a session in the steady state on TCP sockets, as the
+// server runs it: in the event loop first, then in its goroutines. client
+// and up are the test's ends; done closes when the session is over.
+func newLoopRelay(t testing.TB, srv *Server) (sess *session, client, up net.Conn, done chan struct{}) {
+	c, cEnd := tcpPair(t)
+	u, uEnd := tcpPair(t)
+	m := &srv.metrics
+	sess = newSession(srv, countedConn{rawIO(cEnd), &m.bytesFromClients, &m.bytesToClients})
+	sess.up = countedConn{rawIO(uEnd), &m.bytesFromUpstream, &m.bytesToUpstream}
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		defer sess.close()
+		sess.relayLoop(srv.loops.relay(sess))
+	}()
+	t.Cleanup(func() {
+		c.Close()
+		u.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("session did not end")
+		}
+	})
+	return sess, c, u, done
+}
+
+func tcpPair(t testing.TB) (a, b net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	a, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b = <-acc; b == nil {
+		t.Fatal("accept failed")
+	}
+	return a, b
+}
+
+func loopServer(t testing.TB, h Handler) *Server {
+	s, err := NewServer(Config{Upstream: "postgres://127.0.0.1:1/?sslmode=disable", Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// inLoop reports whether the event loop holds the session.
+func inLoop(sess *session) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.leave != nil
+}
+
+// waitInLoop waits until the session is in the event loop.
+func waitInLoop(t testing.TB, sess *session) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !inLoop(sess); {
+		if time.Now().After(deadline) {
+			t.Fatal("the session never entered the event loop")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// readN reads exactly n bytes from c within a few seconds.
+func readN(t testing.TB, c net.Conn, n int) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	return b
+}
+
+// The loop relays requests and replies byte for byte, across reads that
+// split messages anywhere, and keeps the relay's books (ReadyForQuery, the
+// counters) as the goroutines do.
+func TestLoopRelays(t *testing.T) {
+	srv := loopServer(t, nil)
+	sess, client, up, _ := newLoopRelay(t, srv)
+	waitInLoop(t, sess)
+	req := bytes.Join([][]byte{
+		msg('Q', "select 1\x00"),
+		msg('P', "\x00select $1\x00\x00\x00"), msg('B', "\x00\x00\x00\x00\x00\x00\x00\x00"),
+		msg('D', "P\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('S', ""),
+		msg('P', "s\x00select 2\x00\x00\x00"), msg('H', ""),
+	}, nil)
+	for i := range req { // one byte at a time
+		if _, err := client.Write(req[i : i+1]); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	if got := readN(t, up, len(req)); !bytes.Equal(got, req) {
+		t.Fatalf("upstream got %q, want %q", got, req)
+	}
+	reply := bytes.Join([][]byte{
+		msg('T', "\x00\x01a\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x17\x00\x04\xff\xff\xff\xff\x00\x00"),
+		msg('D', "\x00\x01\x00\x00\x00\x011"), msg('C', "SELECT 1\x00"), msg('Z', "I"),
+		msg('1', ""), msg('2', ""), msg('n', ""), msg('D', "\x00\x01\x00\x00\x00\x011"), msg('C', "SELECT 1\x00"), msg('Z', "T"),
+		msg('1', ""),
+	}, nil)
+	for _, part := range [][]byte{reply[:3], reply[3:40], reply[40:]} {
+		up.Write(part)
+		time.Sleep(time.Millisecond)
+	}
+	if got := readN(t, client, len(reply)); !bytes.Equal(got, reply) {
+		t.Fatalf("client got %q, want %q", got, reply)
+	}
+	if n, status := (&Session{ss: sess}).ReadyForQuery(); n != 2 || status != 'T' {
+		t.Errorf("ReadyForQuery count %d status %q, want 2 'T'", n, status)
+	}
+	sess.relay.mu.Lock()
+	pending := string(sess.relay.pending)
+	sess.relay.mu.Unlock()
+	if pending != "" {
+		t.Errorf("pending %q after every reply, want none", pending)
+	}
+	if !inLoop(sess) {
+		t.Error("the session left the event loop")
+	}
+	m := srv.Metrics()
+	if got := m.messagesFromClients.Load(); got != 8 {
+		t.Errorf("messages from the client: %d, want 8", got)
+	}
+	if got := m.messagesFromUpstream.Load(); got != 11 {
+		t.Errorf("messages from the upstream: %d, want 11", got)
+	}
+	if got := m.bytesToUpstream.Load(); got != int64(len(req)) {
+		t.Errorf("bytes to the upstream: %d, want %d", got, len(req))
+	}
+	if got := m.bytesToClients.Load(); got != int64(len(reply)) {
+		t.Errorf("bytes to the client: %d, want %d", got, len(reply))
+	}
+}
+
+// A request the Handler wants makes the session leave the loop; the
+// goroutines serve it after the replies to what the loop forwarded, and
+// relay what follows.
+func TestLoopLeavesForHandler(t *testing.T) {
+	sess, client, up, _ := newLoopRelay(t, loopServer(t, interceptX{}))
+	waitInLoop(t, sess)
+	client.Write(bytes.Join([][]byte{msg('Q', "select 1\x00"), msg('Q', "x\x00"), msg('Q', "select 2\x00")}, nil))
+	first := msg('Q', "select 1\x00")
+	if got := readN(t, up, len(first)); !bytes.Equal(got, first) {
+		t.Fatalf("upstream got %q, want %q", got, first)
+	}
+	time.Sleep(50 * time.Millisecond) // the Handler waits for this reply
+	reply := bytes.Join([][]byte{msg('C', "SELECT 1\x00"), msg('Z', "I")}, nil)
+	up.Write(reply)
+	served := bytes.Join([][]byte{msg('I', ""), msg('Z', "I")}, nil)
+	want := append(append([]byte{}, reply...), served...)
+	if got := readN(t, client, len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("client got %q, want %q", got, want)
+	}
+	third := msg('Q', "select 2\x00")
+	if got := readN(t, up, len(third)); !bytes.Equal(got, third) {
+		t.Fatalf("upstream got %q, want %q", got, third)
+	}
+	if inLoop(sess) {
+		t.Error("the session is still in the event loop")
+	}
+	up.Write(reply)
+	if got := readN(t, client, len(reply)); !bytes.Equal(got, reply) {
+		t.Fatalf("client got %q, want %q", got, reply)
+	}
+}
+
+// A client that does not read makes the session leave the loop when its
+// socket is full; nothing is lost or reordered.
+func TestLoopClientSocketFull(t *testing.T) {
+	sess, client, up, _ := newLoopRelay(t, loopServer(t, nil))
+	waitInLoop(t, sess)
+	row := msg('D', "\x00\x01\x00\x00\x03\xe8"+strings.Repeat("r", 1000))
+	var want []byte
+	for len(want) < 48<<20 {
+		want = append(want, row...)
+	}
+	want = append(want, msg('Z', "I")...)
+	go up.Write(want)
+	time.Sleep(100 * time.Millisecond) // the sockets fill up
+	if inLoop(sess) {
+		t.Error("the session is still in the event loop with the client's socket full")
+	}
+	if got := readN(t, client, len(want)); !bytes.Equal(got, want) {
+		t.Fatal("the client got other bytes than the upstream sent")
+	}
+	client.Write(msg('Q', "select 1\x00"))
+	if got := readN(t, up, 14); !bytes.Equal(got, msg('Q', "select 1\x00")) {
+		t.Fatalf("upstream got %q", got)
+	}
+}
+
+// A request bigger than the loop's buffer grows it, up to the inspect size;
+// a bigger one goes to the goroutines, which stream it.
+func TestLoopBigRequests(t *testing.T) {
+	sess, client, up, _ := newLoopRelay(t, loopServer(t, nil))
+	waitInLoop(t, sess)
+	for _, size := range []int{200 << 10, 3 << 20} {
+		q := msg('Q', "select '"+strings.Repeat("q", size)+"'\x00")
+		go client.Write(q)
+		if got := readN(t, up, len(q)); !bytes.Equal(got, q) {
+			t.Fatalf("%d-byte query: the upstream got other bytes", size)
+		}
+		if want := size < 1<<20; inLoop(sess) != want {
+			t.Errorf("%d-byte query: in the event loop %v, want %v", size, !want, want)
+		}
+	}
+}
+
+// An abort (as Shutdown's) takes the session out of the loop before it
+// writes the FATAL message.
+func TestLoopAbort(t *testing.T) {
+	sess, client, _, done := newLoopRelay(t, loopServer(t, nil))
+	waitInLoop(t, sess)
+	sess.abort(sqlstateAdminShutdown, "terminating connection: shutting down")
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 5 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
+		t.Fatalf("client got %q, want a FATAL 57P01", got)
+	}
+	<-done
+}
+
+// The loop's goroutine ends with its last session and starts again with
+// the next.
+func TestLoopEndsWithLastSession(t *testing.T) {
+	srv := loopServer(t, nil)
+	for range 2 {
+		sess, client, up, done := newLoopRelay(t, srv)
+		waitInLoop(t, sess)
+		client.Close()
+		up.Close()
+		<-done
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			running := 0
+			for i := range srv.loops.slots {
+				slot := &srv.loops.slots[i]
+				slot.mu.Lock()
+				if slot.loop != nil {
+					running++
+				}
+				slot.mu.Unlock()
+			}
+			if running == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d event loops still run without sessions", running)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// FuzzLoopRelay is FuzzRelay through the event loop: arbitrary bytes from
+// both sides, which then hang up, neither panic nor hang the session.
+func FuzzLoopRelay(f *testing.F) {
+	f.Add([]byte("Q\x00\x00\x00\x0dselect 1\x00"), []byte("Z\x00\x00\x00\x05I"))
+	f.Add(bytes.Join([][]byte{msg('P', "s\x00x\x00\x00\x00"), msg('B', "\x00s\x00\x00\x00\x00\x00\x00\x00"),
+		msg('E', "\x00\x00\x00\x00\x00"), msg('S', "")}, nil), []byte{})
+	f.Add(bytes.Join([][]byte{msg('Q', "select\x00"), msg('Q', "x\x00"), msg('H', ""), msg('X', "")}, nil),
+		bytes.Join([][]byte{msg('Z', "I"), msg('E', "SFATAL\x00\x00")}, nil))
+	f.Add([]byte("Q\x00\x00\x00\x03"), []byte("Z\x00\x00\x00\x00"))
+	f.Add(msg('S', ""), binary.BigEndian.AppendUint32([]byte("Z\x00\x00\x00\x05ID"), 3))
+	srv := fuzzServer(f, interceptX{})
+	f.Fuzz(func(t *testing.T, fromClient, fromUpstream []byte) {
+		sess, client, up, done := newLoopRelay(t, srv)
+		go io.Copy(io.Discard, client)
+		go io.Copy(io.Discard, up)
+		waitInLoop(t, sess)
+		up.Write(fromUpstream)
+		client.Write(fromClient)
+		up.(*net.TCPConn).CloseWrite()
+		client.(*net.TCPConn).CloseWrite()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the session hangs")
+		}
+	})
+}
