@@ -383,13 +383,8 @@ func (l *eventLoop) fromClient(fs *fastSession) {
 		// checks: make room for it.
 		fs.cbuf = append(fs.cbuf, make([]byte, len(fs.cbuf))...)
 	}
-	n, errno := rawRead(fs.cfd, fs.cbuf[fs.cw:])
-	switch {
-	case errno == syscall.EAGAIN:
-		return
-	case errno != 0 || n == 0:
-		// The goroutines read again and meet the end or the error.
-		l.release(fs, "client end of stream or error")
+	n, ok := l.read(fs, fs.cfd, fs.cbuf[fs.cw:], "client")
+	if !ok {
 		return
 	}
 	ss.srv.metrics.bytesFromClients.Add(int64(n))
@@ -511,12 +506,8 @@ func (l *eventLoop) fromUpstream(fs *fastSession) {
 	ss := fs.ss
 	rs := &ss.relay
 	m := &ss.srv.metrics
-	n, errno := rawRead(fs.ufd, fs.ubuf)
-	switch {
-	case errno == syscall.EAGAIN:
-		return
-	case errno != 0 || n == 0:
-		l.release(fs, "upstream end of stream or error")
+	n, ok := l.read(fs, fs.ufd, fs.ubuf, "upstream")
+	if !ok {
 		return
 	}
 	m.bytesFromUpstream.Add(int64(n))
@@ -570,6 +561,21 @@ func (l *eventLoop) fromUpstream(fs *fastSession) {
 		l.release(fs, why)
 		return
 	}
+}
+
+// read reads from one of fs's sockets (side names it). Nothing to read or
+// an end of stream or error returns false; the latter two also let the
+// session go: its goroutines read again and meet the end or the error.
+func (l *eventLoop) read(fs *fastSession, fd int, b []byte, side string) (int, bool) {
+	n, errno := rawRead(fd, b)
+	switch {
+	case errno == syscall.EAGAIN:
+		return 0, false
+	case errno != 0 || n == 0:
+		l.release(fs, side+" end of stream or error")
+		return 0, false
+	}
+	return n, true
 }
 
 // rawRead and rawWrite make one system call on a non-blocking socket,

@@ -16,8 +16,8 @@ import (
 // server runs it: in the event loop first, then in its goroutines. client
 // and up are the test's ends; done closes when the session is over.
 func newLoopRelay(t testing.TB, srv *Server) (sess *session, client, up net.Conn, done chan struct{}) {
-	c, cEnd := tcpPair(t)
-	u, uEnd := tcpPair(t)
+	c, cEnd := plainPair(t, "tcp")
+	u, uEnd := plainPair(t, "tcp")
 	m := &srv.metrics
 	sess = newSession(srv, countedConn{rawIO(cEnd), &m.bytesFromClients, &m.bytesToClients})
 	sess.up = countedConn{rawIO(uEnd), &m.bytesFromUpstream, &m.bytesToUpstream}
@@ -37,28 +37,6 @@ func newLoopRelay(t testing.TB, srv *Server) (sess *session, client, up net.Conn
 		}
 	})
 	return sess, c, u, done
-}
-
-func tcpPair(t testing.TB) (a, b net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b = <-acc; b == nil {
-		t.Fatal("accept failed")
-	}
-	return a, b
 }
 
 func loopServer(t testing.TB, h Handler) *Server {

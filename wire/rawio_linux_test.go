@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// rawPair returns both ends of a connection over network ("tcp" or
-// "unix"), each wrapped by rawIO.
-func rawPair(t *testing.T, network string) (a, b net.Conn) {
+// plainPair returns both ends of a connection over network ("tcp" or
+// "unix"), closed when the test ends.
+func plainPair(t testing.TB, network string) (a, b net.Conn) {
 	t.Helper()
 	addr := "127.0.0.1:0"
 	if network == "unix" {
@@ -44,13 +44,21 @@ func rawPair(t *testing.T, network string) (a, b net.Conn) {
 	if s == nil {
 		t.FailNow()
 	}
+	t.Cleanup(func() { d.Close(); s.Close() })
+	return d, s
+}
+
+// rawPair returns both ends of a connection over network ("tcp" or
+// "unix"), each wrapped by rawIO.
+func rawPair(t *testing.T, network string) (a, b net.Conn) {
+	t.Helper()
+	d, s := plainPair(t, network)
 	a, b = rawIO(d), rawIO(s)
 	for _, c := range []net.Conn{a, b} {
 		if _, ok := c.(*rawConn); !ok {
 			t.Fatalf("rawIO(%T) = %T, want *rawConn", d, c)
 		}
 	}
-	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
 

@@ -416,16 +416,16 @@ func (ss *session) upstreamLoop(h handoff) error {
 // noted records what an upstream message other than ReadyForQuery changes:
 // the start or the end of a COPY from the client.
 func (rs *relayState) noted(typ byte) {
-	switch typ {
-	case 'G', 'W': // CopyInResponse, CopyBothResponse
-		rs.mu.Lock()
-		rs.copyStartedLocked()
-		rs.mu.Unlock()
-	case 'E':
-		rs.mu.Lock()
-		rs.copyIn = false // an error ends COPY; later copy messages are dropped
-		rs.mu.Unlock()
+	if typ != 'G' && typ != 'W' && typ != 'E' {
+		return
 	}
+	rs.mu.Lock()
+	if typ == 'E' {
+		rs.copyIn = false // an error ends COPY; later copy messages are dropped
+	} else { // CopyInResponse, CopyBothResponse
+		rs.copyStartedLocked()
+	}
+	rs.mu.Unlock()
 }
 
 // statementTracker remembers the prepared statements and portals whose
