@@ -500,7 +500,8 @@ func TestRollupBuckets(t *testing.T) {
 	t.Parallel()
 	_, conn := catalogDB(t)
 	// Times every 97 minutes over ten years around 2000 and the DST changes
-	// of 2025/2026, plus the infinities and a NULL.
+	// of 2025/2026, plus the infinities and a NULL. The row at +infinity
+	// is after the open bucket, which no refresh materializes.
 	mustExec(t, conn, `CREATE TABLE times (id bigint, tz timestamptz, ts timestamp, d date);
 		INSERT INTO times SELECT i, t, t AT TIME ZONE 'UTC', (t AT TIME ZONE 'UTC')::date
 		  FROM (SELECT i, timestamptz '1995-06-01 00:00+00' + i * interval '97 minutes' AS t
@@ -549,11 +550,11 @@ func TestRollupBuckets(t *testing.T) {
 					var diff int
 					if err := conn.QueryRow(context.Background(), fmt.Sprintf(`
 						SELECT count(*) FROM (
-						  (SELECT %[1]s AS bucket, count(*) AS n FROM times WHERE %[3]s IS NOT NULL GROUP BY 1
+						  (SELECT %[1]s AS bucket, count(*) AS n FROM times WHERE %[3]s < 'infinity' GROUP BY 1
 						   EXCEPT SELECT bucket, row_count FROM %[2]s)
 						  UNION ALL
 						  (SELECT bucket, row_count FROM %[2]s
-						   EXCEPT SELECT %[1]s, count(*) FROM times WHERE %[3]s IS NOT NULL GROUP BY 1)) x`,
+						   EXCEPT SELECT %[1]s, count(*) FROM times WHERE %[3]s < 'infinity' GROUP BY 1)) x`,
 						want, name, col)).Scan(&diff); err != nil {
 						t.Fatal(err)
 					}

@@ -142,6 +142,11 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	case opt.From != "" || opt.To != "":
 		res.Mode = "range"
 	}
+	// The capture triggers commit before the refresh reads anything, so
+	// every write the refresh does not see is logged (see capture_v1.sql).
+	if _, err := conn.Query(ctx, "SELECT pgsketch.capture_prepare($1)", name); err != nil {
+		return res, fmt.Errorf("refresh %s: change capture: %w", name, err)
+	}
 	var b strings.Builder
 	b.WriteString("BEGIN ISOLATION LEVEL READ COMMITTED")
 	setLocal(&b)
