@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -571,6 +572,44 @@ func (m *matcher) collationDependent(es ...expr) string {
 		}
 	}
 	return ""
+}
+
+// collated explains why a query naming a column of the rollup's Collated
+// (a dimension or a min or max measure whose collation is not the
+// database's default) cannot be answered from it: the rollup table's
+// column, the rollup's levels and the arrays the shaping statement reads
+// the merged groups from all have the default collation, so ORDER BY,
+// min and max, comparisons and case mapping over them would follow the
+// default's rules, not the column's. Equality alone would not differ
+// (dimensions have deterministic collations), but refusing every mention
+// keeps the rule simple and certain.
+func (m *matcher) collated() string {
+	if len(m.r.Collated) == 0 {
+		return ""
+	}
+	why := ""
+	check := func(e expr) {
+		walk(e, func(x expr) bool {
+			if c, ok := x.(*colRef); ok && why == "" {
+				if name, unresolved := m.column(c); unresolved == "" && slices.Contains(m.r.Collated, name) {
+					why = "column " + quoteIdent(name) + " has a collation other than the database's default, which the rollup's columns have"
+				}
+			}
+			return why == ""
+		})
+	}
+	for _, t := range m.s.targets {
+		check(t.e)
+	}
+	check(m.s.where)
+	for _, g := range m.s.groupBy {
+		check(g)
+	}
+	check(m.s.having)
+	for _, o := range m.s.orderBy {
+		check(o.e)
+	}
+	return why
 }
 
 // shifted is time view v plus (or minus) the constant d, which must be a

@@ -94,3 +94,21 @@ func TestSplit(t *testing.T) {
 		t.Error("Split past the nesting cap: no error")
 	}
 }
+
+func TestCollatedColumns(t *testing.T) {
+	snap := testCatalog().WithCollated(map[string][]string{"events_daily": {"country"}, "events_hourly": {"country"}})
+	sess := Session{TimeZone: "UTC", Approx: true}
+	for _, sql := range []string{
+		"SELECT country, count(DISTINCT user_id) FROM events GROUP BY 1 ORDER BY 1 LIMIT 3",
+		"SELECT device, count(DISTINCT user_id) FROM events WHERE country = 'DE' GROUP BY 1",
+		"SELECT count(DISTINCT user_id) FROM events GROUP BY country HAVING lower(country) > 'm'",
+	} {
+		if r := Rewrite(sql, snap, sess); r.Plan != nil || !strings.Contains(r.Reason, "collation") {
+			t.Errorf("%s: %s", sql, output(r))
+		}
+	}
+	sql := "SELECT device, count(DISTINCT user_id) FROM events GROUP BY 1"
+	if r := Rewrite(sql, snap, sess); r.Plan == nil || r.Plan.Kind != FromRollup {
+		t.Errorf("%s: %s", sql, output(r))
+	}
+}

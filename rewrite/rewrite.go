@@ -540,6 +540,9 @@ func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*
 	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
 		return nil, "it has no time zone"
 	}
+	if why := m.collated(); why != "" {
+		return nil, why
+	}
 	// GROUP BY.
 	for _, g := range s.groupBy {
 		e, why := m.resolveGroupItem(g)

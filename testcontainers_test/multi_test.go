@@ -193,3 +193,77 @@ func TestProxyPreparedStatements(t *testing.T) {
 		mustExec(t, c.Conn, "COMMIT")
 	}
 }
+
+// TestMultiStatementSettings: a statement of a multi-statement text is
+// planned with the settings in effect when it runs, which the statements
+// before it in the same text may have changed (SET, RESET, set_config, ...),
+// not with those from before the text.
+func TestMultiStatementSettings(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 40_000, 20)
+	createRollup(t, conn, "daily", eventsRollupArgs)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	proxied := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	const users = "SELECT count(DISTINCT user_id) AS users FROM events"
+
+	for _, tc := range []struct {
+		sql string
+		// at is the result whose rows must equal PostgreSQL's.
+		at int
+		// keysOnly compares the first column of each row only (the keys
+		// of an approximated answer); otherwise whole rows.
+		keysOnly bool
+		// approximated is the number of NOTICEs from a rollup expected.
+		approximated int
+	}{
+		// The count must be PostgreSQL's exact one.
+		{sql: "SET pgsketch.approx = off; " + users, at: 1},
+		{sql: "SELECT set_config('pgsketch.approx', 'off', false); " + users, at: 1},
+		{sql: "SET pgsketch.approx = off; SELECT approx_count_distinct(user_id) FROM events; " + users, at: 2, approximated: 1},
+		{sql: users + "; SET pgsketch.approx = off; " + users, at: 2, approximated: 1},
+		// Days in Tokyo are not the rollup's UTC days.
+		{sql: "SET TIME ZONE 'Asia/Tokyo'; SELECT date_trunc('day', created_at) AS day, count(DISTINCT user_id) AS users " +
+			"FROM events GROUP BY 1 ORDER BY 1", at: 1, keysOnly: true},
+		{sql: "SET TIME ZONE 'Asia/Tokyo'; SELECT approx_count_distinct(user_id) FROM events; " +
+			"SELECT date_trunc('day', created_at) AS day, count(DISTINCT user_id) AS users FROM events GROUP BY 1 ORDER BY 1",
+			at: 2, keysOnly: true, approximated: 1},
+		{sql: "SELECT set_config('TimeZone', 'Asia/Tokyo', true); SELECT approx_count_distinct(user_id) FROM events; " +
+			"SELECT date_trunc('day', created_at) AS day, count(DISTINCT user_id) AS users FROM events GROUP BY 1 ORDER BY 1",
+			at: 2, keysOnly: true, approximated: 1},
+	} {
+		mustExec(t, proxied.Conn, "RESET ALL")
+		mustExec(t, direct.Conn, "RESET ALL")
+		// PostgreSQL has no approx_count_distinct: its keys are compared
+		// with those of the exact count.
+		exactSQL := strings.ReplaceAll(tc.sql, "approx_count_distinct(user_id)", "count(DISTINCT user_id)")
+		got, want := runMulti(t, proxied, tc.sql), runMulti(t, direct, exactSQL)
+		if got.err != nil || want.err != nil || len(got.rows) != len(want.rows) || len(got.rows) <= tc.at {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.sql, got, want)
+			continue
+		}
+		g, w := got.rows[tc.at], want.rows[tc.at]
+		if tc.keysOnly {
+			key := func(rows [][]string) (ks []string) {
+				for _, r := range rows {
+					ks = append(ks, r[0])
+				}
+				return ks
+			}
+			g, w = [][]string{key(g)}, [][]string{key(w)}
+		}
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Errorf("%s: result %d through the proxy\n %v\ndirect\n %v", tc.sql, tc.at, g, w)
+		}
+		n := 0
+		for _, msg := range got.notices {
+			if strings.Contains(msg, "from rollup daily") {
+				n++
+			}
+		}
+		if n != tc.approximated {
+			t.Errorf("%s: NOTICEs %q, want %d from the rollup", tc.sql, got.notices, tc.approximated)
+		}
+	}
+}

@@ -157,6 +157,13 @@ type Rollup struct {
 	// Rows is the rollup table's estimated row count (pg_class.reltuples,
 	// or the exact count after a refresh), used to prefer smaller rollups.
 	Rows int64
+	// Collated are the source columns, among the dimensions and the
+	// columns of min and max measures, whose collation is not the
+	// database's default (CollationQuery; WithCollated sets them). The
+	// rollup table's columns, and the arrays the merged groups are
+	// shaped from, have the default collation: ordering and case mapping
+	// over them would not be the column's.
+	Collated []string
 	// Levels are the rollup's built levels, coarsest first: tables of the
 	// same columns holding, per bucket of a coarser grain, the merge of the
 	// rollup's rows in it (pgsketch.add_rollup_level). The refresher
@@ -242,6 +249,41 @@ func (s *Snapshot) HLL() Extension {
 		return Extension{}
 	}
 	return s.hll
+}
+
+// CollationQuery returns one row (rollup name, column) per source column
+// of a rollup that is a dimension or the column of a min or max measure
+// and whose collation is neither none (0) nor the database's default
+// (DEFAULT_COLLATION_OID, 100 in every database). It reads what
+// pgsketch.catalog() reads, so a role that may run one may run the other.
+const CollationQuery = `SELECT d.name, a.attname::text
+ FROM pgsketch.rollup_defs AS d
+ JOIN pg_catalog.pg_attribute AS a
+   ON a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', d.source_schema, d.source_table))
+ WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attcollation <> 0 AND a.attcollation <> 100
+   AND (a.attname::text = ANY (d.dimensions)
+        OR a.attname::text IN (SELECT m.expression FROM pgsketch.rollup_measures AS m
+                                WHERE m.rollup = d.name AND m.kind IN ('min', 'max')))
+ ORDER BY 1, 2`
+
+// WithCollated returns a copy of s whose rollups have the Collated
+// columns that cols (rollup name → columns, CollationQuery's rows) lists.
+func (s *Snapshot) WithCollated(cols map[string][]string) *Snapshot {
+	if s == nil || len(cols) == 0 {
+		return s
+	}
+	out := make([]*Rollup, len(s.rollups))
+	for i, r := range s.rollups {
+		if c, ok := cols[r.Name]; ok {
+			cp := *r
+			cp.Collated = c
+			r = &cp
+		}
+		out[i] = r
+	}
+	n := NewSnapshot(out)
+	n.hll = s.hll
+	return n
 }
 
 // NewSnapshot builds a snapshot from rollups, which it keeps; callers must

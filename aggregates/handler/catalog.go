@@ -86,7 +86,7 @@ func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, fp string) (*c
 			return snap, nil
 		}
 	}
-	rows, errs := c.queryRows(ctx, fingerprintSQL, catalog.Query, catalog.ExtensionQuery)
+	rows, errs := c.queryRows(ctx, fingerprintSQL, catalog.Query, catalog.ExtensionQuery, catalog.CollationQuery)
 	if errs[1] != nil {
 		return nil, errs[1]
 	}
@@ -103,6 +103,17 @@ func (h *Handler) catalogFor(ctx context.Context, c *sessionConn, fp string) (*c
 	if len(rows[2]) == 1 && len(rows[2][0]) == 2 {
 		snap = snap.WithHLL(catalog.Extension{Schema: string(rows[2][0][0]), Version: string(rows[2][0][1])})
 	}
+	if errs[3] != nil {
+		return nil, errs[3]
+	}
+	collated := map[string][]string{}
+	for _, r := range rows[3] {
+		if len(r) != 2 {
+			return nil, fmt.Errorf("%w: collations: %d columns", errCatalog, len(r))
+		}
+		collated[string(r[0])] = append(collated[string(r[0])], string(r[1]))
+	}
+	snap = snap.WithCollated(collated)
 	if errs[0] == nil && len(rows[0]) == 1 && len(rows[0][0]) == 1 && rows[0][0][0] != nil {
 		h.catalogs.put(db, string(rows[0][0][0]), snap)
 	}

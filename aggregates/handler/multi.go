@@ -42,12 +42,9 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 		if sq.Control {
 			return false, "the text holds a transaction control statement or COPY among several statements", nil
 		}
-		p := rewrite.Rewrite(sq.SQL, snap, st.rw).Plan
-		if p == nil || p.Kind != rewrite.FromRollup || p.Explain || p.Params > 0 || hashable(p, snap, st.exec) != "" {
-			continue
+		if plans[i] = multiPlan(sq.SQL, snap, st); plans[i] != nil {
+			answerable++
 		}
-		plans[i] = p
-		answerable++
 	}
 	if answerable == 0 {
 		return false, "no statement of the text is answered from a rollup", nil
@@ -60,8 +57,39 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 		}
 	}
 	failed := false
+	// stale is set once a statement of the text ran upstream: it may have
+	// changed what the plans above were made with (SET, RESET, SET ROLE,
+	// set_config() in any function it called, DISCARD, a rollup created or
+	// dropped), so the statements after it are planned again with what
+	// the session holds then, as PostgreSQL runs each with the settings in
+	// effect when it starts. Reading the session's state back is the only
+	// sure way: no scan of the text can tell what a function call sets.
+	// It is read back only before a statement the prefilter lets through;
+	// relayed stays set, so every later plan is made anew, with what was
+	// read last.
+	stale, relayed := false, false
 	for i, sq := range stmts {
 		p := plans[i]
+		if relayed {
+			p = nil
+			if rewrite.Prefilter(sq.SQL) {
+				if stale {
+					var err error
+					if st, snap, err = h.reread(ctx, c); err != nil {
+						if !isPgError(err) {
+							return true, "", err
+						}
+						s.Send(errorResponse(err)) // a cancel, say
+						failed = true
+						break
+					}
+					stale = false
+				}
+				if snap != nil {
+					p = multiPlan(sq.SQL, snap, st)
+				}
+			}
+		}
 		if p != nil {
 			holds, err := c.guardHolds(ctx, p.Guard)
 			if err != nil {
@@ -77,6 +105,7 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 			}
 		}
 		if p == nil {
+			stale, relayed = true, true
 			errored, err := relayStatement(c, s, sq.SQL)
 			if err != nil {
 				return true, "", err
@@ -102,6 +131,7 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 				if err := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
 					return true, "", err
 				}
+				stale, relayed = true, true
 				errored, err := relayStatement(c, s, sq.SQL)
 				if err != nil {
 					return true, "", err
@@ -135,6 +165,49 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 	}
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
 	return true, "", s.Flush()
+}
+
+// multiPlan is the plan answering one statement of a text of several from
+// a rollup, or nil if it goes upstream.
+func multiPlan(sql string, snap *catalog.Snapshot, st sessionSettings) *rewrite.Plan {
+	p := rewrite.Rewrite(sql, snap, st.rw).Plan
+	if p == nil || p.Kind != rewrite.FromRollup || p.Explain || p.Params > 0 || hashable(p, snap, st.exec) != "" {
+		return nil
+	}
+	return p
+}
+
+// reread reads the session's settings and the catalog again, inside the
+// transaction the text runs in; snap is nil when the catalog cannot be
+// read, and the statements then go upstream. The reads run under a
+// savepoint: one that fails (the statements before may have taken the
+// role's privilege on the catalog) must not abort the transaction. err is
+// a lost session, or a cancel or timeout, which ends the text.
+func (h *Handler) reread(ctx context.Context, c *sessionConn) (st sessionSettings, snap *catalog.Snapshot, err error) {
+	if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+		return st, nil, err
+	}
+	st, err = h.settings(ctx, c)
+	if err == nil && st.catalogOK {
+		snap, err = h.catalogFor(ctx, c, st.fingerprint)
+	}
+	if err != nil && (!isPgError(err) && !errors.Is(err, errCatalog) || clientCancelled(err)) {
+		return st, nil, err
+	}
+	end := "RELEASE SAVEPOINT " + savepoint
+	// settings ignores a failed fingerprint read, which left the
+	// transaction aborted all the same.
+	if err != nil || c.txStatus == 'E' {
+		end = "ROLLBACK TO SAVEPOINT " + savepoint + "; " + end
+		snap = nil
+	}
+	if err := c.Exec(ctx, end); err != nil {
+		return st, nil, err
+	}
+	if !st.catalogOK {
+		snap = nil
+	}
+	return st, snap, nil
 }
 
 // relayStatement sends sql upstream as a simple Query and relays its
