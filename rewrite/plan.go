@@ -211,6 +211,12 @@ type TimeSplit struct {
 	// watermark with (from pgsketch.rollup_defs, in the statement's
 	// snapshot).
 	Watermark string
+	// Dirty is the FROM and WHERE clauses selecting the change log's
+	// entries (alias l) for the buckets in [BucketsFrom, BucketsTo): those
+	// buckets are read from the base table, not the rollup. DirtyFrom and
+	// DirtyTo bound them in the log's terms (instants; DirtyFrom a NULL
+	// timestamptz when the range has no lower bound).
+	Dirty, DirtyFrom, DirtyTo string
 }
 
 // build assembles the Plan once every part of the query matched.
@@ -355,6 +361,10 @@ func (m *matcher) build() (*Plan, string) {
 		// too, and no rollup holds them.
 		bwhere = append(bwhere, "("+tcol+" >= "+p.Time.BucketsTo+" OR "+tcol+" IS NULL)")
 	}
+	// Buckets the change log lists are read from the base table instead
+	// (the dirty arm below), in the same statement, so in one snapshot
+	// with the rollup rows and the log.
+	rwhere = append(rwhere, bucket+" NOT IN (SELECT "+m.fromLog("l.bucket", true)+" "+p.Time.Dirty+")")
 	rwhere = append(rwhere, bucket+" < "+p.Time.BucketsTo)
 	p.fetch.cols = rcols
 	p.fetch.hll = make([]*Agg, len(rcols))
@@ -376,6 +386,14 @@ func (m *matcher) build() (*Plan, string) {
 		p.fetch.rest += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 			strings.Join(upperEdge, " AND ") + groupBy
 	}
+	p.fetch.rest += m.dirtyArm(p, bcols, ranges, groupBy)
+	// The info row: the number of changed buckets read from the base table,
+	// from pgsketch.capture_check, which fails the statement (and the
+	// proxy then runs the query exactly) when the rollup's change capture
+	// is not in place or too many of the range's buckets changed. Every
+	// fetch returns this row, so the check always runs.
+	p.fetch.rest += " UNION ALL SELECT '" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(r.Name) + ", " +
+		p.Time.DirtyFrom + ", " + p.Time.DirtyTo + ")" + strings.Repeat(", NULL", len(rcols)-1)
 	p.FetchSQL = p.fetch.sql(nil)
 	p.RowsPerGroup, p.RowsPerGroupNote = m.rowsPerGroup(p)
 	if len(exactCols) > 0 {
@@ -444,8 +462,63 @@ func (m *matcher) levelFrom(p *Plan, l catalog.Level) string {
 		in = bucket + " >= " + from + " AND " + in
 		out = "(" + bucket + " < " + from + " OR " + out + ")"
 	}
+	// A level bucket holding a changed bucket is read as rollup rows (the
+	// changed one from the base table).
+	dirty := "SELECT " + floor(m.fromLog("l.bucket", false)) + " " + p.Time.Dirty
+	in += " AND " + bucket + " NOT IN (" + dirty + ")"
+	out = "(" + out + " OR " + floor(bucket) + " IN (" + dirty + "))"
 	return "(SELECT * FROM " + l.Table.String() + " AS r WHERE " + in +
 		" UNION ALL SELECT * FROM " + m.r.Table.String() + " AS r WHERE " + out + ") AS r"
+}
+
+// InfoPrefix starts the part column of the fetch's info row, followed by
+// the number of changed buckets of the range read from the base table.
+const InfoPrefix = "pgsketch_info:"
+
+// dirtyArm is the fetch's arm reading the base rows of the changed buckets
+// in the range, one bucket at a time (by an index range on the time
+// column where there is one; OFFSET 0 keeps PostgreSQL from flattening the
+// lateral read into one scan of the whole range).
+func (m *matcher) dirtyArm(p *Plan, bcols, ranges []string, groupBy string) string {
+	_, next := m.bucketSQL(m.r.Grain)
+	tcol := "t." + quoteIdent(m.r.TimeColumn)
+	lo := "pgsketch_d.lo"
+	var where []string
+	for _, f := range m.pushed {
+		where = append(where, m.side(f, false))
+	}
+	where = append(where, ranges...)
+	if len(where) == 0 {
+		where = []string{"true"}
+	}
+	return " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM (SELECT DISTINCT " + m.fromLog("l.bucket", false) + " AS lo " +
+		p.Time.Dirty + ") AS pgsketch_d CROSS JOIN LATERAL (SELECT * FROM " + m.sourceSQL() + " AS t WHERE " +
+		tcol + " >= " + lo + " AND " + tcol + " <= CASE WHEN isfinite(" + lo + ") THEN " + next(lo) +
+		" - interval '1 microsecond' ELSE " + lo + " END OFFSET 0) AS t WHERE " + strings.Join(where, " AND ") + groupBy
+}
+
+// fromLog converts a bucket start of the change log (an instant; for date
+// and timestamp columns the wall-clock start read as UTC) into the rollup's
+// bucket type (asBucket) or the type bucket arithmetic runs on.
+func (m *matcher) fromLog(x string, asBucket bool) string {
+	switch m.r.TimeType {
+	case catalog.Timestamptz:
+		return x
+	case catalog.Date:
+		if asBucket {
+			return "CAST((" + x + " AT TIME ZONE 'UTC') AS date)"
+		}
+	}
+	return "(" + x + " AT TIME ZONE 'UTC')"
+}
+
+// toLog converts a bucket bound of the fetch (in the type bucket
+// arithmetic runs on) into the change log's instants.
+func (m *matcher) toLog(x string) string {
+	if m.r.TimeType == catalog.Timestamptz {
+		return x
+	}
+	return "(CAST(" + x + " AS timestamp without time zone) AT TIME ZONE 'UTC')"
 }
 
 func (m *matcher) sourceSQL() string {
@@ -572,6 +645,13 @@ func (m *matcher) timeSplit(p *Plan) string {
 	}
 	ts.LowerEdge = strings.Join(lowerEdge, " AND ")
 	ts.UpperEdge = strings.Join(upperEdge, " AND ")
+	ts.DirtyFrom, ts.DirtyTo = "CAST(NULL AS timestamp with time zone)", m.toLog(ts.BucketsTo)
+	ts.Dirty = "FROM pgsketch.rollup_dirty AS l WHERE l.rollup = " + catalog.QuoteLiteral(r.Name)
+	if len(m.lower) > 0 {
+		ts.DirtyFrom = m.toLog(ts.BucketsFrom)
+		ts.Dirty += " AND l.bucket >= " + ts.DirtyFrom
+	}
+	ts.Dirty += " AND l.bucket < " + ts.DirtyTo
 	p.Time = ts
 	return ""
 }

@@ -536,6 +536,8 @@ func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*
 		return nil, "its source columns have changed since it was created"
 	case r.SourceRLS:
 		return nil, "its base table has row-level security enabled, which the rollup does not apply"
+	case r.CaptureBroken != "":
+		return nil, "its rows may not reflect its base table: " + r.CaptureBroken
 	}
 	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
 		return nil, "it has no time zone"

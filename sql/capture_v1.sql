@@ -215,12 +215,13 @@ CREATE FUNCTION pgsketch.max_dirty_buckets() RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN 64;
 
--- capture_check returns true when rollup r may answer a query over the
--- buckets [lo, hi) (log instants; NULL: unbounded), and otherwise fails
+-- capture_check returns the number of changed buckets in [lo, hi) (log
+-- instants; NULL: unbounded) when rollup r may answer a query over them,
+-- reading those buckets from the base table, and otherwise fails
 -- with SQLSTATE 55000 and a message starting "pgsketch: ", upon which
 -- pgsketch-proxy runs the query exactly. The fetch statement calls it, so
 -- the check and the read share one snapshot.
-CREATE FUNCTION pgsketch.capture_check(r text, lo timestamptz, hi timestamptz) RETURNS boolean
+CREATE FUNCTION pgsketch.capture_check(r text, lo timestamptz, hi timestamptz) RETURNS bigint
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -239,7 +240,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format('pgsketch: rollup %s not used: %s', r, why),
             HINT = format('SELECT pgsketch.refresh_rollup(%L) through pgsketch-proxy brings it up to date.', r);
     END IF;
-    RETURN true;
+    RETURN n;
 END $$;
 
 -- capture_remove drops rollup r's capture triggers (where its source and

@@ -157,6 +157,11 @@ type Rollup struct {
 	// Rows is the rollup table's estimated row count (pg_class.reltuples,
 	// or the exact count after a refresh), used to prefer smaller rollups.
 	Rows int64
+	// CaptureBroken says why the rollup's change capture is not in place
+	// (its source dropped or swapped, partitions changed, triggers
+	// disabled, never refreshed with capture), or is empty when it is: only
+	// then do its rows and the change log describe the source.
+	CaptureBroken string
 	// Collated are the source columns, among the dimensions and the
 	// columns of min and max measures, whose collation is not the
 	// database's default (CollationQuery; WithCollated sets them). The

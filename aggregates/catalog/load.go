@@ -42,6 +42,9 @@ type jsonRollup struct {
 	Version        int64              `json:"version"`
 	Rows           int64              `json:"rows"`
 	DistinctValues map[string]float64 `json:"distinct_values"`
+	// Capture is null when change capture is in place, else why not;
+	// absent from catalogs older than change capture.
+	Capture json.RawMessage `json:"capture"`
 	Levels         []struct {
 		Grain  string `json:"grain"`
 		Schema string `json:"schema"`
@@ -72,6 +75,14 @@ func Parse(b []byte) (*Snapshot, error) {
 			LateWindow:    time.Duration(j.LateSeconds * float64(time.Second)),
 			Version:       j.Version,
 			Rows:          j.Rows,
+		}
+		switch {
+		case len(j.Capture) == 0:
+			r.CaptureBroken = "the catalog has no change capture (run pgsketch-proxy migrate up)"
+		case string(j.Capture) != "null":
+			if err := json.Unmarshal(j.Capture, &r.CaptureBroken); err != nil || r.CaptureBroken == "" {
+				r.CaptureBroken = "its change capture is not in place"
+			}
 		}
 		g, err := ParseGrain(j.Grain)
 		if err != nil {

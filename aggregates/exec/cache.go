@@ -260,7 +260,9 @@ func cachedFetch(p *rewrite.Plan, fetchSQL string, ncols, tokenParam int) (strin
 	} else {
 		token += "''"
 	}
-	token += ", '|', " + epoch(p.Time.BucketsTo) + ")"
+	// The change log only grows between refreshes (which bump the
+	// version), so its entry count in the range tells its state.
+	token += ", '|', " + epoch(p.Time.BucketsTo) + ", '|', (SELECT count(*) " + p.Time.Dirty + "))"
 	arm = arm[:len(arm)-len(last+groupBy)] + last + " AND (" + token + ") IS DISTINCT FROM CAST($" +
 		strconv.Itoa(tokenParam) + " AS text)" + groupBy
 	nulls := strings.Repeat(", NULL", ncols-1)

@@ -36,6 +36,7 @@ func (f *tokenQuerier) Query(_ context.Context, st Statement) (*Result, error) {
 		res.Rows = append(res.Rows, f.rollupRows...)
 		f.rollupRead++
 	}
+	res.Rows = append(res.Rows, [][]byte{[]byte(rewrite.InfoPrefix + "0"), nil, nil, nil, nil})
 	res.Rows = append(res.Rows, [][]byte{[]byte(tokenPrefix + f.token), nil, nil, nil, nil})
 	return res, nil
 }
@@ -48,7 +49,7 @@ func cachePlan() *rewrite.Plan {
 			{Name: "pgsketch_a1", Op: rewrite.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
 			{Name: "pgsketch_a2", Op: rewrite.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
 		},
-		Time: rewrite.TimeSplit{Lower: []rewrite.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T"},
+		Time: rewrite.TimeSplit{Lower: []rewrite.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T", Dirty: "FROM L"},
 		FetchSQL: `SELECT 'rollup' AS pgsketch_part, r."country", array_agg(r."distinct_user_id"), CAST(NULL AS bigint[]), CAST(sum(r."rows") AS bigint) FROM "public"."daily" AS r WHERE r."country" = $1 AND r."bucket" >= F AND r."bucket" < T GROUP BY 2` +
 			` UNION ALL SELECT 'base', t."country", CAST(NULL AS bytea[]), array_agg(DISTINCT t."user_id"), count(*) FROM "public"."events" AS t WHERE t."created_at" < F GROUP BY 2`,
 		FetchParams: []int{1}, Params: 1,
@@ -63,7 +64,7 @@ func TestCachedFetchSQL(t *testing.T) {
 		t.Fatal("not cacheable")
 	}
 	for _, want := range []string{
-		`r."bucket" < T AND (concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = 'daily'), '|', extract(epoch FROM F), '|', extract(epoch FROM T))) IS DISTINCT FROM CAST($2 AS text) GROUP BY 2 UNION ALL SELECT 'base'`,
+		`r."bucket" < T AND (concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = 'daily'), '|', extract(epoch FROM F), '|', extract(epoch FROM T), '|', (SELECT count(*) FROM L))) IS DISTINCT FROM CAST($2 AS text) GROUP BY 2 UNION ALL SELECT 'base'`,
 		`UNION ALL SELECT 'pgsketch_token:' || concat(`,
 	} {
 		if !strings.Contains(sql, want) {

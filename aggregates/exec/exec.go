@@ -58,8 +58,11 @@ type Answer struct {
 	// Result is the shaped answer in the formats asked for.
 	Result
 	// BaseRows reports whether any rows of the base table (edges, tail,
-	// NULL times) were merged in.
+	// NULL times, changed buckets) were merged in.
 	BaseRows bool
+	// ChangedBuckets is the number of buckets of the range that the change
+	// log listed, read from the base table instead of the rollup.
+	ChangedBuckets int64
 	// Groups is the number of merged groups.
 	Groups int
 	// CachedRollup reports whether the rollup half came from the Cache
@@ -86,6 +89,9 @@ func (a *Answer) Notice(p *rewrite.Plan) string {
 	n := p.Notice
 	if n == "" {
 		n = "pgsketch: answered from rollup " + p.Rollup
+	}
+	if a.ChangedBuckets > 0 {
+		n += fmt.Sprintf("; %d changed bucket(s) since the last refresh read from the base table", a.ChangedBuckets)
 	}
 	if a.BaseRows {
 		n += "; edge and tail rows read from the base table " + p.Source.String()
@@ -179,6 +185,7 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 	}
 	var rollupRows, otherRows [][][]byte
 	token, tokens := "", 0
+	changed, infos := int64(0), 0
 	for _, r := range fetch.Rows {
 		if len(r) != len(fetch.Fields) {
 			return nil, fmt.Errorf("%w: fetch row of %d columns", ErrData, len(r))
@@ -186,11 +193,20 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 		switch part := string(r[0]); {
 		case part == "rollup":
 			rollupRows = append(rollupRows, r)
+		case strings.HasPrefix(part, rewrite.InfoPrefix):
+			n, err := strconv.ParseInt(strings.TrimPrefix(part, rewrite.InfoPrefix), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%w: fetch info row %q", ErrData, part)
+			}
+			changed, infos = n, infos+1
 		case cache != nil && strings.HasPrefix(part, tokenPrefix):
 			token, tokens = strings.TrimPrefix(part, tokenPrefix), tokens+1
 		default:
 			otherRows = append(otherRows, r)
 		}
+	}
+	if infos != 1 {
+		return nil, fmt.Errorf("%w: fetch returned %d info rows", ErrData, infos)
 	}
 	var part *rollupPart
 	cachedRollup := false
@@ -253,7 +269,7 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
 	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: cachedRollup,
-		Merge: strategy}, nil
+		Merge: strategy, ChangedBuckets: changed}, nil
 }
 
 // Bind is a plan's statement sql (which references the parameters refs

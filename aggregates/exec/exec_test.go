@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"strings"
@@ -17,12 +18,19 @@ import (
 type fakeQuerier struct {
 	fetch *Result
 	stmts []Statement
+	// changed is the info row's count of changed buckets ("0" if empty).
+	changed string
 }
 
 func (f *fakeQuerier) Query(_ context.Context, st Statement) (*Result, error) {
 	f.stmts = append(f.stmts, st)
 	if len(f.stmts) == 1 {
-		return f.fetch, nil
+		// Every fetch ends with its info row (changed buckets read).
+		res := *f.fetch
+		info := make([][]byte, len(res.Fields))
+		info[0] = []byte(rewrite.InfoPrefix + cmp.Or(f.changed, "0"))
+		res.Rows = append(append([][][]byte(nil), res.Rows...), info)
+		return &res, nil
 	}
 	return &Result{Fields: []pgproto3.FieldDescription{{Name: []byte("x")}}, Tag: "SELECT 0"}, nil
 }

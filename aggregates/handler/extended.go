@@ -560,6 +560,9 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 			return "", nil
 		}
 		h.Log.Info("rollup answer failed: statement executed upstream", "err", err)
+		if n := refusedNotice(err); n != nil {
+			x.s.Send(n)
+		}
 		return "", nil
 	}
 	st, err := h.settings(ctx, c)

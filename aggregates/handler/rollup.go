@@ -333,6 +333,9 @@ func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p
 		return s.Flush()
 	}
 	h.Log.Info("rollup answer failed: query passed through", "rollup", p.Rollup, "err", err)
+	if n := refusedNotice(err); n != nil {
+		s.Send(n)
+	}
 	if c.txStatus == 'E' || c.txStatus == 'T' {
 		if err := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
 			return err // the savepoint is gone: the state is unknown
@@ -359,6 +362,18 @@ func hashable(p *rewrite.Plan, snap *catalog.Snapshot, st exec.Settings) string 
 		}
 	}
 	return ""
+}
+
+// refusedNotice is the NOTICE telling the client why its query was run
+// exactly when the fetch statement refused the rollup (pgsketch's
+// capture_check: the change capture is not in place, or too many buckets
+// changed), or nil for any other error.
+func refusedNotice(err error) *pgproto3.NoticeResponse {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55000" || !strings.HasPrefix(pe.Message, "pgsketch: ") {
+		return nil
+	}
+	return notice(pe.Message + "; answered exactly by PostgreSQL")
 }
 
 func notice(msg string) *pgproto3.NoticeResponse {
