@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+)
+
+// TestRollupInfiniteBounds: a range bounded by ±infinity, as a literal or
+// a parameter, counts the rows at ±infinity exactly as PostgreSQL does
+// ('-infinity' > '-infinity' is false), for every time column type. The
+// rollup holds the rows at -infinity in a bucket of their own; those at
+// +infinity are past its watermark.
+func TestRollupInfiniteBounds(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	ctx := context.Background()
+	direct := connectSimple(t, db.DSN)
+	proxied := connectSimple(t, p.URL(db.DSN))
+	prepared := connectMode(t, p.URL(db.DSN), pgx.QueryExecModeCacheStatement)
+	directPrepared := connectMode(t, db.DSN, pgx.QueryExecModeCacheStatement)
+	for _, typ := range []string{"timestamptz", "timestamp", "date"} {
+		table := "inf_" + typ
+		mustExec(t, conn, fmt.Sprintf(`CREATE TABLE %[1]s (t %[2]s, u int);
+			INSERT INTO %[1]s VALUES ('-infinity', 1), ('-infinity', 2), ('infinity', 3), ('infinity', 4), (NULL, 5);
+			INSERT INTO %[1]s SELECT '2026-01-01'::date + i %% 5, 10 + i FROM generate_series(0, 19) i;
+			SELECT pgsketch.create_rollup('%[1]s_daily', '%[1]s', 't', distinct_columns => '{u}')`, table, typ))
+		refreshRollup(t, conn, table+"_daily", refresh.Options{})
+		for _, where := range []string{
+			"t > '-infinity'", "t >= '-infinity'", "t < 'infinity'", "t <= 'infinity'",
+			"t > '-infinity' AND t < 'infinity'", "t >= '-infinity' AND t <= 'infinity'",
+			"t > 'infinity'", "t >= 'infinity'", "t < '-infinity'", "t <= '-infinity'",
+			"t > '-infinity' AND t < '2026-01-03'", "t >= '-infinity' AND t < '2026-01-03'",
+		} {
+			sql := fmt.Sprintf("SELECT count(*), count(DISTINCT u) FROM %s WHERE %s", table, where)
+			want, err := direct.query(ctx, sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := proxied.query(ctx, sql)
+			if err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+			if len(got.notices) != 1 {
+				t.Errorf("%s: not answered from the rollup: %q", sql, got.notices)
+			}
+			if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+				t.Errorf("%s: got %v, want %v", sql, got.rows, want.rows)
+			}
+			psql, args := parameterize(sql)
+			if len(args) == 0 {
+				continue
+			}
+			want, err = directPrepared.query(ctx, psql, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err = prepared.query(ctx, psql, args...)
+			if err != nil {
+				t.Fatalf("%s %v: %v", psql, args, err)
+			}
+			if len(got.notices) != 1 {
+				t.Errorf("%s %v: not answered from the rollup: %q", psql, args, got.notices)
+			}
+			if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+				t.Errorf("%s %v: got %v, want %v", psql, args, got.rows, want.rows)
+			}
+		}
+	}
+}
