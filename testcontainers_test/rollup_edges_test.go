@@ -73,3 +73,46 @@ func TestRollupInfiniteBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestRollupFloatSums: sum() of a real or double precision column is not
+// added up from the rollup's per-bucket sums, whose total differs from
+// PostgreSQL's sum of the rows (floating-point addition is not
+// associative): the query passes through and gets PostgreSQL's answer.
+func TestRollupFloatSums(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	ctx := context.Background()
+	direct := connectSimple(t, db.DSN)
+	proxied := connectSimple(t, p.URL(db.DSN))
+	// Each day's sum rounds the 1 away; PostgreSQL, adding the rows in
+	// their order, keeps both.
+	mustExec(t, conn, `CREATE TABLE fl (t timestamptz, u int, d float8, r real, n int);
+		INSERT INTO fl VALUES ('2026-01-01', 1, 1e16, 1e8, 1), ('2026-01-02', 2, -1e16, -1e8, 2),
+		                      ('2026-01-01', 3, 1, 1, 3), ('2026-01-02', 4, 1, 1, 4);
+		SELECT pgsketch.create_rollup('fl_daily', 'fl', 't', distinct_columns => '{u}', sum_columns => '{d,r,n}')`)
+	refreshRollup(t, conn, "fl_daily", refresh.Options{})
+	for _, c := range []struct {
+		sql    string
+		rollup bool
+	}{
+		{"SELECT count(DISTINCT u), sum(d) FROM fl", false},
+		{"SELECT count(DISTINCT u), sum(r) FROM fl WHERE t >= '2026-01-01'", false},
+		{"SELECT count(DISTINCT u), sum(n) FROM fl", true},
+	} {
+		want, err := direct.query(ctx, c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := proxied.query(ctx, c.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if c.rollup != (len(got.notices) == 1) {
+			t.Errorf("%s: notices %q", c.sql, got.notices)
+		}
+		if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+			t.Errorf("%s: got %v, want %v", c.sql, got.rows, want.rows)
+		}
+	}
+}
