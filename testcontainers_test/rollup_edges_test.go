@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -114,5 +115,64 @@ func TestRollupFloatSums(t *testing.T) {
 		if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
 			t.Errorf("%s: got %v, want %v", c.sql, got.rows, want.rows)
 		}
+	}
+}
+
+// TestRollupCacheRelativeTimes: 'now', 'today', 'yesterday' and 'tomorrow'
+// name another time at every query, as literals and as parameters. A
+// query comparing a rollup dimension with one gets PostgreSQL's answer of
+// the moment, not the cached answer of an earlier query (each query here
+// runs on a new session: the cache is shared by the proxy's sessions).
+func TestRollupCacheRelativeTimes(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	ctx := context.Background()
+	direct := connectSimple(t, db.DSN)
+	mustExec(t, conn, `CREATE TABLE due (t timestamptz, due timestamptz, u int);
+		INSERT INTO due VALUES ('2026-01-01', '2000-01-01', 1), ('2026-01-01', clock_timestamp() + interval '3 seconds', 2);
+		SELECT pgsketch.create_rollup('due_daily', 'due', 't', dimensions => '{due}', distinct_columns => '{u}')`)
+	refreshRollup(t, conn, "due_daily", refresh.Options{})
+	queries := []struct {
+		sql  string
+		args []any
+	}{
+		{"SELECT count(*), count(DISTINCT u) FROM due WHERE due < ' Now'", nil},
+		{"SELECT count(*), count(DISTINCT u) FROM due WHERE due < $1", []any{"now"}},
+	}
+	ask := func(i int) {
+		t.Helper()
+		q := queries[i]
+		want, err := direct.query(ctx, q.sql, q.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := connectSimple(t, p.URL(db.DSN))
+		if q.args != nil {
+			c = connectMode(t, p.URL(db.DSN), pgx.QueryExecModeCacheStatement)
+		}
+		got, err := c.query(ctx, q.sql, q.args...)
+		if err != nil {
+			t.Fatalf("%s %v: %v", q.sql, q.args, err)
+		}
+		if len(got.notices) != 1 {
+			t.Errorf("%s %v: not answered from the rollup: %q", q.sql, q.args, got.notices)
+		}
+		if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+			t.Errorf("%s %v: got %v, want %v (%q)", q.sql, q.args, got.rows, want.rows, got.notices)
+		}
+	}
+	for i := range queries {
+		ask(i)
+	}
+	var passed bool
+	for !passed {
+		if err := conn.QueryRow(ctx, `SELECT max(due) < now() FROM due`).Scan(&passed); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i := range queries {
+		ask(i)
 	}
 }
