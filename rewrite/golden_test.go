@@ -255,7 +255,8 @@ func testCatalog() *catalog.Snapshot {
 			TimeColumn: "order_date", TimeType: catalog.Date, Grain: catalog.Month, TimeZone: "UTC",
 			Dimensions: []catalog.Dimension{{Column: "status", Type: "text"}, {Column: "store_id", Type: "integer"}},
 			Measures: []catalog.Measure{rows, hll("customer_id", "integer"), part(catalog.Sum, "amount", "integer"),
-				part(catalog.Max, "amount", "integer")},
+				part(catalog.Max, "amount", "integer"), part(catalog.Sum, "weight", "double precision"),
+				part(catalog.Sum, "tax", "real"), part(catalog.Max, "weight", "double precision")},
 			Watermark: time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC), Version: 2, Rows: 300,
 		},
 		{

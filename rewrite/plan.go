@@ -603,6 +603,12 @@ func (m *matcher) timeSplit(p *Plan) string {
 		return "CAST(" + x + " AS " + typ + ")"
 	}
 	floor, next := m.bucketSQL(r.Grain)
+	// firstFinite is where the buckets after -infinity's start for a
+	// strict bound: a finite time early enough that rows before its
+	// bucket are rare (the base table's lower edge reads them), and late
+	// enough above the lowest timestamp that its bucket in any zone can
+	// be computed.
+	firstFinite := "CAST('4713-01-01 00:00:00+00 BC' AS " + typ + ")"
 	ts := TimeSplit{Column: r.TimeColumn, Lower: m.lower, Upper: m.upper}
 	var from []string
 	for _, b := range m.lower {
@@ -610,7 +616,9 @@ func (m *matcher) timeSplit(p *Plan) string {
 		if b.Inclusive {
 			from = append(from, next("("+x+" - interval '1 microsecond')"))
 		} else {
-			from = append(from, next(x))
+			// next of -infinity is -infinity, which would read the rollup's
+			// -infinity bucket, whose rows > '-infinity' excludes.
+			from = append(from, "CASE WHEN "+x+" = '-infinity' THEN "+next(firstFinite)+" ELSE "+next(x)+" END")
 		}
 	}
 	// The watermark is read by the statement itself, from the catalog row

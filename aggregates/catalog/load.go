@@ -45,7 +45,7 @@ type jsonRollup struct {
 	// Capture is null when change capture is in place, else why not;
 	// absent from catalogs older than change capture.
 	Capture json.RawMessage `json:"capture"`
-	Levels         []struct {
+	Levels  []struct {
 		Grain  string `json:"grain"`
 		Schema string `json:"schema"`
 		Table  string `json:"table"`

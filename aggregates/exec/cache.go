@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"encoding/binary"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,13 +207,15 @@ func hllSize(h *sketch.HLL) int64 {
 // tokenPrefix starts the part column of the fetch's token row.
 const tokenPrefix = "pgsketch_token:"
 
-// cachedFetch returns the plan's fetch statement fetchSQL (FetchSQL or
-// ServerFetchSQL) rewritten for the cache:
+// cachedFetch returns the plan's fetch statement st (FetchSQL or
+// ServerFetchSQL, with the client's parameters bound) rewritten for the
+// cache:
 // its rollup half runs only when the token (rollup version, rollup_defs
 // row, bucket range, as the statement computes them) is distinct from the
 // text parameter $tokenParam, and a last row carries the token in the part
 // column. ok is false when the fetch does not have the expected form.
-func cachedFetch(p *rewrite.Plan, fetchSQL string, ncols, tokenParam int) (string, bool) {
+func cachedFetch(p *rewrite.Plan, st Statement, ncols, tokenParam int) (string, bool) {
+	fetchSQL := st.SQL
 	const head = "SELECT 'rollup' AS " + rewrite.PartColumn + ", "
 	const sep = " UNION ALL SELECT 'base'"
 	if !strings.HasPrefix(fetchSQL, head) {
@@ -252,6 +255,14 @@ func cachedFetch(p *rewrite.Plan, fetchSQL string, ncols, tokenParam int) (strin
 			return "", false
 		}
 	}
+	if namesRelativeTime(rest0) {
+		return "", false
+	}
+	for _, m := range paramRE.FindAllStringSubmatch(rest0, -1) {
+		if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 && n <= len(st.Params) && namesRelativeTime(string(st.Params[n-1])) {
+			return "", false
+		}
+	}
 	epoch := func(x string) string { return "extract(epoch FROM " + x + ")" }
 	token := "concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = " +
 		catalog.QuoteLiteral(p.Rollup) + "), '|', "
@@ -274,6 +285,36 @@ func cachedFetch(p *rewrite.Plan, fetchSQL string, ncols, tokenParam int) (strin
 var uncacheable = []string{"now(", "current_", "localtime", "timestamp(", "timeofday", "to_char", "to_number",
 	"to_date", "to_timestamp", "money", "random", "setting(", "session_user", "pg_", "txid", "xact", "nextval",
 	"currval", "lastval", "age("}
+
+var paramRE = regexp.MustCompile(`\$([0-9]+)`)
+
+// namesRelativeTime reports whether s holds one of the date and time
+// inputs 'now', 'today', 'tomorrow' and 'yesterday', which PostgreSQL
+// reads as the time of the statement: the same text then selects other
+// rows from one day (or moment) to the next, while the cache's key and
+// token stay the same. PostgreSQL takes them in any case, padded, and
+// within longer input ('today 10:00', 'yesterday Europe/Berlin'), so any
+// run of letters that spells one counts (an identifier spelling one
+// only costs caching).
+func namesRelativeTime(s string) bool {
+	letter := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+	for i := 0; i < len(s); {
+		if !letter(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && letter(s[j]) {
+			j++
+		}
+		switch strings.ToLower(s[i:j]) {
+		case "now", "today", "tomorrow", "yesterday":
+			return true
+		}
+		i = j
+	}
+	return false
+}
 
 // cacheKey identifies the rollup half a fetch statement selects, but for
 // the token: the caller's scope, the statement, the merge parameters, and

@@ -59,7 +59,7 @@ func cachePlan() *rewrite.Plan {
 
 func TestCachedFetchSQL(t *testing.T) {
 	p := cachePlan()
-	sql, ok := cachedFetch(p, p.FetchSQL, 5, 2)
+	sql, ok := cachedFetch(p, Statement{SQL: p.FetchSQL}, 5, 2)
 	if !ok {
 		t.Fatal("not cacheable")
 	}
@@ -75,8 +75,49 @@ func TestCachedFetchSQL(t *testing.T) {
 		t.Errorf("token row: %s", sql)
 	}
 	p.FetchSQL = strings.Replace(p.FetchSQL, `r."country" = $1`, `r."country" = to_char(now(), 'YY')`, 1)
-	if _, ok := cachedFetch(p, p.FetchSQL, 5, 2); ok {
+	if _, ok := cachedFetch(p, Statement{SQL: p.FetchSQL}, 5, 2); ok {
 		t.Error("a rollup half depending on now() beyond the bucket range is cached")
+	}
+}
+
+// TestCachedFetchRelativeTimes: a rollup half that compares with 'today'
+// or a parameter bound to 'now' is not cached; in the bucket range, whose
+// values the token holds, they may be.
+func TestCachedFetchRelativeTimes(t *testing.T) {
+	// cachePlan with its bucket range relative to $2 and today.
+	plan := func() *rewrite.Plan {
+		p := cachePlan()
+		p.Params, p.FetchParams = 2, []int{1, 2}
+		p.Time.BucketsFrom = "date_trunc('day', CAST($2 AS timestamp with time zone), 'UTC')"
+		p.Time.BucketsTo = "LEAST(COALESCE(w, '-infinity'), date_trunc('day', CAST('today' AS timestamp with time zone), 'UTC'))"
+		p.FetchSQL = strings.NewReplacer(" >= F ", " >= "+p.Time.BucketsFrom+" ", " < T ", " < "+p.Time.BucketsTo+" ",
+			" < F ", " < "+p.Time.BucketsFrom+" ").Replace(p.FetchSQL)
+		return p
+	}
+	bound := func(v1, v2 string) Statement {
+		p := plan()
+		return Statement{SQL: p.FetchSQL, Params: [][]byte{[]byte(v1), []byte(v2)}}
+	}
+	if _, ok := cachedFetch(plan(), bound("DE", "today"), 5, 3); !ok {
+		t.Errorf("a bucket range relative to today is not cached:\n%s", plan().FetchSQL)
+	}
+	for _, filter := range []string{`'today'`, `' TODAY '`, `'Tomorrow 10:00'`, `CAST('yesterday' AS date)`,
+		`'today10:00'`, `'now'`, `'yesterday Europe/Berlin'`} {
+		p := plan()
+		p.FetchSQL = strings.Replace(p.FetchSQL, `r."country" = $1`, `r."day" = `+filter, 1)
+		if _, ok := cachedFetch(p, Statement{SQL: p.FetchSQL, Params: [][]byte{nil, []byte("2026-02-01")}}, 5, 3); ok {
+			t.Errorf("a rollup half comparing with %s is cached", filter)
+		}
+	}
+	for _, v := range []string{"today", " Now", "yesterday 12:00", "TOMORROW"} {
+		if _, ok := cachedFetch(plan(), bound(v, "2026-02-01"), 5, 3); ok {
+			t.Errorf("a rollup half with $1 bound to %q is cached", v)
+		}
+	}
+	for _, v := range []string{"DE", "Snowdonia", "2026-02-01"} {
+		if _, ok := cachedFetch(plan(), bound(v, "2026-02-01"), 5, 3); !ok {
+			t.Errorf("a rollup half with $1 bound to %q is not cached", v)
+		}
 	}
 }
 
