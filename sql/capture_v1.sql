@@ -150,6 +150,12 @@ $body$$f$,
             CONTINUE WHEN EXISTS (SELECT FROM pg_trigger t
                                    WHERE t.tgrelid = rel AND t.tgname = pgsketch.capture_trigger(r, ev.tag)
                                      AND t.tgenabled = 'A');
+            -- A trigger missing or disabled on a relation the rollup was
+            -- refreshed from: writes may have gone unseen, so the next
+            -- refresh must rebuild every bucket (capture_reconcile does
+            -- when the record of captured relations is empty).
+            DELETE FROM pgsketch.rollup_captured c WHERE c.rollup = r
+             AND EXISTS (SELECT FROM pgsketch.rollup_captured x WHERE x.rollup = r AND x.relid = rel);
             EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', pgsketch.capture_trigger(r, ev.tag), rel::regclass);
             EXECUTE format('CREATE TRIGGER %I AFTER %s ON %s %s FOR EACH STATEMENT EXECUTE FUNCTION %s()',
                            pgsketch.capture_trigger(r, ev.tag), ev.event, rel::regclass, ev.refs,

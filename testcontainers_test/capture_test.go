@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -122,17 +123,22 @@ func TestChangeCapture(t *testing.T) {
 	// One day's dimension updated.
 	mustExec(t, conn, `UPDATE ev SET country = 'XX' WHERE created_at >= '2026-01-15' AND created_at < '2026-01-16' AND country = 'DE'`)
 	check("UPDATE of a dimension on one day", want{fromRollup: true, changed: 1})
+	// A role that may only insert into the source: the trigger function
+	// writes the log with its owner's rights.
+	mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT INSERT ON ev TO %[1]s;
+		SET ROLE %[1]s; INSERT INTO ev VALUES ('2026-01-25 08:00+00', 'JP', 'ios', 700001, 6); RESET ROLE`, db.Name+"_writer"))
+	check("INSERT by a role holding only INSERT on the source", want{fromRollup: true, changed: 2})
 	// MERGE with two WHEN actions, on another day.
 	mustExec(t, conn, `MERGE INTO ev USING (SELECT g AS user_id, timestamptz '2026-01-20 10:00+00' AS at FROM generate_series(0, 4000) g) s
 		ON ev.user_id = s.user_id AND ev.created_at >= '2026-01-20' AND ev.created_at < '2026-01-21'
 		WHEN MATCHED THEN UPDATE SET amount = ev.amount + 10
 		WHEN NOT MATCHED THEN INSERT VALUES (s.at, 'SE', 'web', 600000 + s.user_id, 9)`)
-	check("MERGE with two WHEN actions", want{fromRollup: true, changed: 2})
+	check("MERGE with two WHEN actions", want{fromRollup: true, changed: 3})
 	// Rows 30 days late, and a late row at a bucket boundary.
 	mustExec(t, conn, `INSERT INTO ev SELECT timestamptz '2026-02-01' + i * interval '1 minute', 'FR', 'ios', 200000 + i, 2
 		FROM generate_series(1, 300) i;
 		INSERT INTO ev VALUES ('2026-02-27 23:59:59.999999+00', 'JP', 'web', 300001, 3)`)
-	check("rows 30 days late", want{fromRollup: true, changed: 4})
+	check("rows 30 days late", want{fromRollup: true, changed: 5})
 	// COPY straight into a partition: its own triggers fire.
 	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"ev_2026_02"}, []string{"created_at", "country", "device", "user_id", "amount"},
 		pgx.CopyFromSlice(100, func(i int) ([]any, error) {
@@ -141,11 +147,11 @@ func TestChangeCapture(t *testing.T) {
 		})); err != nil {
 		t.Fatal(err)
 	}
-	check("COPY into a partition", want{fromRollup: true, changed: 5})
+	check("COPY into a partition", want{fromRollup: true, changed: 6})
 	// A row dated 12024 (a typo), then on-time rows.
 	mustExec(t, conn, `INSERT INTO ev VALUES ('12024-01-01 00:00+00', 'US', 'web', 400001, 4)`)
 	mustExec(t, conn, `INSERT INTO ev SELECT now() - i * interval '1 second', 'BR', 'android', 400100 + i, 5 FROM generate_series(1, 20) i`)
-	check("a row in year 12024, then on-time rows", want{fromRollup: true, changed: 5, tail: true})
+	check("a row in year 12024, then on-time rows", want{fromRollup: true, changed: 6, tail: true})
 	// An erasure: a tenth of the users' January rows.
 	mustExec(t, conn, `DELETE FROM ev WHERE user_id % 10 = 3 AND created_at < '2026-02-01'`)
 	check("DELETE of a tenth of the users' old rows", want{fromRollup: true, changed: 34})
@@ -178,4 +184,132 @@ func TestChangeCapture(t *testing.T) {
 	}
 	mustExec(t, conn, `SELECT pgsketch.drop_rollup('ev_daily_ref')`)
 	check("after one refresh", want{fromRollup: true})
+}
+
+// TestChangeCaptureDetects: what no DML trigger sees makes the proxy answer
+// exactly (never from the rollup) until a refresh, which repairs the
+// capture and leaves the rollup as a fresh build; a replication apply
+// session's writes (session_replication_role = replica) are captured.
+func TestChangeCaptureDetects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := `SELECT country, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev GROUP BY country ORDER BY country`
+	setup := func(t *testing.T, partitioned bool) (*testDB, *pgx.Conn, *noticeConn) {
+		db, conn := catalogDB(t)
+		ddl := `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint, amount numeric(12,2))`
+		if partitioned {
+			ddl += ` PARTITION BY RANGE (created_at);
+				CREATE TABLE ev_2026_01 PARTITION OF ev FOR VALUES FROM ('2026-01-01') TO ('2026-02-01')`
+		}
+		mustExec(t, conn, ddl+`;
+			INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 28) * interval '1 day', (ARRAY['DE','FR'])[1 + i % 2], 'web', i, 1
+			  FROM generate_series(1, 5000) i`)
+		mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+		refreshRollup(t, conn, "ev_daily", refresh.Options{})
+		p := startProxy(t, server.adminURL, "--approx", "on")
+		return db, conn, connectSimple(t, p.URL(db.DSN))
+	}
+	// answer checks q through the proxy against PostgreSQL and whether the
+	// rollup answered.
+	answer := func(t *testing.T, conn *pgx.Conn, nc *noticeConn, fromRollup bool) {
+		t.Helper()
+		got, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, q, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var exact [][]string
+		for rows.Next() {
+			var c string
+			var u, n int64
+			var s string
+			if err := rows.Scan(&c, &u, &n, &s); err != nil {
+				t.Fatal(err)
+			}
+			exact = append(exact, []string{c, strconv.FormatInt(u, 10), strconv.FormatInt(n, 10), s})
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.rows) != len(exact) {
+			t.Fatalf("%d groups, want %d", len(got.rows), len(exact))
+		}
+		for i := range exact {
+			if got.rows[i][0] != exact[i][0] || got.rows[i][2] != exact[i][2] || got.rows[i][3] != exact[i][3] {
+				t.Fatalf("group %d: %q, exact %q; notices %q", i, got.rows[i], exact[i], got.notices)
+			}
+		}
+		rollup := len(got.notices) == 1 && strings.Contains(got.notices[0], "approximated from rollup")
+		if rollup != fromRollup {
+			t.Fatalf("answered from the rollup: %v, want %v; notices %q", rollup, fromRollup, got.notices)
+		}
+	}
+	repaired := func(t *testing.T, conn *pgx.Conn, nc *noticeConn) {
+		t.Helper()
+		refreshRollup(t, conn, "ev_daily", refresh.Options{})
+		sameAs(t, conn, "ev", "ev_daily")
+		answer(t, conn, nc, true)
+	}
+
+	t.Run("disabled triggers", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, false)
+		mustExec(t, conn, `ALTER TABLE ev DISABLE TRIGGER ALL; DELETE FROM ev WHERE created_at < '2026-01-03'; ALTER TABLE ev ENABLE TRIGGER ALL`)
+		answer(t, conn, nc, false) // re-enabled, but not ALWAYS: still refused
+		repaired(t, conn, nc)
+	})
+	t.Run("replication apply", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, false)
+		mustExec(t, conn, `SET session_replication_role = replica; DELETE FROM ev WHERE created_at < '2026-01-03'; RESET session_replication_role`)
+		answer(t, conn, nc, true)
+		repaired(t, conn, nc)
+	})
+	t.Run("dropped and re-created", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, false)
+		mustExec(t, conn, `DROP TABLE ev; CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint, amount numeric(12,2));
+			INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 10) * interval '1 day', 'DE', 'ios', i, 2 FROM generate_series(1, 500) i`)
+		answer(t, conn, nc, false)
+		repaired(t, conn, nc)
+	})
+	t.Run("partition attached", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, true)
+		mustExec(t, conn, `CREATE TABLE ev_2026_02 (LIKE ev);
+			INSERT INTO ev_2026_02 SELECT timestamptz '2026-02-01' + (i % 5) * interval '1 day', 'FR', 'ios', i, 3 FROM generate_series(1, 500) i;
+			ALTER TABLE ev ATTACH PARTITION ev_2026_02 FOR VALUES FROM ('2026-02-01') TO ('2026-03-01')`)
+		answer(t, conn, nc, false)
+		// The refresh logs the new partition's buckets and rebuilds those,
+		// not every bucket.
+		res := refreshRollup(t, conn, "ev_daily", refresh.Options{})
+		if res.Mode != "incremental" || res.RowsRead > 1000 {
+			t.Errorf("refresh after an attach: %s, %d rows read; want an incremental one reading the new partition's days", res.Mode, res.RowsRead)
+		}
+		sameAs(t, conn, "ev", "ev_daily")
+		answer(t, conn, nc, true)
+	})
+	t.Run("partition created", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, true)
+		mustExec(t, conn, `CREATE TABLE ev_2026_02 PARTITION OF ev FOR VALUES FROM ('2026-02-01') TO ('2026-03-01')`)
+		answer(t, conn, nc, false)
+		repaired(t, conn, nc)
+	})
+	t.Run("materialized view", func(t *testing.T) {
+		t.Parallel()
+		db, conn := catalogDB(t)
+		mustExec(t, conn, `CREATE TABLE ev_base (created_at timestamptz NOT NULL, country text, device text, user_id bigint, amount numeric(12,2));
+			INSERT INTO ev_base SELECT timestamptz '2026-01-01' + (i % 28) * interval '1 day', 'DE', 'web', i, 1 FROM generate_series(1, 1000) i;
+			CREATE MATERIALIZED VIEW ev AS SELECT * FROM ev_base`)
+		mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+		refreshRollup(t, conn, "ev_daily", refresh.Options{})
+		p := startProxy(t, server.adminURL, "--approx", "on")
+		nc := connectSimple(t, p.URL(db.DSN))
+		mustExec(t, conn, `DELETE FROM ev_base WHERE created_at < '2026-01-05'; REFRESH MATERIALIZED VIEW ev`)
+		answer(t, conn, nc, false)
+	})
 }
