@@ -176,3 +176,47 @@ func TestRollupCacheRelativeTimes(t *testing.T) {
 		ask(i)
 	}
 }
+
+// TestRollupPreparedRelativeTimes: the proxy prepares its own statements
+// once per session, but PostgreSQL reads 'now' and 'today' in a statement's
+// text when it prepares it: a statement holding one is prepared anew each
+// time, so one session asking again later gets the later answer.
+func TestRollupPreparedRelativeTimes(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "0")
+	ctx := context.Background()
+	direct := connectSimple(t, db.DSN)
+	mustExec(t, conn, `CREATE TABLE due (t timestamptz, due timestamptz, u int);
+		INSERT INTO due VALUES ('2026-01-01', '2000-01-01', 1), ('2026-01-01', clock_timestamp() + interval '3 seconds', 2);
+		SELECT pgsketch.create_rollup('due_daily', 'due', 't', dimensions => '{due}', distinct_columns => '{u}')`)
+	refreshRollup(t, conn, "due_daily", refresh.Options{})
+	const q = "SELECT count(*), count(DISTINCT u) FROM due WHERE due < 'now'"
+	c := connectSimple(t, p.URL(db.DSN))
+	ask := func() {
+		t.Helper()
+		want, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.notices) != 1 {
+			t.Errorf("not answered from the rollup: %q", got.notices)
+		}
+		if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+			t.Errorf("got %v, want %v (%q)", got.rows, want.rows, got.notices)
+		}
+	}
+	ask()
+	var passed bool
+	for !passed {
+		if err := conn.QueryRow(ctx, `SELECT max(due) < now() FROM due`).Scan(&passed); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	ask()
+}

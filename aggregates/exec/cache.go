@@ -316,6 +316,36 @@ func namesRelativeTime(s string) bool {
 	return false
 }
 
+// QuotesRelativeTime reports whether a string literal of sql (as the
+// planner prints them: '...' with '' for a quote) holds 'now', 'today',
+// 'tomorrow' or 'yesterday' (see namesRelativeTime). PostgreSQL reads such
+// a literal when it parses the statement, so a statement prepared once
+// would keep the moment it was prepared at; now() and parameters are read
+// when it runs and do not count.
+func QuotesRelativeTime(sql string) bool {
+	for i := 0; i < len(sql); i++ {
+		if sql[i] != '\'' {
+			continue
+		}
+		j := i + 1
+		for j < len(sql) {
+			if sql[j] == '\'' {
+				if j+1 < len(sql) && sql[j+1] == '\'' {
+					j += 2
+					continue
+				}
+				break
+			}
+			j++
+		}
+		if namesRelativeTime(sql[i+1 : min(j, len(sql))]) {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
 // cacheKey identifies the rollup half a fetch statement selects, but for
 // the token: the caller's scope, the statement, the merge parameters, and
 // the client's parameter values it binds.

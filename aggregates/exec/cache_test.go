@@ -179,3 +179,20 @@ func TestCacheEvicts(t *testing.T) {
 		t.Error("NewCache(0) caches")
 	}
 }
+
+func TestQuotesRelativeTime(t *testing.T) {
+	for sql, want := range map[string]bool{
+		`SELECT 1 WHERE t < 'now'`:                      true,
+		`SELECT 1 WHERE t >= 'Today 10:00'`:             true,
+		`SELECT 1 WHERE d = 'it''s yesterday'`:          true,
+		`SELECT 1 WHERE t < now() - interval '1 day'`:   false,
+		`SELECT 1 WHERE c = 'Snowdonia' AND t < $1`:     false,
+		`SELECT "today" FROM t WHERE c = 'x'`:           false,
+		`SELECT 1 WHERE c = 'unterminated tomorrow`:     true,
+		`SELECT 1 WHERE c = '' AND d = 'nowhere' OR ''`: false,
+	} {
+		if got := QuotesRelativeTime(sql); got != want {
+			t.Errorf("QuotesRelativeTime(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}

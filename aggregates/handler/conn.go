@@ -237,7 +237,9 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 			}
 		}
 		stmt := name
-		if ps != nil {
+		// A statement quoting 'now' or 'today' is parsed anew every time.
+		keep := ps != nil && !exec.QuotesRelativeTime(st.SQL)
+		if keep {
 			var evicted string
 			stmt, fresh[i], evicted = ps.name(st)
 			if evicted != "" {
@@ -255,7 +257,7 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 		c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
 		if c.ext {
 			c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
-			if ps == nil {
+			if !keep {
 				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
 			}
 		}
