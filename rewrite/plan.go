@@ -766,6 +766,7 @@ func (p *Plan) String() string {
 		wm += fmt.Sprintf(", late window %s", p.LateWindow)
 	}
 	w("time: %s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", quoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
+	w("changes: the range's buckets listed in pgsketch.rollup_dirty read from the base table; pgsketch.capture_check runs the query exactly instead when the change capture is not in place or too many changed")
 	if p.Level != nil {
 		w("level: %s (table %s): the range's whole %ss read from it, the rest from the rollup table", p.Level.Grain, p.Level.Table, p.Level.Grain)
 	}

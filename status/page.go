@@ -18,6 +18,9 @@ type Rollup struct {
 	Watermark, LastRefresh        *time.Time
 	Rows, Bytes, Version          int64
 	Lag                           string
+	// Capture says whether the rollup's change capture is in place and how
+	// many buckets changed since its last refresh, or why it is not.
+	Capture string
 }
 
 // RollupSource lists the rollups; nil when the page has no database to ask.
@@ -108,8 +111,8 @@ code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0;max-
 {{if not .HaveRollups}}<p class="muted">No database to list rollups from (serve --status-dsn).</p>
 {{else if .RollupsErr}}<p class="err">{{.RollupsErr}}</p>
 {{else if not .Rollups}}<p class="muted">No rollups yet: create one with pgsketch.create_rollup or pgsketch-proxy rollup create.</p>
-{{else}}<table><tr><th>rollup</th><th>source</th><th>grain</th><th>dimensions</th><th>measures</th><th>watermark</th><th>last refresh</th><th>lag</th><th>rows</th><th>size</th></tr>
-{{range .Rollups}}<tr class="rollup"><td><b>{{.Name}}</b> <span class="muted">v{{.Version}}</span></td><td>{{.Source}}</td><td>{{.Grain}} ({{.TimeZone}})</td><td>{{join .Dimensions ", "}}</td><td>{{join .Measures "; "}}</td><td>{{when .Watermark}}</td><td>{{when .LastRefresh}}</td><td>{{.Lag}}</td><td class="n">{{.Rows}}</td><td class="n">{{size .Bytes}}</td></tr>
+{{else}}<table><tr><th>rollup</th><th>source</th><th>grain</th><th>dimensions</th><th>measures</th><th>watermark</th><th>last refresh</th><th>lag</th><th>changes</th><th>rows</th><th>size</th></tr>
+{{range .Rollups}}<tr class="rollup"><td><b>{{.Name}}</b> <span class="muted">v{{.Version}}</span></td><td>{{.Source}}</td><td>{{.Grain}} ({{.TimeZone}})</td><td>{{join .Dimensions ", "}}</td><td>{{join .Measures "; "}}</td><td>{{when .Watermark}}</td><td>{{when .LastRefresh}}</td><td>{{.Lag}}</td><td>{{.Capture}}</td><td class="n">{{.Rows}}</td><td class="n">{{size .Bytes}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2 id="rewritten">Answered from rollups</h2>

@@ -268,21 +268,23 @@ func rollupList(ctx context.Context, a *app, args []string) error {
 	rows, err := conn.Query(ctx, `SELECT name, source, grain, time_zone, array_to_string(dimensions, ','),
 		array_to_string(measures, '; '), coalesce(to_char(watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI"Z"'), 'never'),
 		coalesce(rows, 0), pg_size_pretty(bytes), coalesce(to_char(last_refresh AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'never'),
-		coalesce(justify_interval(date_trunc('second', lag))::text, '')
+		coalesce(justify_interval(date_trunc('second', lag))::text, ''),
+		CASE WHEN capture_broken IS NULL THEN format('captured, %s changed', dirty_buckets)
+		     ELSE 'not captured: ' || capture_broken END
 		FROM pgsketch.rollups ORDER BY name`)
 	if err != nil {
 		return explain(err)
 	}
 	defer rows.Close()
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLAST REFRESH\tLAG")
+	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLAST REFRESH\tLAG\tCHANGES")
 	for rows.Next() {
-		var s [10]string
+		var s [11]string
 		var n int64
-		if err := rows.Scan(&s[0], &s[1], &s[2], &s[3], &s[4], &s[5], &s[6], &n, &s[7], &s[8], &s[9]); err != nil {
+		if err := rows.Scan(&s[0], &s[1], &s[2], &s[3], &s[4], &s[5], &s[6], &n, &s[7], &s[8], &s[9], &s[10]); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6], n, s[7], s[8], s[9])
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6], n, s[7], s[8], s[9], s[10])
 	}
 	if err := rows.Err(); err != nil {
 		return explain(err)

@@ -261,7 +261,9 @@ func rollupLister(dsn string) status.RollupSource {
 		defer conn.Close(context.WithoutCancel(ctx))
 		rows, err := conn.Query(ctx, `SELECT name, source, grain, time_zone, dimensions, coalesce(measures, '{}'),
 			watermark, last_refresh, coalesce(rows, 0), coalesce(bytes, 0), version,
-			coalesce(justify_interval(date_trunc('second', lag))::text, '')
+			coalesce(justify_interval(date_trunc('second', lag))::text, ''),
+			CASE WHEN capture_broken IS NULL THEN format('captured, %s changed bucket(s)', dirty_buckets)
+			     ELSE 'not captured: ' || capture_broken || ' (answered exactly until a refresh)' END
 			FROM pgsketch.rollups ORDER BY name`)
 		if err != nil {
 			return nil, explain(err)
@@ -269,7 +271,7 @@ func rollupLister(dsn string) status.RollupSource {
 		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (status.Rollup, error) {
 			var x status.Rollup
 			err := r.Scan(&x.Name, &x.Source, &x.Grain, &x.TimeZone, &x.Dimensions, &x.Measures,
-				&x.Watermark, &x.LastRefresh, &x.Rows, &x.Bytes, &x.Version, &x.Lag)
+				&x.Watermark, &x.LastRefresh, &x.Rows, &x.Bytes, &x.Version, &x.Lag, &x.Capture)
 			return x, err
 		})
 	}
