@@ -15,12 +15,15 @@
 // fewest rows.
 //
 // A Plan carries SQL text only: whole buckets are read from the rollup, edge
-// and tail rows from the base table (with rows whose time is NULL, which no
-// rollup holds), both in one statement so that now(), parameters, the
-// snapshot and the watermark, which the statement reads from
-// pgsketch.rollup_defs itself, are the same for both halves. The executor
-// (aggregates, issue 7) merges per group and evaluates the shaping SQL over
-// the merged groups; see Plan for the contract.
+// and tail rows and the buckets the change log lists from the base table
+// (with rows whose time is NULL, which no rollup holds), all in one
+// statement so that now(), parameters, the snapshot, the change log and the
+// watermark, which the statement reads from schema pgsketch itself, are the
+// same for every part. The same statement checks that the rollup's change
+// capture is in place (pgsketch.capture_check), failing otherwise so that
+// the query runs exactly. The executor (aggregates/exec) merges per group
+// and evaluates the shaping SQL over the merged groups; see Plan for the
+// contract.
 //
 // Two choices are the plan's too: which level of the rollup the whole
 // buckets are read from (plan.go: the coarsest level whose buckets the

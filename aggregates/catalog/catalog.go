@@ -143,8 +143,10 @@ type Rollup struct {
 	// Measures are the stored aggregates. The first is always the row
 	// count (Kind Count, Expression "*", Column "row_count").
 	Measures []Measure
-	// Watermark is the end of the newest bucket the last refresh read;
-	// buckets starting before it are materialized. Zero before the first
+	// Watermark is the end of the newest bucket the last refresh read
+	// (never past the start of the bucket holding that refresh's now());
+	// buckets starting before it are materialized, but for those the
+	// change log (pgsketch.rollup_dirty) lists. Zero before the first
 	// refresh. For a date or timestamp time column it is the wall-clock
 	// bucket end read as UTC (2026-01-02 00:00 is 2026-01-02 00:00:00Z).
 	// Base rows whose time column is NULL are never in the rollup.

@@ -1,8 +1,14 @@
 // Package refresh builds and refreshes rollup tables.
 //
-// A refresh runs in one transaction on one session (Conn). SQL in schema
-// pgsketch (pgsketch.refresh_begin) takes the rollup's advisory lock, picks
-// the buckets to rebuild, deletes their rows and hands back a query; this
+// A refresh first installs the rollup's change-capture triggers where they
+// are missing (pgsketch.capture_prepare, committed on its own, so that every
+// write the refresh does not see is logged). Then it runs in one
+// transaction on one session (Conn). SQL in schema pgsketch
+// (pgsketch.refresh_begin) takes the rollup's advisory lock, reconciles the
+// captured relations (a full rebuild when the source changed in ways no
+// trigger sees), deletes the change-log entries its snapshot sees, picks
+// the buckets to rebuild (from the oldest logged one, never the bucket
+// holding now()), deletes their rows and hands back a query; this
 // package streams that query's rows out with COPY TO, sketches the values
 // (xxhash64 of their canonical text, DESIGN §2.2) into one HLL per bucket
 // and dimension values, writes the rebuilt rows back with COPY FROM, and
