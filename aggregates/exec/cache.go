@@ -317,7 +317,7 @@ func namesRelativeTime(s string) bool {
 }
 
 // QuotesRelativeTime reports whether a string literal of sql (as the
-// planner prints them: '...' with '' for a quote) holds 'now', 'today',
+// planner prints them: quoted, a quote in one doubled) holds 'now', 'today',
 // 'tomorrow' or 'yesterday' (see namesRelativeTime). PostgreSQL reads such
 // a literal when it parses the statement, so a statement prepared once
 // would keep the moment it was prepared at; now() and parameters are read
