@@ -313,3 +313,56 @@ func TestChangeCaptureDetects(t *testing.T) {
 		answer(t, conn, nc, false)
 	})
 }
+
+// TestChangeCaptureLevels: a level bucket holding a changed bucket is not
+// read; the month is answered from the daily rows and the changed day from
+// the base table.
+func TestChangeCaptureLevels(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint, amount numeric(12,2));
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 41) * interval '1 day', (ARRAY['DE','FR'])[1 + i % 2], 'web', i % 3000, 1
+		  FROM generate_series(1, 8000) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`);
+		SELECT pgsketch.add_rollup_level('ev_daily', 'month')`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	nc := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	const q = `SELECT country, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev
+		WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01' GROUP BY country ORDER BY country`
+	plan, err := nc.query(ctx, "EXPLAIN "+q)
+	if err != nil || !strings.Contains(fmt.Sprint(plan.rows), "level: month") {
+		t.Fatalf("EXPLAIN: %v %v: want the month level read", plan, err)
+	}
+	compare := func(step string, changed int) {
+		t.Helper()
+		got, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs, err := compareRollupAnswer(got, want)
+		if err != nil {
+			t.Fatalf("%s: %v (%q)", step, err, got.notices)
+		}
+		for _, e := range errs {
+			if e > 5 {
+				t.Fatalf("%s: %.1f standard errors off", step, e)
+			}
+		}
+		m := changedRE.FindStringSubmatch(strings.Join(got.notices, ""))
+		if (changed == 0) != (m == nil) || (m != nil && m[1] != strconv.Itoa(changed)) {
+			t.Fatalf("%s: notices %q, want %d changed buckets", step, got.notices, changed)
+		}
+	}
+	compare("clean", 0)
+	mustExec(t, conn, `UPDATE ev SET amount = amount + 5, country = 'FR' WHERE created_at >= '2026-01-10' AND created_at < '2026-01-11' AND country = 'DE'`)
+	compare("one day of the month changed", 1)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	compare("refreshed", 0)
+}
