@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/migrations"
 )
 
@@ -272,5 +273,68 @@ func TestMigrationUncompressedSketches(t *testing.T) {
 		if st != "e" {
 			t.Fatalf("after down and up, %s has storage %q, want e", col, st)
 		}
+	}
+}
+
+// Version 6 adds change capture: a rollup made before it is not captured
+// (the proxy answers exactly) until its next refresh installs the triggers;
+// going down removes every trigger and function, and the source stays
+// writable.
+func TestMigrationChangeCapture(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	latest := migrations.Latest()
+	if err := m.Down(int(latest) - 5); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 5)
+	mustExec(t, conn, `CREATE TABLE ev (at timestamptz NOT NULL, country text, user_id bigint);
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + i * interval '1 hour', 'DE', i FROM generate_series(1, 100) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('old', 'ev', 'at', dimensions => '{country}', distinct_columns => '{user_id}')`)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, latest)
+	broken := func() *string {
+		t.Helper()
+		var why *string
+		if err := conn.QueryRow(ctx, `SELECT capture_broken FROM pgsketch.rollups WHERE name = 'old'`).Scan(&why); err != nil {
+			t.Fatal(err)
+		}
+		return why
+	}
+	triggers := func() int {
+		t.Helper()
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'ev'::regclass AND tgname LIKE 'pgsketch%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if why := broken(); why == nil || triggers() != 0 {
+		t.Fatalf("before its first refresh at version 6: capture_broken %v, %d triggers", why, triggers())
+	}
+	refreshRollup(t, conn, "old", refresh.Options{})
+	if why := broken(); why != nil || triggers() != 4 {
+		t.Fatalf("after a refresh: capture_broken %q, %d triggers, want none and 4", *why, triggers())
+	}
+	if err := m.Down(int(latest) - 5); err != nil {
+		t.Fatal(err)
+	}
+	if n := triggers(); n != 0 {
+		t.Fatalf("down to version 5 left %d triggers", n)
+	}
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-02-01', 'FR', 1); UPDATE ev SET country = 'DE'; DELETE FROM ev WHERE user_id = 1; TRUNCATE ev`)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if why := broken(); why == nil {
+		t.Fatal("up again: captured before any refresh")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgsketch/pgsketch/aggregates/catalog"
 )
 
@@ -145,6 +147,10 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	// The capture triggers commit before the refresh reads anything, so
 	// every write the refresh does not see is logged (see capture_v1.sql).
 	if _, err := conn.Query(ctx, "SELECT pgsketch.capture_prepare($1)", name); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42883" {
+			return res, fmt.Errorf("refresh %s: the catalog predates change capture (run pgsketch-proxy migrate up): %w", name, err)
+		}
 		return res, fmt.Errorf("refresh %s: change capture: %w", name, err)
 	}
 	var b strings.Builder
