@@ -344,7 +344,8 @@ END $$;
 -- refresh_begin (version 6): version 4's, with change capture. It
 -- reconciles the captured relations first (a full rebuild when the source
 -- changed in ways no trigger sees), drains the change log, rebuilding the
--- logged buckets (an incremental refresh reads from the oldest of them),
+-- logged buckets (an incremental refresh reads those before its usual
+-- range each on its own),
 -- and reads no row at or after the start of the bucket holding now():
 -- the watermark stays at or before it. Rows deleted from the rollup table
 -- are still every bucket from lo on, so that buckets a refresh before
@@ -385,7 +386,8 @@ DECLARE
     has_part boolean := false;
     q text;
     pages bigint;
-    oldest timestamptz;
+    gone_buckets timestamptz[];
+    extra timestamptz[];
     cap timestamptz;
     cap_local timestamp;
     cap_text text;
@@ -474,15 +476,7 @@ BEGIN
          WHERE x.rollup = r AND (lo IS NULL OR x.bucket >= lo) AND (hi IS NULL OR x.bucket < hi);
     ELSE
         WITH gone AS (DELETE FROM pgsketch.rollup_dirty x WHERE x.rollup = r RETURNING x.bucket)
-        SELECT min(gone.bucket) INTO oldest FROM gone;
-        IF oldest IS NOT NULL AND lo IS NOT NULL AND oldest < lo THEN
-            IF zhour THEN
-                lo := oldest;
-            ELSE
-                lo_local := pgsketch.bucket_local(d.grain, oldest AT TIME ZONE d.time_zone);
-                lo := lo_local AT TIME ZONE d.time_zone;
-            END IF;
-        END IF;
+        SELECT array_agg(DISTINCT gone.bucket) INTO gone_buckets FROM gone;
     END IF;
     -- The open bucket (the one holding now()) and later ones are not
     -- materialized: queries read them from the base table, so rows written
@@ -494,6 +488,11 @@ BEGIN
         IF lo IS NOT NULL AND lo > cap THEN
             lo := cap;
             lo_local := cap_local;
+        END IF;
+        -- The logged buckets before lo are rebuilt too, each on its own
+        -- (the buckets from lo on are rebuilt anyway).
+        IF lo IS NOT NULL THEN
+            SELECT array_agg(b ORDER BY b) INTO extra FROM unnest(gone_buckets) b WHERE b < lo;
         END IF;
     END IF;
 
@@ -536,6 +535,20 @@ BEGIN
             WHEN zoned THEN format(' AND %1$I < %2$L::timestamptz + interval ''1 day'' AND (%1$I AT TIME ZONE %3$L) < %4$L::timestamp',
                                    d.time_column, cap, d.time_zone, cap_local)
             ELSE format(' AND %I < %L::%s', d.time_column, cap_text, ttype) END;
+    END IF;
+    IF extra IS NOT NULL THEN
+        -- Each logged bucket by an index range on the time column (with a
+        -- day's margin in a zone), then exactly by its bucket.
+        pred := format('((%s) OR ((%s) AND %s = ANY (%L::timestamptz[])))', pred,
+            (SELECT string_agg(CASE WHEN ttype = 'timestamp with time zone'
+                    THEN format('%1$I >= %2$L::timestamptz - interval ''1 day'' AND %1$I < %2$L::timestamptz + %3$L::interval + interval ''1 day''',
+                                d.time_column, b, g)
+                    ELSE format('%1$I >= %2$L::timestamp AND %1$I < %2$L::timestamp + %3$L::interval',
+                                d.time_column, b AT TIME ZONE 'UTC', g) END, ' OR ')
+               FROM unnest(extra) b),
+            pgsketch.capture_bucket(d, ttype, format('%I', d.time_column)), extra);
+        bpred := format('((%s) OR %s = ANY (%L::timestamptz[]))', bpred,
+            CASE ttype WHEN 'timestamp with time zone' THEN 'bucket' ELSE '(bucket::timestamp AT TIME ZONE ''UTC'')' END, extra);
     END IF;
     EXECUTE format('DELETE FROM %s WHERE %s', dst, bpred);
 
@@ -635,6 +648,11 @@ BEGIN
     write_sql := format('COPY %s (bucket%s%s) FROM STDIN (FORMAT binary)', dst, dims,
         (SELECT string_agg(format(', %I', column_name), '' ORDER BY position)
            FROM pgsketch.rollup_measures WHERE rollup = r));
+    -- Levels are rebuilt from the oldest rebuilt bucket on (from the
+    -- rollup's rows: cheap), and the watermark computed from there.
+    IF extra IS NOT NULL THEN
+        lo := extra[1];
+    END IF;
     RETURN NEXT;
 END $$;
 
