@@ -478,11 +478,20 @@ const InfoPrefix = "pgsketch_info:"
 // dirtyArm is the fetch's arm reading the base rows of the changed buckets
 // in the range, one bucket at a time (by an index range on the time
 // column where there is one; OFFSET 0 keeps PostgreSQL from flattening the
-// lateral read into one scan of the whole range).
+// lateral read into one scan of the whole range). A row belongs to the
+// bucket its time truncates to; in a zone other than UTC that can lie
+// outside the bucket's span of instants (a midnight that happens twice),
+// hence a day's margin around it.
 func (m *matcher) dirtyArm(p *Plan, bcols, ranges []string, groupBy string) string {
-	_, next := m.bucketSQL(m.r.Grain)
+	floor, next := m.bucketSQL(m.r.Grain)
 	tcol := "t." + quoteIdent(m.r.TimeColumn)
 	lo := "pgsketch_d.lo"
+	from, to := lo, next(lo)+" - interval '1 microsecond'"
+	if m.r.TimeType == catalog.Timestamptz && m.r.TimeZone != "UTC" {
+		from, to = lo+" - interval '1 day'", next(lo)+" + interval '1 day'"
+	}
+	span := tcol + " >= " + from + " AND " + tcol + " <= CASE WHEN isfinite(" + lo + ") THEN " + to + " ELSE " + lo + " END AND " +
+		floor(tcol) + " = " + lo
 	var where []string
 	for _, f := range m.pushed {
 		where = append(where, m.side(f, false))
@@ -493,8 +502,7 @@ func (m *matcher) dirtyArm(p *Plan, bcols, ranges []string, groupBy string) stri
 	}
 	return " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM (SELECT DISTINCT " + m.fromLog("l.bucket", false) + " AS lo " +
 		p.Time.Dirty + ") AS pgsketch_d CROSS JOIN LATERAL (SELECT * FROM " + m.sourceSQL() + " AS t WHERE " +
-		tcol + " >= " + lo + " AND " + tcol + " <= CASE WHEN isfinite(" + lo + ") THEN " + next(lo) +
-		" - interval '1 microsecond' ELSE " + lo + " END OFFSET 0) AS t WHERE " + strings.Join(where, " AND ") + groupBy
+		span + " OFFSET 0) AS t WHERE " + strings.Join(where, " AND ") + groupBy
 }
 
 // fromLog converts a bucket start of the change log (an instant; for date

@@ -381,3 +381,60 @@ func TestChangeCaptureLevels(t *testing.T) {
 	compare("refreshed", 0)
 	sameAs(t, conn, "ev", "ev_daily")
 }
+
+// TestChangeCaptureZones: changed buckets are read right in every kind of
+// bucket: days and hours in zones with a daylight-saving change in the
+// range, weeks of timestamps, days of dates.
+func TestChangeCaptureZones(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE ev (tz timestamptz NOT NULL, ts timestamp NOT NULL, d date NOT NULL, user_id bigint, amount numeric(12,2));
+		INSERT INTO ev SELECT t, t AT TIME ZONE 'UTC', (t AT TIME ZONE 'UTC')::date, i % 700, 1
+		  FROM (SELECT i, timestamptz '2025-10-20 00:00+00' + i * interval '7 minutes' AS t FROM generate_series(0, 3600) i) s`)
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	for _, c := range []struct{ rollup, col, grain, zone, changed string }{
+		{"berlin_day", "tz", "day", "Europe/Berlin", "tz >= '2025-10-26 00:30+02' AND tz < '2025-10-26 01:30+01'"},
+		// The Azores' midnight of 2025-10-26 happens twice: the day's bucket
+		// starts at the second, after the rows of the first hour.
+		{"azores_day", "tz", "day", "Atlantic/Azores", "tz >= '2025-10-26 00:00+00' AND tz < '2025-10-26 02:00+00'"},
+		{"ny_hour", "tz", "hour", "America/New_York", "tz >= '2025-11-02 05:00+00' AND tz < '2025-11-02 07:00+00'"},
+		{"ts_week", "ts", "week", "UTC", "ts >= '2025-10-27' AND ts < '2025-10-27 02:00'"},
+		{"d_day", "d", "day", "UTC", "d = '2025-10-30'"},
+	} {
+		// One rollup at a time, so that the query has no other to pick.
+		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.create_rollup('%s', 'ev', '%s', grain => '%s', time_zone => '%s',
+			distinct_columns => '{user_id}', sum_columns => '{amount}')`, c.rollup, c.col, c.grain, c.zone))
+		refreshRollup(t, conn, c.rollup, refresh.Options{})
+		mustExec(t, conn, `UPDATE ev SET amount = amount + 1, user_id = user_id + 10000 WHERE `+c.changed)
+		opt := "&options=" + strings.NewReplacer(" ", "%20", "=", "%3D", "/", "%2F").Replace("-c TimeZone="+c.zone)
+		nc := connectSimple(t, p.URL(db.DSN)+opt)
+		direct := connectSimple(t, db.DSN+opt)
+		for _, q := range []string{
+			fmt.Sprintf(`SELECT count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev WHERE %[1]s >= '2025-10-21' AND %[1]s < '2025-11-04'`, c.col),
+			fmt.Sprintf(`SELECT count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev WHERE %s IS NOT NULL`, c.col),
+		} {
+			got, err := nc.query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := direct.query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, err := compareRollupAnswer(got, want)
+			if err != nil {
+				t.Fatalf("%s: %s: %v (%q)", c.rollup, q, err, got.notices)
+			}
+			for _, e := range errs {
+				if e > 5 {
+					t.Fatalf("%s: %s: %.1f standard errors off", c.rollup, q, e)
+				}
+			}
+			if len(got.notices) != 1 || !strings.Contains(got.notices[0], "rollup "+c.rollup) || !changedRE.MatchString(got.notices[0]) {
+				t.Fatalf("%s: %s: notices %q, want an answer from %s with changed buckets", c.rollup, q, got.notices, c.rollup)
+			}
+		}
+		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.drop_rollup('%s')`, c.rollup))
+	}
+}
