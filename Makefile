@@ -58,6 +58,12 @@ bench-rollup: deps
 bench-query: deps
 	./scripts/bench-query.sh $(BENCH_QUERY_ARGS)
 
+## bench-capture: change capture's cost to writers (1 M-row INSERT ... SELECT, 10000 one-row INSERTs, with and
+## without the triggers) and to queries with changed buckets (docs/benchmarks.md); BENCH_CAPTURE_ARGS="--rows 20000000"
+.PHONY: bench-capture
+bench-capture: deps
+	./scripts/bench-capture.sh $(BENCH_CAPTURE_ARGS)
+
 ## soak: the 50-client soak test for longer (SOAK_DURATION, default 10m); make test runs it for 60 s
 .PHONY: soak
 SOAK_DURATION ?= 10m
