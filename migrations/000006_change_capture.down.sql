@@ -72,6 +72,7 @@ DROP FUNCTION pgsketch.max_dirty_buckets();
 DROP FUNCTION pgsketch.capture_broken(text);
 DROP FUNCTION pgsketch.capture_prepare(text);
 DROP FUNCTION pgsketch.capture_bucket(pgsketch.rollup_defs, text, text);
+DROP FUNCTION pgsketch.capture_local_bucket(pgsketch.rollup_defs, text, text);
 DROP FUNCTION pgsketch.capture_function(text);
 DROP FUNCTION pgsketch.capture_trigger(text, text);
 DROP FUNCTION pgsketch.capture_rels(regclass);

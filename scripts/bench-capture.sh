@@ -18,7 +18,7 @@
 #
 #   scripts/bench-capture.sh [--rows N] [--write-rows N] [--single-rows N]
 #                            [--rounds N] [--cache-bytes N] [--only write|query]
-#                            [--keep DIR] [--dsn URL]
+#                            [--keep DIR] [--dsn URL] [--durable]
 #
 # It builds bin/pgsketch-proxy, then starts a throwaway PostgreSQL 15 cluster
 # (removed at the end; --keep DIR keeps it and reuses its events table next

@@ -79,6 +79,17 @@ CREATE FUNCTION pgsketch.capture_bucket(d pgsketch.rollup_defs, ttype text, x te
         WHEN 'timestamp without time zone' THEN format('(date_trunc(%L, %s) AT TIME ZONE ''UTC'')', d.grain, x)
         ELSE format('(date_trunc(%L, %s::timestamp) AT TIME ZONE ''UTC'')', d.grain, x) END;
 
+-- capture_local_bucket is the SQL of the local start (a timestamp) of the
+-- bucket of time expression x of type ttype in rollup d's grain and zone;
+-- the bucket's instant is that AT TIME ZONE d.time_zone (UTC for date and
+-- timestamp columns), as refreshes compute it.
+CREATE FUNCTION pgsketch.capture_local_bucket(d pgsketch.rollup_defs, ttype text, x text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    RETURN CASE ttype
+        WHEN 'timestamp with time zone' THEN format('date_trunc(%L, %s AT TIME ZONE %L)', d.grain, x, d.time_zone)
+        WHEN 'timestamp without time zone' THEN format('date_trunc(%L, %s)', d.grain, x)
+        ELSE format('date_trunc(%L, %s::timestamp)', d.grain, x) END;
+
 -- capture_prepare creates rollup r's trigger function if missing and the
 -- capture triggers each relation of its source lacks, enabled ALWAYS. It
 -- returns the number of triggers it created. The refresher calls it in a
@@ -114,33 +125,66 @@ BEGIN
     -- capture (which may write the catalog), with a pinned search_path: a
     -- role that may write the source needs no right on the log.
     IF to_regprocedure(pgsketch.capture_function(r) || '()') IS NULL THEN
-    EXECUTE format($f$CREATE FUNCTION %1$s() RETURNS trigger
+        -- The statement's earliest and latest times come first (one pass).
+        -- A large statement within 64 buckets (a bulk load) logs every
+        -- bucket between them without reading its rows again; any other
+        -- logs the distinct buckets of its rows. Hourly buckets in a zone
+        -- other than UTC always take the second way (date_trunc keeps each
+        -- row's offset there).
+        EXECUTE format($f$CREATE FUNCTION %1$s() RETURNS trigger
         LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+DECLARE
+    lo %9$s;
+    hi %9$s;
+    nrows bigint;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
+    IF TG_OP = 'TRUNCATE' THEN
+        -- Every bucket the rollup holds.
+        INSERT INTO pgsketch.rollup_dirty (rollup, bucket)
+        SELECT DISTINCT %2$L, %6$s FROM %7$I.%8$I;
+        RETURN NULL;
+    ELSIF TG_OP = 'INSERT' THEN
+        SELECT min(x.%4$I), max(x.%4$I), count(*) INTO lo, hi, nrows FROM pgsketch_new x;
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT min(x.%4$I), max(x.%4$I), count(*) INTO lo, hi, nrows FROM pgsketch_old x;
+    ELSE
+        SELECT min(x.t), max(x.t), count(*) INTO lo, hi, nrows
+          FROM (SELECT o.%4$I FROM pgsketch_old o UNION ALL SELECT w.%4$I FROM pgsketch_new w) AS x(t);
+    END IF;
+    IF lo IS NULL THEN
+        RETURN NULL; -- no row with a time: no bucket
+    END IF;
+    IF nrows >= 1000 AND %10$s THEN
+        INSERT INTO pgsketch.rollup_dirty (rollup, bucket)
+        SELECT %2$L, b AT TIME ZONE %11$L FROM generate_series(%12$s, %13$s, %14$L::interval) AS b;
+    ELSIF TG_OP = 'INSERT' THEN
         INSERT INTO pgsketch.rollup_dirty (rollup, bucket)
         SELECT DISTINCT %2$L, %3$s FROM pgsketch_new n WHERE n.%4$I IS NOT NULL;
-    ELSIF TG_OP = 'UPDATE' THEN
-        INSERT INTO pgsketch.rollup_dirty (rollup, bucket)
-        SELECT %2$L, u.b FROM (SELECT %5$s FROM pgsketch_old o WHERE o.%4$I IS NOT NULL
-                               UNION SELECT %3$s FROM pgsketch_new n WHERE n.%4$I IS NOT NULL) AS u(b);
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO pgsketch.rollup_dirty (rollup, bucket)
         SELECT DISTINCT %2$L, %5$s FROM pgsketch_old o WHERE o.%4$I IS NOT NULL;
     ELSE
-        -- TRUNCATE: every bucket the rollup holds.
         INSERT INTO pgsketch.rollup_dirty (rollup, bucket)
-        SELECT DISTINCT %2$L, %6$s FROM %7$I.%8$I;
+        SELECT %2$L, u.b FROM (SELECT %5$s FROM pgsketch_old o WHERE o.%4$I IS NOT NULL
+                               UNION SELECT %3$s FROM pgsketch_new n WHERE n.%4$I IS NOT NULL) AS u(b);
     END IF;
     RETURN NULL;
 END
 $body$$f$,
-        pgsketch.capture_function(r), r,
-        pgsketch.capture_bucket(d, ttype, format('n.%I', d.time_column)), d.time_column,
-        pgsketch.capture_bucket(d, ttype, format('o.%I', d.time_column)),
-        CASE ttype WHEN 'timestamp with time zone' THEN 'bucket' ELSE '(bucket::timestamp AT TIME ZONE ''UTC'')' END,
-        d.rollup_schema, d.rollup_table);
-    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', pgsketch.capture_function(r));
+            pgsketch.capture_function(r), r,
+            pgsketch.capture_bucket(d, ttype, format('n.%I', d.time_column)), d.time_column,
+            pgsketch.capture_bucket(d, ttype, format('o.%I', d.time_column)),
+            CASE ttype WHEN 'timestamp with time zone' THEN 'bucket' ELSE '(bucket::timestamp AT TIME ZONE ''UTC'')' END,
+            d.rollup_schema, d.rollup_table,
+            ttype,
+            CASE WHEN ttype = 'timestamp with time zone' AND d.grain = 'hour' AND NOT pgsketch.is_utc(d.time_zone) THEN 'false'
+                 ELSE format('isfinite(lo) AND isfinite(hi) AND %s < %s + 64 * %L::interval',
+                             pgsketch.capture_local_bucket(d, ttype, 'hi'), pgsketch.capture_local_bucket(d, ttype, 'lo'),
+                             '1 ' || d.grain) END,
+            d.time_zone,
+            pgsketch.capture_local_bucket(d, ttype, 'lo'), pgsketch.capture_local_bucket(d, ttype, 'hi'),
+            '1 ' || d.grain);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', pgsketch.capture_function(r));
     END IF;
     FOR rel IN SELECT * FROM pgsketch.capture_rels(src) LOOP
         FOR ev IN SELECT * FROM (VALUES ('ins', 'INSERT', 'REFERENCING NEW TABLE AS pgsketch_new'),

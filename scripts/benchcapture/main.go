@@ -96,6 +96,7 @@ type options struct {
 	rounds                 int
 	dsn, keep, proxy, only string
 	cacheBytes             int64
+	durable                bool
 }
 
 func main() {
@@ -112,6 +113,8 @@ func main() {
 	flag.StringVar(&o.proxy, "proxy", "bin/pgsketch-proxy", "the pgsketch-proxy binary")
 	flag.Int64Var(&o.cacheBytes, "cache-bytes", -1, "the proxy's --cache-bytes (-1: its default, 256 MiB; 0: no cache)")
 	flag.StringVar(&o.only, "only", "", "run only this part: write or query")
+	flag.BoolVar(&o.durable, "durable", false, "run the throwaway server durably (fsync, synchronous_commit and full_page_writes on), "+
+		"as a production server runs, instead of the test settings")
 	flag.Parse()
 	if o.rounds < 1 || (o.only != "" && o.only != "write" && o.only != "query") {
 		flag.Usage()
@@ -133,8 +136,11 @@ func run(ctx context.Context, o options) error {
 	dsn := o.dsn
 	if dsn == "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		c, err := localpg.Start(ctx, localpg.Options{Dir: o.keep, Keep: o.keep != "", Logger: log,
-			Settings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}})
+		settings := map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+		if o.durable {
+			settings["fsync"], settings["synchronous_commit"], settings["full_page_writes"] = "on", "on", "on"
+		}
+		c, err := localpg.Start(ctx, localpg.Options{Dir: o.keep, Keep: o.keep != "", Logger: log, Settings: settings})
 		if err != nil {
 			return err
 		}
