@@ -107,8 +107,10 @@ func TestChangeCaptureRace(t *testing.T) {
 		return ops.Load()
 	}
 
+	// Throughput: without capture, with it, then with it and the refresher.
 	plainDur := min(dur, 15*time.Second)
 	plain := write("ev_plain", plainDur)
+	alone := write("ev", plainDur)
 
 	stop := make(chan struct{})
 	refreshed := make(chan int, 1)
@@ -129,9 +131,13 @@ func TestChangeCaptureRace(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			if _, err := refresh.Refresh(ctx, refresh.PgConn{C: rc.PgConn()}, "ev_daily", refresh.Options{}); err != nil {
+			res, err := refresh.Refresh(ctx, refresh.PgConn{C: rc.PgConn()}, "ev_daily", refresh.Options{})
+			if err != nil {
 				t.Errorf("refresh %d: %v", n+1, err)
 				return
+			}
+			if n%10 == 0 {
+				t.Logf("during the writes: %s", res)
 			}
 			n++
 		}
@@ -142,9 +148,10 @@ func TestChangeCaptureRace(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	close(stop)
 	refreshes := <-refreshed
-	t.Logf("writers: %.0f statements/s without capture (%s), %.0f with capture and %d refreshes (%s): %.2f×",
-		float64(plain)/plainDur.Seconds(), plainDur, float64(captured)/dur.Seconds(), refreshes, dur,
-		(float64(captured)/dur.Seconds())/(float64(plain)/plainDur.Seconds()))
+	rate := func(n int64, d time.Duration) float64 { return float64(n) / d.Seconds() }
+	t.Logf("writers: %.0f statements/s without capture, %.0f with it (%.2f×) (%s each); %.0f with capture and %d refreshes in %s (%.2f×)",
+		rate(plain, plainDur), rate(alone, plainDur), rate(alone, plainDur)/rate(plain, plainDur), plainDur,
+		rate(captured, dur), refreshes, dur, rate(captured, dur)/rate(plain, plainDur))
 	if refreshes < int(dur/(2*time.Second)) {
 		t.Errorf("only %d refreshes in %s", refreshes, dur)
 	}
