@@ -299,6 +299,42 @@ func TestChangeCaptureDetects(t *testing.T) {
 		answer(t, conn, nc, false)
 		repaired(t, conn, nc)
 	})
+	t.Run("TRUNCATE", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, true)
+		mustExec(t, conn, `TRUNCATE ev; INSERT INTO ev VALUES ('2026-01-03 10:00+00', 'DE', 'web', 1, 1)`)
+		answer(t, conn, nc, true)
+		repaired(t, conn, nc)
+	})
+	t.Run("INSERT ON CONFLICT", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, false)
+		mustExec(t, conn, `ALTER TABLE ev ADD COLUMN id bigint GENERATED ALWAYS AS (user_id) STORED UNIQUE`)
+		// Row 7 moves from its day to January 20th (an UPDATE), row 900001 is new (an INSERT).
+		mustExec(t, conn, `INSERT INTO ev (created_at, country, device, user_id, amount)
+			VALUES ('2026-01-20 10:00+00', 'FR', 'ios', 7, 50), ('2026-01-21 10:00+00', 'FR', 'ios', 900001, 60)
+			ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, amount = ev.amount + excluded.amount`)
+		answer(t, conn, nc, true)
+		repaired(t, conn, nc)
+	})
+	t.Run("too many changed buckets", func(t *testing.T) {
+		t.Parallel()
+		_, conn, nc := setup(t, false)
+		mustExec(t, conn, `INSERT INTO ev SELECT timestamptz '2026-02-01' + (i % 80) * interval '1 day', 'DE', 'web', i, 1
+			FROM generate_series(1, 4000) i`)
+		refreshRollup(t, conn, "ev_daily", refresh.Options{})
+		mustExec(t, conn, `DELETE FROM ev WHERE user_id % 7 = 0 AND created_at >= '2026-02-01'`) // 80 days changed
+		got, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "80 of the buckets in the range changed") ||
+			!strings.Contains(got.notices[0], "answered exactly by PostgreSQL") {
+			t.Fatalf("notices %q, want one saying the query ran exactly as 80 buckets changed", got.notices)
+		}
+		answer(t, conn, nc, false)
+		repaired(t, conn, nc)
+	})
 	t.Run("materialized view", func(t *testing.T) {
 		t.Parallel()
 		db, conn := catalogDB(t)
