@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rollup query benchmark (issue 7, must-show 3): "one month, distinct users
+# Rollup query benchmark: "one month, distinct users
 # by country" over a generated 20 M-row events table (90 days, an index on
 # created_at) with a daily rollup by country and device holding an HLL of
 # user_id (log2m 14, regwidth 5), timed four ways, interleaved:
@@ -11,8 +11,8 @@
 #   exact       the COUNT(DISTINCT) query in PostgreSQL (fewer runs).
 # Prints each round, p50 and p99 of each kind and the ratios of the targets.
 #
-# --merge-bench times the proxy's merge strategies instead (issue 9, must-show
-# 3), cold (one proxy with --cache-bytes 0): pgsketch.merge = 'proxy',
+# --merge-bench times the proxy's merge strategies instead, cold (one proxy
+# with --cache-bytes 0): pgsketch.merge = 'proxy',
 # 'server' and 'auto' on three connections through it, and hll_union_agg +
 # hll_cardinality on the rollup directly, for four queries: distinct users
 # over the 90 days from an hourly rollup events_hourly (made with the CLI if

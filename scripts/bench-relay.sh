@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Relay benchmark (issue 4, must-show 6): pgbench -S against a throwaway
+# Relay benchmark: pgbench -S against a throwaway
 # PostgreSQL 15 directly, through PgBouncer (session mode) and through
 # `pgsketch-proxy serve`, interleaved, several rounds; prints the TPS median
 # per target and mode and the ratios proxy/PgBouncer and proxy/direct.

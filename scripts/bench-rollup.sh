@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rollup build benchmark (issue 5, must-show 5): a daily rollup (dimensions
+# Rollup build benchmark: a daily rollup (dimensions
 # country, device; the row count and an HLL of user_id at log2m 14,
 # regwidth 5) of a generated 20 M-row events table over 90 days, built by
 # pgsketch's refresher and, in the same run, inside PostgreSQL with

@@ -1,4 +1,4 @@
--- Version 4 of the rollup functions, faster builds (issue 5): create_rollup
+-- Version 4 of the rollup functions, faster builds: create_rollup
 -- stores new rollups' sketch columns uncompressed (STORAGE EXTERNAL: pglz
 -- cannot shrink near-random bytes, and trying cost most of a refresh's
 -- writing time), and refresh_begin sends lean rows (time, dimensions, hll

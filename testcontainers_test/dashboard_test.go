@@ -1,6 +1,6 @@
 package e2e
 
-// Dashboard queries through pgsketch-proxy (issue 7, must-show 1): the
+// Dashboard queries through pgsketch-proxy: the
 // corpus testdata/aggregates/more_queries.txt through pgx and psql in the
 // simple protocol, and a handful of dashboard queries through node-postgres,
 // each compared with PostgreSQL's exact answer on one shared fixture: a

@@ -1,6 +1,6 @@
 package e2e
 
-// The differential test (issue 4, must-show 4): the corpus in
+// The differential test: the corpus in
 // testdata/differential/corpus.txt is run by a raw pgproto3 frontend over a
 // direct connection and through pgsketch-proxy, each in a fresh database made
 // from the same template, and the two backend message streams must be

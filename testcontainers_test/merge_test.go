@@ -26,7 +26,7 @@ const (
 	mergedInPostgres = "; rollup rows merged in PostgreSQL (hll_union_agg)"
 )
 
-// TestMergeStrategies is issue 9's must-show 1 and 2: for every rewritten
+// TestMergeStrategies: for every rewritten
 // query of the differential suites (queries.txt, more_queries.txt), the
 // sketches PostgreSQL merges per group (hll_union_agg) are byte for byte
 // the proxy's merge of the same rollup rows, and the answers through the

@@ -1,6 +1,6 @@
 package e2e
 
-// SCRAM-SHA-256 through the proxy (issue 4, must-show 3): a cluster of its
+// SCRAM-SHA-256 through the proxy: a cluster of its
 // own with password_encryption = scram-sha-256 and an hba line requiring
 // scram-sha-256 for every role but the superuser over TCP. Through
 // pgsketch-proxy, which ends the clients' TLS: psql with sslmode=require and
@@ -318,7 +318,7 @@ func TestSCRAMThroughProxy(t *testing.T) {
 		t.Fatalf("direct, wrong password accepted: psql %+v, node %+v", directPsql, directNode)
 	}
 
-	// The proxy's upstream hop plain (as the issue's must-show asks) and TLS.
+	// The proxy's upstream hop plain and TLS.
 	// With TLS on both hops, libpq (like pgx) sends the SCRAM gs2 header "y"
 	// ("I support channel binding, you offered none") because the proxy must
 	// hide SCRAM-SHA-256-PLUS, and PostgreSQL, being on TLS itself, refuses

@@ -1,6 +1,6 @@
 package e2e
 
-// Soak (issue 7, must-show 4): 50 clients at once, each on its own
+// Soak: 50 clients at once, each on its own
 // connection through pgsketch-proxy, mixing queries answered from a rollup
 // with queries passed through, for PGSKETCH_SOAK_DURATION (default 60 s).
 // No query may fail or give another answer than it gives alone, and once

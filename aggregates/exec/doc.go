@@ -1,5 +1,5 @@
 // Package exec executes a rewrite.Plan on the client's own upstream session
-// (DESIGN §1, issue 7): it runs the plan's fetch statement (whole rollup
+// (DESIGN §1): it runs the plan's fetch statement (whole rollup
 // buckets and base edge/tail rows in one statement), merges the sketches of
 // every group in Go (sketch.HLL Union of the rollup's bytes, canonical-text
 // hashes of the base rows' distinct values), estimates, and evaluates the

@@ -15,7 +15,7 @@ import (
 	"github.com/pgsketch/pgsketch/wire"
 )
 
-// The extended protocol (issue 7).
+// The extended protocol.
 //
 // A statement whose Parse the Handler takes (the relay then routes every
 // later Bind, Describe, Execute and Close naming it, or a portal bound to

@@ -1,7 +1,7 @@
 // Command benchquery measures a dashboard's distinct-count query answered
 // by pgsketch-proxy from a daily rollup, against PostgreSQL answering it
 // exactly and PostgreSQL merging the same rollup's sketches with the hll
-// extension (issue 7, must-show 3).
+// extension.
 //
 // It starts a throwaway PostgreSQL 15 cluster (internal/localpg; or uses
 // --dsn), generates the events table (internal/demodata; 20 M rows over 90
@@ -27,7 +27,7 @@
 // runs it; docs/benchmarks.md records its output.
 //
 // --merge-bench runs the benchmark of the proxy's merge strategies instead
-// (issue 9; merge.go), on the same table with an hourly rollup beside the
+// (merge.go), on the same table with an hourly rollup beside the
 // daily one.
 package main
 
@@ -103,7 +103,7 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "after the timed runs, write a 20-second CPU profile of the proxy answering warm queries "+
 		"(proxy-cpu.pprof) and the time of each statement it runs upstream (upstream.txt) to this directory")
 	flag.Int64Var(&o.cacheBytes, "cache-bytes", 256<<20, "the proxy's --cache-bytes (decoded rollup rows kept between queries; 0: none)")
-	flag.BoolVar(&o.mergeBench, "merge-bench", false, "instead, time the proxy's merge strategies (issue 9): pgsketch.merge proxy, server and auto "+
+	flag.BoolVar(&o.mergeBench, "merge-bench", false, "instead, time the proxy's merge strategies: pgsketch.merge proxy, server and auto "+
 		"through one proxy without a cache, against hll_union_agg in PostgreSQL, for four queries (merge.go); --runs rounds, --exact-runs ignored")
 	flag.BoolVar(&o.mergeMore, "merge-more", false, "with --merge-bench, four more queries near the boundary of auto's rule "+
 		"(by day and device, by week and country, by hour and by day from the hourly rollup)")

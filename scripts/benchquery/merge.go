@@ -1,6 +1,6 @@
 package main
 
-// The merge-strategy benchmark (issue 9, must-show 3), run by --merge-bench:
+// The merge-strategy benchmark, run by --merge-bench:
 // where the rollup rows of a group are merged when the proxy answers from a
 // rollup without its cache, in four queries:
 //
@@ -12,7 +12,7 @@ package main
 //	             one rollup row per output group (1680 groups);
 //	day-ctry:    the month by day and country from events_daily: 3 rows
 //	             (devices) per group, 560 groups; near the boundary of
-//	             auto's rule (beyond issue 9's must-show);
+//	             auto's rule (beyond the first six queries);
 //	month-ctry:  the month by country (the query of the main benchmark)
 //	             from events_daily: 28 days × 3 devices = 84 rows per group.
 //
