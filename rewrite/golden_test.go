@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 // The golden files in testdata/*.txt hold cases of the form

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 // Merge is where the sketches of a plan's rollup half are merged.

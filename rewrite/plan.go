@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 // Kind says how a Plan answers its query.

@@ -683,7 +683,7 @@ GRANT SELECT ON pgsketch.rollups TO PUBLIC;
 COMMENT ON VIEW pgsketch.rollups IS 'Every pgsketch rollup with its source, grain, dimensions, measures, size and freshness';
 
 -- catalog returns the whole rollup catalog as one JSON array, the form
--- pgsketch-proxy loads it in (package aggregates/catalog).
+-- pgsketch-proxy loads it in (package catalog).
 CREATE FUNCTION pgsketch.catalog() RETURNS json
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/sketch"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 func TestParseRefresh(t *testing.T) {

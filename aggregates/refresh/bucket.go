@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 // PostgreSQL's binary dates and timestamps count from 2000-01-01: days

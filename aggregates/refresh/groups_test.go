@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 func day(s string) int64 {

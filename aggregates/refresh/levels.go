@@ -7,7 +7,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/pgsketch/pgsketch/aggregates/catalog"
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 // LevelResult describes one level a refresh rebuilt.
