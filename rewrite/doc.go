@@ -14,7 +14,9 @@
 // over the queried table; and building the Plan for the rollup with the
 // fewest rows.
 //
-// A Plan carries SQL text only: whole buckets are read from the rollup, edge
+// The plan types (package plan, beside this one) are plain data the
+// executor imports without linking the SQL parser. A Plan carries SQL text
+// only: whole buckets are read from the rollup, edge
 // and tail rows and the buckets the change log lists from the base table
 // (with rows whose time is NULL, which no rollup holds), all in one
 // statement so that now(), parameters, the snapshot, the change log and the

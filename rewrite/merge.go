@@ -9,33 +9,6 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// Merge is where the sketches of a plan's rollup half are merged.
-type Merge string
-
-const (
-	// MergeProxy fetches every rollup row's sketches (array_agg per group)
-	// and merges them in the proxy: FetchSQL.
-	MergeProxy Merge = "proxy"
-	// MergeServer has PostgreSQL merge them per group with the hll
-	// extension's hll_union_agg, so that one sketch per group crosses the
-	// wire: ServerFetchSQL. The proxy still estimates from the merged bytes
-	// and adds the base rows' hashes.
-	MergeServer Merge = "server"
-	// MergeAuto chooses by the rule in Plan.chooseMerge.
-	MergeAuto Merge = "auto"
-)
-
-// ParseMerge reads a pgsketch.merge setting; "" is MergeAuto.
-func ParseMerge(s string) (Merge, bool) {
-	switch v := Merge(strings.ToLower(strings.TrimSpace(s))); v {
-	case "", MergeAuto:
-		return MergeAuto, true
-	case MergeProxy, MergeServer:
-		return v, true
-	}
-	return "", false
-}
-
 // The rule auto follows (documented in the README, "Where sketches are
 // merged"):
 //
@@ -57,9 +30,10 @@ func ParseMerge(s string) (Merge, bool) {
 // which auto merges in PostgreSQL.
 const ServerMergeRows = 10
 
-// chooseMerge sets Merge, MergeReason and ServerFetchSQL for a session
-// whose pgsketch.merge is setting, in a database with extension hll.
-func (p *Plan) chooseMerge(hll catalog.Extension, setting Merge) {
+// chooseMerge sets Merge, MergeReason and ServerFetchSQL of b's plan for a
+// session whose pgsketch.merge is setting, in a database with extension hll.
+func chooseMerge(b *built, hll catalog.Extension, setting Merge) {
+	p := b.Plan
 	hasSketch := false
 	for _, a := range p.Aggs {
 		if a.Op == MergeHLL {
@@ -69,7 +43,7 @@ func (p *Plan) chooseMerge(hll catalog.Extension, setting Merge) {
 	if hll.Installed() && hasSketch {
 		// NULL when the group has no sketch, as array_agg over no rows
 		// (an aggregate without GROUP BY over no rollup rows).
-		p.ServerFetchSQL = p.fetch.sql(func(a Agg) string {
+		p.ServerFetchSQL = b.fetch.sql(func(a Agg) string {
 			s, col := quoteIdent(hll.Schema)+".", "r."+quoteIdent(a.Measure)
 			return "CASE WHEN count(" + col + ") > 0 THEN ARRAY[" + s + "hll_send(" + s + "hll_union_agg(CAST(" + col + " AS " + s + "hll)))] END"
 		})
@@ -147,7 +121,7 @@ func (m *matcher) rowsPerGroup(p *Plan) (float64, string) {
 		}
 	}
 	if buckets == 0 {
-		hours, ok := m.rangeHours(p)
+		hours, ok := m.rangeHours()
 		if !ok {
 			return 0, "rows per group unknown: constants do not bound the time range"
 		}
@@ -206,9 +180,9 @@ func (m *matcher) truncUnit(e expr) (string, bool) {
 // rangeHours is the length in hours of the query's time range when
 // constants bound it (the rollup's watermark standing in for a missing
 // upper bound).
-func (m *matcher) rangeHours(p *Plan) (float64, bool) {
+func (m *matcher) rangeHours() (float64, bool) {
 	var lo, hi time.Time
-	for _, b := range p.Time.Lower {
+	for _, b := range m.lower {
 		t, ok := constTime(b.expr)
 		if !ok {
 			return 0, false
@@ -218,7 +192,7 @@ func (m *matcher) rangeHours(p *Plan) (float64, bool) {
 		}
 	}
 	hi = m.r.Watermark
-	for _, b := range p.Time.Upper {
+	for _, b := range m.upper {
 		t, ok := constTime(b.expr)
 		if !ok {
 			return 0, false

@@ -5,228 +5,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// Kind says how a Plan answers its query.
-type Kind string
-
-const (
-	// FromRollup plans answer from a rollup (FetchSQL, ExactSQL, ShapeSQL).
-	FromRollup Kind = "rollup"
-	// Substitute plans run SubstituteSQL instead of the query: no rollup
-	// answers its APPROX_COUNT_DISTINCT, which is then counted exactly
-	// rather than failing with "function does not exist".
-	Substitute Kind = "substitute"
-)
-
-// Op is how the executor merges one output aggregate across the rows of a
-// group (rollup rows and base rows alike).
-type Op string
-
-const (
-	// MergeHLL unions the sketches in the rollup half's column (a bytea[]
-	// of postgresql-hll sketches) with the hashes of the values in the base
-	// half's column (an array of distinct values, hashed per DESIGN §2.2),
-	// and estimates: a bigint.
-	MergeHLL Op = "hll"
-	// AddCounts adds the column over all rows: a bigint, 0 for no rows
-	// (COUNT(*), COUNT(x)).
-	AddCounts Op = "count"
-	// AddSums adds the non-NULL values of the column: NULL when all are
-	// NULL (SUM).
-	AddSums Op = "sum"
-	// TakeMin and TakeMax keep the least and greatest non-NULL value.
-	TakeMin Op = "min"
-	TakeMax Op = "max"
-	// Exact takes the value from ExactSQL's row with the same group keys
-	// (NULL keys equal), or its only row when there are no keys.
-	Exact Op = "exact"
-)
-
-// Plan is how to answer one query.
-//
-// For a FromRollup plan the executor:
-//  1. runs FetchSQL (one statement, so that now(), parameters, the
-//     snapshot and the watermark are the same for the rollup half and the
-//     base half) with the client's parameters listed in FetchParams; every
-//     row has PartColumn ('rollup' or 'base'),
-//     then one column per group key, then the aggregates' columns;
-//  2. merges the rows per group (equal keys, NULLs equal) with each Agg's Op;
-//     with no Keys there is exactly one group, even for no rows;
-//  3. if ExactSQL is set, runs it (keys, then one column per Exact agg) and
-//     joins it to the groups on the keys;
-//  4. runs ShapeSQL, which selects from a relation named GroupsRelation with
-//     one column per key (Key.Name) and per agg (Agg.Name), in that order,
-//     and restores the query's select list, HAVING, ORDER BY and LIMIT:
-//     e.g. "WITH pgsketch_groups(pgsketch_k1, pgsketch_a1) AS (SELECT * FROM
-//     unnest($N+1::timestamptz[], $N+2::bigint[])) " + ShapeSQL, with N =
-//     Params, binding the client's parameters as $1..$N. Key types are those
-//     FetchSQL returned; agg types are Agg.Type.
-type Plan struct {
-	Kind Kind
-	// Rollup names the rollup; Table is its table and Source the base table.
-	Rollup string
-	Table  catalog.Table
-	Source catalog.Table
-	Grain  catalog.Grain
-	// TimeZone is the zone the rollup cuts timestamptz buckets in.
-	TimeZone string
-	// Version is the rollup's catalog version the plan was made against.
-	// FetchSQL reads the watermark from pgsketch.rollup_defs itself, and
-	// only while the rollup's version is at least this one (see
-	// TimeSplit.Watermark).
-	Version int64
-	// Watermark and LateWindow are the rollup's, as the catalog snapshot
-	// had them: buckets before Watermark are materialized, but rows that
-	// arrive late, up to LateWindow before it, reach the rollup only at
-	// its next refresh. An executor that must see them can read
-	// [Watermark - LateWindow, ∞) from the base table instead.
-	Watermark  time.Time
-	LateWindow time.Duration
-	// Session holds the session settings the plan relied on (TimeZone,
-	// search_path, user, pgsketch.approx): a cached plan is valid only
-	// for a session with the same.
-	Session Session
-	// Explain is set when the client asked EXPLAIN of the query: show the
-	// plan (String) instead of running it.
-	Explain bool
-	// Params is the highest $n the query uses.
-	Params int
-	// FetchParams, ExactParams, ShapeParams and SubstituteParams list the
-	// $n each statement references (ascending): bind only those, or
-	// PostgreSQL cannot infer the types of the others.
-	FetchParams, ExactParams, ShapeParams, SubstituteParams []int
-	// Keys are the group keys, in GROUP BY order.
-	Keys []Key
-	// Aggs are the output aggregates, in order of first appearance.
-	Aggs []Agg
-	// Filters are the WHERE conjuncts applied to both halves (dimension
-	// predicates and bucket-constant time predicates), as written.
-	Filters []string
-	// Time splits the query's time range between rollup and base rows.
-	Time TimeSplit
-	// FetchSQL, ExactSQL (empty if no Exact agg) and ShapeSQL: see above.
-	FetchSQL string
-	// ServerFetchSQL is FetchSQL with the rollup half's sketches merged by
-	// PostgreSQL per group (hll_union_agg of the hll extension; a one-element
-	// bytea[] per group in the same column); empty when the database has no
-	// hll extension or the plan merges no sketches. It binds the same
-	// parameters as FetchSQL.
-	ServerFetchSQL string
-	// Merge is the strategy chosen for the rollup half's sketches, and
-	// MergeReason why (see chooseMerge). MergeServer with an empty
-	// ServerFetchSQL (pgsketch.merge = server without the extension) must
-	// fail with an error, not run.
-	Merge       Merge
-	MergeReason string
-	// RowsPerGroup estimates the rollup (or level) rows one output group
-	// merges, 0 when unknown; RowsPerGroupNote says how it was estimated,
-	// or why it could not be (see rowsPerGroup).
-	RowsPerGroup     float64
-	RowsPerGroupNote string
-	// Level, when set, is the rollup's level the rollup half reads its
-	// whole level buckets from (the rest of the range from Table).
-	Level    *catalog.Level
-	ExactSQL string
-	ShapeSQL string
-	// SubstituteSQL is the statement a Substitute plan runs instead.
-	SubstituteSQL string
-	// Guard, when set, is a query returning true when the unqualified table
-	// of the query resolves to Source in the session; the executor checks
-	// it (once per search_path) and passes through on false.
-	Guard string
-	// Notice is the text of the NoticeResponse sent with the answer.
-	Notice string
-	// StdErr is the relative standard error of the approximate aggregates
-	// (the largest, if they differ); 0 if none is approximate.
-	StdErr float64
-
-	rows  int64
-	fetch fetchParts
-}
-
-// PartColumn is the name of FetchSQL's first column, 'rollup' or 'base'.
-const PartColumn = "pgsketch_part"
-
-// GroupsRelation is the relation ShapeSQL reads the merged groups from.
-const GroupsRelation = "pgsketch_groups"
-
-// Key is one group key.
-type Key struct {
-	// Name is the key's column in GroupsRelation.
-	Name string
-	// Expr is the key as written in the query; Rollup and Base are how
-	// FetchSQL computes it over rollup rows (r) and base rows (t).
-	Expr, Rollup, Base string
-}
-
-// Agg is one output aggregate.
-type Agg struct {
-	// Name is the aggregate's column in GroupsRelation.
-	Name string
-	// Expr is the aggregate as written in the query.
-	Expr string
-	Op   Op
-	// Measure is the rollup column merged (empty for Exact).
-	Measure string
-	// Base is the base table expression read for edge and tail rows.
-	Base string
-	// RollupColumn and BaseColumn index FetchSQL's columns read by Op over
-	// rollup rows and base rows (the same column for all but MergeHLL);
-	// ExactColumn indexes ExactSQL's columns. -1 when unused.
-	RollupColumn, BaseColumn, ExactColumn int
-	// Type is the SQL type of the merged value.
-	Type string
-	// Log2m, Regwidth and Hash describe the sketches merged by MergeHLL.
-	Log2m, Regwidth int
-	Hash            string
-}
-
-// Bound is one bound on the time column from the query's WHERE clause.
-type Bound struct {
-	SQL       string
-	Inclusive bool
-	expr      expr
-}
-
-// TimeSplit is how the query's time range is split: buckets starting in
-// [BucketsFrom, BucketsTo) are read from the rollup; base rows in the
-// query's range before BucketsFrom or at or after BucketsTo are read from
-// the base table. Both are SQL expressions FetchSQL evaluates.
-type TimeSplit struct {
-	Column       string
-	Lower, Upper []Bound
-	BucketsFrom  string
-	BucketsTo    string
-	// LowerEdge and UpperEdge are conditions without columns, true when the
-	// query's range can hold rows before BucketsFrom (after BucketsTo): as
-	// conjuncts of an edge's read, PostgreSQL evaluates them once and skips
-	// the scan of an edge a bucket-aligned range does not have (which
-	// matters most where the time column has no index). Empty: no check.
-	LowerEdge, UpperEdge string
-	// Watermark is the SQL expression FetchSQL reads the rollup's
-	// watermark with (from pgsketch.rollup_defs, in the statement's
-	// snapshot).
-	Watermark string
-	// Dirty is the FROM and WHERE clauses selecting the change log's
-	// entries (alias l) for the buckets in [BucketsFrom, BucketsTo): those
-	// buckets are read from the base table, not the rollup. DirtyFrom and
-	// DirtyTo bound them in the log's terms (instants; DirtyFrom a NULL
-	// timestamptz when the range has no lower bound).
-	Dirty, DirtyFrom, DirtyTo string
-}
-
 // build assembles the Plan once every part of the query matched.
-func (m *matcher) build() (*Plan, string) {
+func (m *matcher) build() (*built, string) {
 	r := m.r
-	p := &Plan{
+	b := &built{rows: r.Rows, Plan: &Plan{
 		Kind: FromRollup, Rollup: r.Name, Table: r.Table, Source: r.Source, Grain: r.Grain,
-		TimeZone: r.TimeZone, Version: r.Version, rows: r.Rows,
+		TimeZone: r.TimeZone, Version: r.Version,
 		Watermark: r.Watermark, LateWindow: r.LateWindow,
-	}
+	}}
+	p := b.Plan
 	// Shaping first: it may still refuse the query.
 	shape, why := m.shapeSQL()
 	if why != "" {
@@ -366,11 +157,11 @@ func (m *matcher) build() (*Plan, string) {
 	// with the rollup rows and the log.
 	rwhere = append(rwhere, bucket+" NOT IN (SELECT "+m.fromLog("l.bucket", true)+" "+p.Time.Dirty+")")
 	rwhere = append(rwhere, bucket+" < "+p.Time.BucketsTo)
-	p.fetch.cols = rcols
-	p.fetch.hll = make([]*Agg, len(rcols))
+	b.fetch.cols = rcols
+	b.fetch.hll = make([]*Agg, len(rcols))
 	for i := range p.Aggs {
 		if a := &p.Aggs[i]; a.Op == MergeHLL {
-			p.fetch.hll[a.RollupColumn] = a
+			b.fetch.hll[a.RollupColumn] = a
 		}
 	}
 	rollupFrom := r.Table.String() + " AS r"
@@ -378,23 +169,23 @@ func (m *matcher) build() (*Plan, string) {
 		p.Level = lv
 		rollupFrom = m.levelFrom(p, *lv)
 	}
-	p.fetch.rest = " FROM " + rollupFrom + " WHERE " +
+	b.fetch.rest = " FROM " + rollupFrom + " WHERE " +
 		strings.Join(rwhere, " AND ") + groupBy +
 		" UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 		strings.Join(bwhere, " AND ") + groupBy
 	if upperEdge != nil {
-		p.fetch.rest += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
+		b.fetch.rest += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 			strings.Join(upperEdge, " AND ") + groupBy
 	}
-	p.fetch.rest += m.dirtyArm(p, bcols, ranges, groupBy)
+	b.fetch.rest += m.dirtyArm(p, bcols, ranges, groupBy)
 	// The info row: the number of changed buckets read from the base table,
 	// from pgsketch.capture_check, which fails the statement (and the
 	// proxy then runs the query exactly) when the rollup's change capture
 	// is not in place or too many of the range's buckets changed. Every
 	// fetch returns this row, so the check always runs.
-	p.fetch.rest += " UNION ALL SELECT '" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(r.Name) + ", " +
+	b.fetch.rest += " UNION ALL SELECT '" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(r.Name) + ", " +
 		p.Time.DirtyFrom + ", " + p.Time.DirtyTo + ")" + strings.Repeat(", NULL", len(rcols)-1)
-	p.FetchSQL = p.fetch.sql(nil)
+	p.FetchSQL = b.fetch.sql(nil)
 	p.RowsPerGroup, p.RowsPerGroupNote = m.rowsPerGroup(p)
 	if len(exactCols) > 0 {
 		cols := []string{}
@@ -416,7 +207,7 @@ func (m *matcher) build() (*Plan, string) {
 		p.Notice = fmt.Sprintf("pgsketch: %s approximated from rollup %s (standard error %.2f%%)",
 			strings.Join(approx, ", "), r.Name, p.StdErr*100)
 	}
-	return p, ""
+	return b, ""
 }
 
 // level returns the coarsest of the rollup's levels on whose rows the
@@ -470,10 +261,6 @@ func (m *matcher) levelFrom(p *Plan, l catalog.Level) string {
 	return "(SELECT * FROM " + l.Table.String() + " AS r WHERE " + in +
 		" UNION ALL SELECT * FROM " + m.r.Table.String() + " AS r WHERE " + out + ") AS r"
 }
-
-// InfoPrefix starts the part column of the fetch's info row, followed by
-// the number of changed buckets of the range read from the base table.
-const InfoPrefix = "pgsketch_info:"
 
 // dirtyArm is the fetch's arm reading the base rows of the changed buckets
 // in the range, one bucket at a time (by an index range on the time
@@ -592,7 +379,7 @@ func (m *matcher) timeSplit(p *Plan) string {
 	// column: a parameter is inferred, and an untyped literal (or NULL)
 	// coerced, to the column's type; anything else keeps its own type and
 	// the comparison converts it the way a cast does.
-	typed := func(b Bound) string {
+	typed := func(b bound) string {
 		switch b.expr.(type) {
 		case *paramRef:
 			return "CAST(" + b.SQL + " AS " + colType + ")"
@@ -603,7 +390,7 @@ func (m *matcher) timeSplit(p *Plan) string {
 		}
 		return b.SQL
 	}
-	cast := func(b Bound) string {
+	cast := func(b bound) string {
 		x := typed(b)
 		if colType == typ && x != b.SQL {
 			return x
@@ -617,7 +404,7 @@ func (m *matcher) timeSplit(p *Plan) string {
 	// enough above the lowest timestamp that its bucket in any zone can
 	// be computed.
 	firstFinite := "CAST('4713-01-01 00:00:00+00 BC' AS " + typ + ")"
-	ts := TimeSplit{Column: r.TimeColumn, Lower: m.lower, Upper: m.upper}
+	ts := TimeSplit{Column: r.TimeColumn, Lower: planBounds(m.lower), Upper: planBounds(m.upper)}
 	var from []string
 	for _, b := range m.lower {
 		x := cast(b)
@@ -715,100 +502,4 @@ func strictMinMax(fn string, xs []string) string {
 		return mm
 	}
 	return "CASE WHEN " + strings.Join(nulls, " OR ") + " THEN NULL ELSE " + mm + " END"
-}
-
-// String prints the plan for EXPLAIN and the golden tests.
-func (p *Plan) String() string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	if p.Kind == Substitute {
-		w("substitute: %s", p.Notice)
-		w("sql: %s", p.SubstituteSQL)
-		return strings.TrimSuffix(b.String(), "\n")
-	}
-	w("rollup: %s (table %s, grain %s, time zone %s, version %d)", p.Rollup, p.Table, p.Grain, p.TimeZone, p.Version)
-	w("source: %s", p.Source)
-	if p.Explain {
-		w("explain: yes")
-	}
-	for _, k := range p.Keys {
-		w("key %s: %s", k.Name, k.Expr)
-	}
-	for _, a := range p.Aggs {
-		switch a.Op {
-		case MergeHLL:
-			w("agg %s: %s = hll merge of %s (log2m %d, regwidth %d, hash %s) + base %s", a.Name, a.Expr, a.Measure, a.Log2m, a.Regwidth, a.Hash, a.Base)
-		case Exact:
-			w("agg %s: %s = exact", a.Name, a.Expr)
-		default:
-			base := a.Base
-			if base == "" {
-				base = "rows"
-			}
-			w("agg %s: %s = %s of %s + base %s (%s)", a.Name, a.Expr, a.Op, a.Measure, base, a.Type)
-		}
-	}
-	for _, f := range p.Filters {
-		w("filter: %s", f)
-	}
-	var bounds []string
-	for _, l := range p.Time.Lower {
-		op := ">"
-		if l.Inclusive {
-			op = ">="
-		}
-		bounds = append(bounds, op+" "+l.SQL)
-	}
-	for _, u := range p.Time.Upper {
-		op := "<"
-		if u.Inclusive {
-			op = "<="
-		}
-		bounds = append(bounds, op+" "+u.SQL)
-	}
-	if len(bounds) == 0 {
-		bounds = []string{"unbounded"}
-	}
-	wm := p.Watermark.UTC().Format("2006-01-02 15:04:05.999999")
-	if p.LateWindow > 0 {
-		wm += fmt.Sprintf(", late window %s", p.LateWindow)
-	}
-	w("time: %s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", quoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
-	w("changes: the range's buckets listed in pgsketch.rollup_dirty read from the base table; pgsketch.capture_check runs the query exactly instead when the change capture is not in place or too many changed")
-	if p.Level != nil {
-		w("level: %s (table %s): the range's whole %ss read from it, the rest from the rollup table", p.Level.Grain, p.Level.Table, p.Level.Grain)
-	}
-	switch {
-	case p.Merge == MergeServer && p.ServerFetchSQL == "":
-		w("merge: server (%s): fails, PostgreSQL cannot merge the sketches", p.MergeReason)
-		w("fetch: %s", p.FetchSQL)
-	case p.Merge == MergeServer:
-		w("merge: server (%s)", p.MergeReason)
-		w("fetch: %s", p.ServerFetchSQL)
-	default:
-		w("merge: proxy (%s)", p.MergeReason)
-		w("fetch: %s", p.FetchSQL)
-	}
-	if p.ExactSQL != "" {
-		w("exact: %s", p.ExactSQL)
-	}
-	w("shape: %s", p.ShapeSQL)
-	if p.Guard != "" {
-		w("guard: %s", p.Guard)
-	}
-	if p.Notice != "" {
-		w("notice: %s", p.Notice)
-	}
-	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// SQL returns every statement the plan would run, for checks.
-func (p *Plan) SQL() []string {
-	var out []string
-	for _, s := range []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard} {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -9,23 +9,6 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// Session is what the rewriter needs of the client's session settings.
-type Session struct {
-	// SearchPath is the search_path setting as SHOW prints it, e.g.
-	// `"$user", public`. Empty means the default.
-	SearchPath string
-	// User is the session user, for "$user" in SearchPath.
-	User string
-	// TimeZone is the TimeZone setting.
-	TimeZone string
-	// Approx is pgsketch.approx: when on, COUNT(DISTINCT ...) is answered
-	// from rollups too; when off only APPROX_COUNT_DISTINCT(...) is.
-	Approx bool
-	// Merge is pgsketch.merge: where the rollup's sketches are merged
-	// ("" is MergeAuto).
-	Merge Merge
-}
-
 // Result is what Rewrite decides for one SQL text: a Plan, or the reason the
 // text passes through untouched.
 type Result struct {
@@ -108,27 +91,28 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if p.other != "" {
 		return Result{Reason: "statement is " + p.other + ", not a single SELECT"}
 	}
-	plan, reason := planSelect(p.sel, snap, sess)
-	if plan == nil {
+	b, reason := planSelect(p.sel, snap, sess)
+	if b == nil {
 		return Result{Reason: reason}
 	}
-	plan.Explain = p.explain
-	plan.Params = maxParam(p.sel)
-	plan.Session = sess
-	if plan.Kind == FromRollup {
+	pl := b.Plan
+	pl.Explain = p.explain
+	pl.Params = maxParam(p.sel)
+	pl.Session = sess
+	if pl.Kind == FromRollup {
 		setting, ok := ParseMerge(string(sess.Merge))
 		if !ok {
 			setting = MergeAuto // the executor refuses the setting
 		}
-		plan.chooseMerge(snap.HLL(), setting)
+		chooseMerge(b, snap.HLL(), setting)
 	}
 	for _, q := range []struct {
 		sql string
 		out *[]int
-	}{{plan.FetchSQL, &plan.FetchParams}, {plan.ExactSQL, &plan.ExactParams}, {plan.ShapeSQL, &plan.ShapeParams}, {plan.SubstituteSQL, &plan.SubstituteParams}} {
+	}{{pl.FetchSQL, &pl.FetchParams}, {pl.ExactSQL, &pl.ExactParams}, {pl.ShapeSQL, &pl.ShapeParams}, {pl.SubstituteSQL, &pl.SubstituteParams}} {
 		*q.out = paramsIn(q.sql)
 	}
-	return Result{Plan: plan}
+	return Result{Plan: pl}
 }
 
 // paramsIn lists the $n parameters a statement references, ascending,
@@ -253,7 +237,7 @@ func maxParam(s *selectStmt) int {
 }
 
 // planSelect matches a SELECT against the rollups of its table.
-func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, string) {
+func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
 	if s.unsupported != "" {
 		return nil, "query uses " + s.unsupported
 	}
@@ -299,11 +283,15 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, str
 	if !acd && !sess.Approx {
 		return nil, "pgsketch.approx is off and the query has no APPROX_COUNT_DISTINCT"
 	}
-	fallback := func(reason string) (*Plan, string) {
+	fallback := func(reason string) (*built, string) {
 		if !acd {
 			return nil, reason
 		}
-		return substitutePlan(s, reason)
+		p, why := substitutePlan(s, reason)
+		if p == nil {
+			return nil, why
+		}
+		return &built{Plan: p}, why
 	}
 	if bad != "" {
 		return fallback("query uses " + bad)
@@ -345,7 +333,7 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*Plan, str
 	if len(rollups) == 0 {
 		return fallback("no rollup reads table " + table)
 	}
-	var best *Plan
+	var best *built
 	var reasons []string
 	for _, r := range rollups {
 		p, why := matchRollup(s, fi, r, sess)
@@ -506,8 +494,8 @@ type matcher struct {
 	pushed []expr
 	// ranges are the WHERE conjuncts that bound the raw time column.
 	ranges []expr
-	lower  []Bound
-	upper  []Bound
+	lower  []bound
+	upper  []bound
 	exact  bool
 }
 
@@ -527,7 +515,7 @@ type aggInfo struct {
 	exact   bool
 }
 
-func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*Plan, string) {
+func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*built, string) {
 	m := &matcher{s: s, fi: fi, r: r, sess: sess}
 	switch {
 	case !r.Refreshed():
@@ -736,7 +724,7 @@ func (m *matcher) usesTime(e expr) bool {
 	return found
 }
 
-type bounds struct{ lower, upper []Bound }
+type bounds struct{ lower, upper []bound }
 
 // timeRange recognizes a range on the raw time column: time op constant,
 // constant op time, time BETWEEN constant AND constant.
@@ -762,23 +750,23 @@ func (m *matcher) timeRange(e expr) (bounds, bool) {
 		v := sqlOf(val, nil)
 		switch op {
 		case ">=":
-			return bounds{lower: []Bound{{SQL: v, Inclusive: true, expr: val}}}, true
+			return bounds{lower: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
 		case ">":
-			return bounds{lower: []Bound{{SQL: v, expr: val}}}, true
+			return bounds{lower: []bound{{Bound{SQL: v}, val}}}, true
 		case "<":
-			return bounds{upper: []Bound{{SQL: v, expr: val}}}, true
+			return bounds{upper: []bound{{Bound{SQL: v}, val}}}, true
 		case "<=":
-			return bounds{upper: []Bound{{SQL: v, Inclusive: true, expr: val}}}, true
+			return bounds{upper: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
 		case "=":
-			return bounds{lower: []Bound{{SQL: v, Inclusive: true, expr: val}}, upper: []Bound{{SQL: v, Inclusive: true, expr: val}}}, true
+			return bounds{lower: []bound{{Bound{SQL: v, Inclusive: true}, val}}, upper: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
 		}
 	case *betweenExpr:
 		if e.not || e.symmetric || !isTime(e.arg) || !isConst(e.lo) || !isConst(e.hi) {
 			return bounds{}, false
 		}
 		return bounds{
-			lower: []Bound{{SQL: sqlOf(e.lo, nil), Inclusive: true, expr: e.lo}},
-			upper: []Bound{{SQL: sqlOf(e.hi, nil), Inclusive: true, expr: e.hi}},
+			lower: []bound{{Bound{SQL: sqlOf(e.lo, nil), Inclusive: true}, e.lo}},
+			upper: []bound{{Bound{SQL: sqlOf(e.hi, nil), Inclusive: true}, e.hi}},
 		}, true
 	}
 	return bounds{}, false

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/pgsketch/pgsketch/catalog"
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
 )
 
@@ -127,7 +127,7 @@ type partRow struct {
 
 // buildPart decodes and merges the rollup rows of a fetch. The result
 // holds copies of the bytes it keeps, not slices of the fetch's.
-func buildPart(p *rewrite.Plan, rows [][][]byte) (*rollupPart, error) {
+func buildPart(p *plan.Plan, rows [][][]byte) (*rollupPart, error) {
 	nkeys := len(p.Keys)
 	part := &rollupPart{rows: make([]partRow, 0, len(rows))}
 	clone := func(b []byte) []byte {
@@ -145,7 +145,7 @@ func buildPart(p *rewrite.Plan, rows [][][]byte) (*rollupPart, error) {
 		}
 		for j, a := range p.Aggs {
 			switch a.Op {
-			case rewrite.MergeHLL:
+			case plan.MergeHLL:
 				h, err := MergeSketches(r[a.RollupColumn], a)
 				if err != nil {
 					return nil, err
@@ -153,7 +153,7 @@ func buildPart(p *rewrite.Plan, rows [][][]byte) (*rollupPart, error) {
 				if pr.hll[j] = h; h != nil {
 					part.size += hllSize(h)
 				}
-			case rewrite.Exact:
+			case plan.Exact:
 			default:
 				pr.vals[j] = clone(r[a.RollupColumn])
 			}
@@ -167,7 +167,7 @@ func buildPart(p *rewrite.Plan, rows [][][]byte) (*rollupPart, error) {
 // agg a: a bytea[] in binary format, of one sketch per rollup row (proxy
 // merge) or of the group's one sketch PostgreSQL merged (server merge).
 // NULL elements are skipped; nil is returned when there is no sketch.
-func MergeSketches(arr []byte, a rewrite.Agg) (*sketch.HLL, error) {
+func MergeSketches(arr []byte, a plan.Agg) (*sketch.HLL, error) {
 	elems, err := decodeBinaryArray(arr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
@@ -214,9 +214,9 @@ const tokenPrefix = "pgsketch_token:"
 // row, bucket range, as the statement computes them) is distinct from the
 // text parameter $tokenParam, and a last row carries the token in the part
 // column. ok is false when the fetch does not have the expected form.
-func cachedFetch(p *rewrite.Plan, st Statement, ncols, tokenParam int) (string, bool) {
+func cachedFetch(p *plan.Plan, st Statement, ncols, tokenParam int) (string, bool) {
 	fetchSQL := st.SQL
-	const head = "SELECT 'rollup' AS " + rewrite.PartColumn + ", "
+	const head = "SELECT 'rollup' AS " + plan.PartColumn + ", "
 	const sep = " UNION ALL SELECT 'base'"
 	if !strings.HasPrefix(fetchSQL, head) {
 		return "", false
@@ -349,7 +349,7 @@ func QuotesRelativeTime(sql string) bool {
 // cacheKey identifies the rollup half a fetch statement selects, but for
 // the token: the caller's scope, the statement, the merge parameters, and
 // the client's parameter values it binds.
-func cacheKey(scope string, p *rewrite.Plan, st Statement) string {
+func cacheKey(scope string, p *plan.Plan, st Statement) string {
 	var b []byte
 	add := func(s []byte) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgsketch/pgsketch/catalog"
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // tokenQuerier answers fetches like PostgreSQL would the cached form: the
@@ -36,20 +36,20 @@ func (f *tokenQuerier) Query(_ context.Context, st Statement) (*Result, error) {
 		res.Rows = append(res.Rows, f.rollupRows...)
 		f.rollupRead++
 	}
-	res.Rows = append(res.Rows, [][]byte{[]byte(rewrite.InfoPrefix + "0"), nil, nil, nil, nil})
+	res.Rows = append(res.Rows, [][]byte{[]byte(plan.InfoPrefix + "0"), nil, nil, nil, nil})
 	res.Rows = append(res.Rows, [][]byte{[]byte(tokenPrefix + f.token), nil, nil, nil, nil})
 	return res, nil
 }
 
-func cachePlan() *rewrite.Plan {
-	return &rewrite.Plan{
-		Kind: rewrite.FromRollup, Rollup: "daily", Table: catalog.Table{Schema: "public", Name: "daily"},
-		Keys: []rewrite.Key{{Name: "pgsketch_k1"}},
-		Aggs: []rewrite.Agg{
-			{Name: "pgsketch_a1", Op: rewrite.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
-			{Name: "pgsketch_a2", Op: rewrite.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
+func cachePlan() *plan.Plan {
+	return &plan.Plan{
+		Kind: plan.FromRollup, Rollup: "daily", Table: catalog.Table{Schema: "public", Name: "daily"},
+		Keys: []plan.Key{{Name: "pgsketch_k1"}},
+		Aggs: []plan.Agg{
+			{Name: "pgsketch_a1", Op: plan.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
+			{Name: "pgsketch_a2", Op: plan.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
 		},
-		Time: rewrite.TimeSplit{Lower: []rewrite.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T", Dirty: "FROM L"},
+		Time: plan.TimeSplit{Lower: []plan.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T", Dirty: "FROM L"},
 		FetchSQL: `SELECT 'rollup' AS pgsketch_part, r."country", array_agg(r."distinct_user_id"), CAST(NULL AS bigint[]), CAST(sum(r."rows") AS bigint) FROM "public"."daily" AS r WHERE r."country" = $1 AND r."bucket" >= F AND r."bucket" < T GROUP BY 2` +
 			` UNION ALL SELECT 'base', t."country", CAST(NULL AS bytea[]), array_agg(DISTINCT t."user_id"), count(*) FROM "public"."events" AS t WHERE t."created_at" < F GROUP BY 2`,
 		FetchParams: []int{1}, Params: 1,
@@ -85,7 +85,7 @@ func TestCachedFetchSQL(t *testing.T) {
 // values the token holds, they may be.
 func TestCachedFetchRelativeTimes(t *testing.T) {
 	// cachePlan with its bucket range relative to $2 and today.
-	plan := func() *rewrite.Plan {
+	mkPlan := func() *plan.Plan {
 		p := cachePlan()
 		p.Params, p.FetchParams = 2, []int{1, 2}
 		p.Time.BucketsFrom = "date_trunc('day', CAST($2 AS timestamp with time zone), 'UTC')"
@@ -95,27 +95,27 @@ func TestCachedFetchRelativeTimes(t *testing.T) {
 		return p
 	}
 	bound := func(v1, v2 string) Statement {
-		p := plan()
+		p := mkPlan()
 		return Statement{SQL: p.FetchSQL, Params: [][]byte{[]byte(v1), []byte(v2)}}
 	}
-	if _, ok := cachedFetch(plan(), bound("DE", "today"), 5, 3); !ok {
-		t.Errorf("a bucket range relative to today is not cached:\n%s", plan().FetchSQL)
+	if _, ok := cachedFetch(mkPlan(), bound("DE", "today"), 5, 3); !ok {
+		t.Errorf("a bucket range relative to today is not cached:\n%s", mkPlan().FetchSQL)
 	}
 	for _, filter := range []string{`'today'`, `' TODAY '`, `'Tomorrow 10:00'`, `CAST('yesterday' AS date)`,
 		`'today10:00'`, `'now'`, `'yesterday Europe/Berlin'`} {
-		p := plan()
+		p := mkPlan()
 		p.FetchSQL = strings.Replace(p.FetchSQL, `r."country" = $1`, `r."day" = `+filter, 1)
 		if _, ok := cachedFetch(p, Statement{SQL: p.FetchSQL, Params: [][]byte{nil, []byte("2026-02-01")}}, 5, 3); ok {
 			t.Errorf("a rollup half comparing with %s is cached", filter)
 		}
 	}
 	for _, v := range []string{"today", " Now", "yesterday 12:00", "TOMORROW"} {
-		if _, ok := cachedFetch(plan(), bound(v, "2026-02-01"), 5, 3); ok {
+		if _, ok := cachedFetch(mkPlan(), bound(v, "2026-02-01"), 5, 3); ok {
 			t.Errorf("a rollup half with $1 bound to %q is cached", v)
 		}
 	}
 	for _, v := range []string{"DE", "Snowdonia", "2026-02-01"} {
-		if _, ok := cachedFetch(plan(), bound(v, "2026-02-01"), 5, 3); !ok {
+		if _, ok := cachedFetch(mkPlan(), bound(v, "2026-02-01"), 5, 3); !ok {
 			t.Errorf("a rollup half with $1 bound to %q is not cached", v)
 		}
 	}

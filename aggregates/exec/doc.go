@@ -1,4 +1,4 @@
-// Package exec executes a rewrite.Plan on the client's own upstream session
+// Package exec executes a plan.Plan on the client's own upstream session
 // (DESIGN §1): it runs the plan's fetch statement (whole rollup
 // buckets and base edge/tail rows in one statement), merges the sketches of
 // every group in Go (sketch.HLL Union of the rollup's bytes, canonical-text

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
 )
 
@@ -70,7 +70,7 @@ type Answer struct {
 	CachedRollup bool
 	// Merge is where the rollup half's sketches were merged: the plan's
 	// strategy, unless CachedRollup.
-	Merge rewrite.Merge
+	Merge plan.Merge
 	// Samples pair, per group, an exact distinct count the query also
 	// computed (COUNT(DISTINCT x) beside APPROX_COUNT_DISTINCT(x)) with the
 	// estimate, for the status page's error chart.
@@ -85,7 +85,7 @@ type Sample struct {
 }
 
 // Notice is the text of the NoticeResponse sent with a plan's answer.
-func (a *Answer) Notice(p *rewrite.Plan) string {
+func (a *Answer) Notice(p *plan.Plan) string {
 	n := p.Notice
 	if n == "" {
 		n = "pgsketch: answered from rollup " + p.Rollup
@@ -101,7 +101,7 @@ func (a *Answer) Notice(p *rewrite.Plan) string {
 	switch {
 	case a.CachedRollup:
 		return n + "; rollup rows from the proxy's cache"
-	case a.Merge == rewrite.MergeServer:
+	case a.Merge == plan.MergeServer:
 		return n + "; rollup rows merged in PostgreSQL (hll_union_agg)"
 	}
 	return n + "; rollup rows merged in the proxy"
@@ -120,7 +120,7 @@ var ErrNoServerMerge = fmt.Errorf("%w: pgsketch.merge is server, but the databas
 // Run executes a FromRollup plan: the fetch, the exact statement if any,
 // the merge, and the shaping statement, whose rows come back in
 // resultFormats.
-func Run(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultFormats []int16) (*Answer, error) {
+func Run(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16) (*Answer, error) {
 	return RunCached(ctx, q, p, params, resultFormats, nil, "")
 }
 
@@ -128,8 +128,8 @@ func Run(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultF
 // none) under scope, which must identify everything beyond the plan and
 // the parameters that decides the rows the fetch's rollup half returns:
 // the database, the role, the session's settings.
-func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
-	if p.Kind != rewrite.FromRollup {
+func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
+	if p.Kind != plan.FromRollup {
 		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
 	}
 	nkeys := len(p.Keys)
@@ -142,16 +142,16 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 		fetchFormats[i] = 1
 	}
 	for _, a := range p.Aggs {
-		if a.Op == rewrite.MergeHLL {
+		if a.Op == plan.MergeHLL {
 			fetchFormats[a.BaseColumn] = 0 // canonical text, hashed here
 		}
 	}
-	fetchSQL, strategy := p.FetchSQL, rewrite.MergeProxy
-	if p.Merge == rewrite.MergeServer {
+	fetchSQL, strategy := p.FetchSQL, plan.MergeProxy
+	if p.Merge == plan.MergeServer {
 		if p.ServerFetchSQL == "" {
 			return nil, ErrNoServerMerge
 		}
-		fetchSQL, strategy = p.ServerFetchSQL, rewrite.MergeServer
+		fetchSQL, strategy = p.ServerFetchSQL, plan.MergeServer
 	}
 	fst := statement(fetchSQL, p.Params, p.FetchParams, params, fetchFormats)
 	var key string
@@ -193,8 +193,8 @@ func RunCached(ctx context.Context, q Querier, p *rewrite.Plan, params Params, r
 		switch part := string(r[0]); {
 		case part == "rollup":
 			rollupRows = append(rollupRows, r)
-		case strings.HasPrefix(part, rewrite.InfoPrefix):
-			n, err := strconv.ParseInt(strings.TrimPrefix(part, rewrite.InfoPrefix), 10, 64)
+		case strings.HasPrefix(part, plan.InfoPrefix):
+			n, err := strconv.ParseInt(strings.TrimPrefix(part, plan.InfoPrefix), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("%w: fetch info row %q", ErrData, part)
 			}
@@ -355,7 +355,7 @@ func groupKey(dst []byte, keys [][]byte) []byte {
 
 // merge merges the rollup part and the fetch's other rows (base rows)
 // per group.
-func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, error) {
+func merge(p *plan.Plan, part *rollupPart, fetch, exact *Result) (*merged, error) {
 	nkeys := len(p.Keys)
 	m := &merged{elemOIDs: make([]uint32, nkeys+len(p.Aggs)), cols: make([][][]byte, nkeys+len(p.Aggs))}
 	for i := 0; i < nkeys; i++ {
@@ -363,9 +363,9 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 	}
 	for j, a := range p.Aggs {
 		switch a.Op {
-		case rewrite.MergeHLL:
+		case plan.MergeHLL:
 			m.elemOIDs[nkeys+j] = pgtype.Int8OID
-		case rewrite.Exact:
+		case plan.Exact:
 			m.elemOIDs[nkeys+j] = exact.Fields[a.ExactColumn].DataTypeOID
 		default:
 			m.elemOIDs[nkeys+j] = fetch.Fields[a.RollupColumn].DataTypeOID
@@ -394,7 +394,7 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 		copy(row, pr.keys)
 		for j, a := range p.Aggs {
 			switch a.Op {
-			case rewrite.MergeHLL:
+			case plan.MergeHLL:
 				if err := g.newSketch(j, a); err != nil {
 					return nil, err
 				}
@@ -403,7 +403,7 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 						return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 					}
 				}
-			case rewrite.Exact:
+			case plan.Exact:
 			default:
 				row[nkeys+j] = pr.vals[j]
 			}
@@ -423,14 +423,14 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 		copy(row, r[1:1+nkeys])
 		for j, a := range p.Aggs {
 			switch a.Op {
-			case rewrite.MergeHLL:
+			case plan.MergeHLL:
 				if err := g.newSketch(j, a); err != nil {
 					return nil, err
 				}
 				if err := eachTextArrayElement(r[a.BaseColumn], g.sketches[j].Add); err != nil {
 					return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 				}
-			case rewrite.Exact:
+			case plan.Exact:
 			default:
 				row[nkeys+j] = r[a.BaseColumn]
 			}
@@ -445,7 +445,7 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 			clear(row)
 			copy(row, r[:nkeys])
 			for j, a := range p.Aggs {
-				if a.Op == rewrite.Exact {
+				if a.Op == plan.Exact {
 					row[nkeys+j] = r[a.ExactColumn]
 				}
 			}
@@ -456,7 +456,7 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 	exactOf := map[int]int{} // MergeHLL agg -> Exact agg over the same base expression
 	for j, a := range p.Aggs {
 		for k, b := range p.Aggs {
-			if a.Op == rewrite.MergeHLL && b.Op == rewrite.Exact && a.Base != "" && a.Base == b.Base {
+			if a.Op == plan.MergeHLL && b.Op == plan.Exact && a.Base != "" && a.Base == b.Base {
 				exactOf[j] = k
 			}
 		}
@@ -466,7 +466,7 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 		for _, r := range exact.Rows {
 			vals := make([]int64, len(p.Aggs))
 			for k, b := range p.Aggs {
-				if b.Op == rewrite.Exact && b.ExactColumn >= 0 && b.ExactColumn < len(r) && len(r[b.ExactColumn]) == 8 {
+				if b.Op == plan.Exact && b.ExactColumn >= 0 && b.ExactColumn < len(r) && len(r[b.ExactColumn]) == 8 {
 					vals[k] = int64(binary.BigEndian.Uint64(r[b.ExactColumn]))
 				}
 			}
@@ -478,7 +478,7 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 		clear(row)
 		copy(row, g.keys)
 		for j, a := range p.Aggs {
-			if a.Op != rewrite.MergeHLL {
+			if a.Op != plan.MergeHLL {
 				continue
 			}
 			est := int64(0)
@@ -504,7 +504,7 @@ func merge(p *rewrite.Plan, part *rollupPart, fetch, exact *Result) (*merged, er
 }
 
 // newSketch gives group g an empty sketch j of agg a if it has none.
-func (g *group) newSketch(j int, a rewrite.Agg) error {
+func (g *group) newSketch(j int, a plan.Agg) error {
 	if g.sketches[j] != nil {
 		return nil
 	}
@@ -539,7 +539,7 @@ func unionFolding(dst **sketch.HLL, s *sketch.HLL) error {
 }
 
 // shapeStatement builds the shaping statement over the merged groups.
-func (m *merged) shapeStatement(ctx context.Context, q Querier, p *rewrite.Plan, params Params, resultFormats []int16) (Statement, error) {
+func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16) (Statement, error) {
 	nkeys := len(p.Keys)
 	st := statement("", p.Params, p.ShapeParams, params, resultFormats)
 	n := p.Params
@@ -555,15 +555,15 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *rewrite.Plan,
 		names = append(names, quoteIdent(a.Name))
 		c := "u.c" + strconv.Itoa(nkeys+j+1)
 		switch a.Op {
-		case rewrite.MergeHLL, rewrite.Exact:
+		case plan.MergeHLL, plan.Exact:
 			sel = append(sel, "max("+c+")")
-		case rewrite.AddCounts:
+		case plan.AddCounts:
 			sel = append(sel, "CAST(COALESCE(sum("+c+"), 0) AS bigint)")
-		case rewrite.AddSums:
+		case plan.AddSums:
 			sel = append(sel, "CAST(sum("+c+") AS "+a.Type+")")
-		case rewrite.TakeMin:
+		case plan.TakeMin:
 			sel = append(sel, "min("+c+")")
-		case rewrite.TakeMax:
+		case plan.TakeMax:
 			sel = append(sel, "max("+c+")")
 		default:
 			return Statement{}, fmt.Errorf("exec: unknown merge op %q", a.Op)
@@ -581,7 +581,7 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *rewrite.Plan,
 		st.ParamFormats = append(st.ParamFormats, 1)
 	}
 	var b strings.Builder
-	b.WriteString("WITH " + rewrite.GroupsRelation + "(" + strings.Join(names, ", ") + ") AS (SELECT ")
+	b.WriteString("WITH " + plan.GroupsRelation + "(" + strings.Join(names, ", ") + ") AS (SELECT ")
 	b.WriteString(strings.Join(sel, ", "))
 	b.WriteString(" FROM unnest(" + strings.Join(args, ", ") + ") AS u(" + strings.Join(cols, ", ") + ")")
 	if nkeys > 0 {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
 )
 
@@ -28,7 +28,7 @@ func (f *fakeQuerier) Query(_ context.Context, st Statement) (*Result, error) {
 		// Every fetch ends with its info row (changed buckets read).
 		res := *f.fetch
 		info := make([][]byte, len(res.Fields))
-		info[0] = []byte(rewrite.InfoPrefix + cmp.Or(f.changed, "0"))
+		info[0] = []byte(plan.InfoPrefix + cmp.Or(f.changed, "0"))
 		res.Rows = append(append([][][]byte(nil), res.Rows...), info)
 		return &res, nil
 	}
@@ -53,12 +53,12 @@ func sketchOf(t *testing.T, vals ...string) []byte {
 }
 
 func TestRunMergesRollupAndBaseRows(t *testing.T) {
-	p := &rewrite.Plan{
-		Kind: rewrite.FromRollup, Rollup: "daily",
-		Keys: []rewrite.Key{{Name: "pgsketch_k1"}},
-		Aggs: []rewrite.Agg{
-			{Name: "pgsketch_a1", Op: rewrite.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
-			{Name: "pgsketch_a2", Op: rewrite.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
+	p := &plan.Plan{
+		Kind: plan.FromRollup, Rollup: "daily",
+		Keys: []plan.Key{{Name: "pgsketch_k1"}},
+		Aggs: []plan.Agg{
+			{Name: "pgsketch_a1", Op: plan.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
+			{Name: "pgsketch_a2", Op: plan.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
 		},
 		FetchSQL: "fetch", ShapeSQL: "SELECT * FROM pgsketch_groups",
 	}
@@ -113,7 +113,7 @@ func TestRunMergesRollupAndBaseRows(t *testing.T) {
 }
 
 func TestRunNoKeysNoRows(t *testing.T) {
-	p := &rewrite.Plan{Kind: rewrite.FromRollup, Aggs: []rewrite.Agg{{Name: "a", Op: rewrite.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}, ShapeSQL: "SELECT a FROM pgsketch_groups"}
+	p := &plan.Plan{Kind: plan.FromRollup, Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}, ShapeSQL: "SELECT a FROM pgsketch_groups"}
 	q := &fakeQuerier{fetch: &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
 	if _, err := Run(context.Background(), q, p, Params{}, nil); err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestRunNoKeysNoRows(t *testing.T) {
 }
 
 func TestRunRejectsBadSketch(t *testing.T) {
-	p := &rewrite.Plan{Kind: rewrite.FromRollup, Aggs: []rewrite.Agg{{Name: "a", Op: rewrite.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}}
+	p := &plan.Plan{Kind: plan.FromRollup, Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}}
 	q := &fakeQuerier{fetch: &Result{
 		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)},
 		Rows:   [][][]byte{{[]byte("rollup"), appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{{0xff, 1}}), nil}},

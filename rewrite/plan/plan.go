@@ -1,0 +1,216 @@
+package plan
+
+import (
+	"time"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// Kind says how a Plan answers its query.
+type Kind string
+
+const (
+	// FromRollup plans answer from a rollup (FetchSQL, ExactSQL, ShapeSQL).
+	FromRollup Kind = "rollup"
+	// Substitute plans run SubstituteSQL instead of the query: no rollup
+	// answers its APPROX_COUNT_DISTINCT, which is then counted exactly
+	// rather than failing with "function does not exist".
+	Substitute Kind = "substitute"
+)
+
+// Op is how the executor merges one output aggregate across the rows of a
+// group (rollup rows and base rows alike).
+type Op string
+
+const (
+	// MergeHLL unions the sketches in the rollup half's column (a bytea[]
+	// of postgresql-hll sketches) with the hashes of the values in the base
+	// half's column (an array of distinct values, hashed per DESIGN §2.2),
+	// and estimates: a bigint.
+	MergeHLL Op = "hll"
+	// AddCounts adds the column over all rows: a bigint, 0 for no rows
+	// (COUNT(*), COUNT(x)).
+	AddCounts Op = "count"
+	// AddSums adds the non-NULL values of the column: NULL when all are
+	// NULL (SUM).
+	AddSums Op = "sum"
+	// TakeMin and TakeMax keep the least and greatest non-NULL value.
+	TakeMin Op = "min"
+	TakeMax Op = "max"
+	// Exact takes the value from ExactSQL's row with the same group keys
+	// (NULL keys equal), or its only row when there are no keys.
+	Exact Op = "exact"
+)
+
+// Plan is how to answer one query.
+//
+// For a FromRollup plan the executor:
+//  1. runs FetchSQL (one statement, so that now(), parameters, the
+//     snapshot and the watermark are the same for the rollup half and the
+//     base half) with the client's parameters listed in FetchParams; every
+//     row has PartColumn ('rollup' or 'base'),
+//     then one column per group key, then the aggregates' columns;
+//  2. merges the rows per group (equal keys, NULLs equal) with each Agg's Op;
+//     with no Keys there is exactly one group, even for no rows;
+//  3. if ExactSQL is set, runs it (keys, then one column per Exact agg) and
+//     joins it to the groups on the keys;
+//  4. runs ShapeSQL, which selects from a relation named GroupsRelation with
+//     one column per key (Key.Name) and per agg (Agg.Name), in that order,
+//     and restores the query's select list, HAVING, ORDER BY and LIMIT:
+//     e.g. "WITH pgsketch_groups(pgsketch_k1, pgsketch_a1) AS (SELECT * FROM
+//     unnest($N+1::timestamptz[], $N+2::bigint[])) " + ShapeSQL, with N =
+//     Params, binding the client's parameters as $1..$N. Key types are those
+//     FetchSQL returned; agg types are Agg.Type.
+type Plan struct {
+	Kind Kind
+	// Rollup names the rollup; Table is its table and Source the base table.
+	Rollup string
+	Table  catalog.Table
+	Source catalog.Table
+	Grain  catalog.Grain
+	// TimeZone is the zone the rollup cuts timestamptz buckets in.
+	TimeZone string
+	// Version is the rollup's catalog version the plan was made against.
+	// FetchSQL reads the watermark from pgsketch.rollup_defs itself, and
+	// only while the rollup's version is at least this one (see
+	// TimeSplit.Watermark).
+	Version int64
+	// Watermark and LateWindow are the rollup's, as the catalog snapshot
+	// had them: buckets before Watermark are materialized, but rows that
+	// arrive late, up to LateWindow before it, reach the rollup only at
+	// its next refresh. An executor that must see them can read
+	// [Watermark - LateWindow, ∞) from the base table instead.
+	Watermark  time.Time
+	LateWindow time.Duration
+	// Session holds the session settings the plan relied on (TimeZone,
+	// search_path, user, pgsketch.approx): a cached plan is valid only
+	// for a session with the same.
+	Session Session
+	// Explain is set when the client asked EXPLAIN of the query: show the
+	// plan (String) instead of running it.
+	Explain bool
+	// Params is the highest $n the query uses.
+	Params int
+	// FetchParams, ExactParams, ShapeParams and SubstituteParams list the
+	// $n each statement references (ascending): bind only those, or
+	// PostgreSQL cannot infer the types of the others.
+	FetchParams, ExactParams, ShapeParams, SubstituteParams []int
+	// Keys are the group keys, in GROUP BY order.
+	Keys []Key
+	// Aggs are the output aggregates, in order of first appearance.
+	Aggs []Agg
+	// Filters are the WHERE conjuncts applied to both halves (dimension
+	// predicates and bucket-constant time predicates), as written.
+	Filters []string
+	// Time splits the query's time range between rollup and base rows.
+	Time TimeSplit
+	// FetchSQL, ExactSQL (empty if no Exact agg) and ShapeSQL: see above.
+	FetchSQL string
+	// ServerFetchSQL is FetchSQL with the rollup half's sketches merged by
+	// PostgreSQL per group (hll_union_agg of the hll extension; a one-element
+	// bytea[] per group in the same column); empty when the database has no
+	// hll extension or the plan merges no sketches. It binds the same
+	// parameters as FetchSQL.
+	ServerFetchSQL string
+	// Merge is the strategy chosen for the rollup half's sketches, and
+	// MergeReason why (see chooseMerge). MergeServer with an empty
+	// ServerFetchSQL (pgsketch.merge = server without the extension) must
+	// fail with an error, not run.
+	Merge       Merge
+	MergeReason string
+	// RowsPerGroup estimates the rollup (or level) rows one output group
+	// merges, 0 when unknown; RowsPerGroupNote says how it was estimated,
+	// or why it could not be (see rowsPerGroup).
+	RowsPerGroup     float64
+	RowsPerGroupNote string
+	// Level, when set, is the rollup's level the rollup half reads its
+	// whole level buckets from (the rest of the range from Table).
+	Level    *catalog.Level
+	ExactSQL string
+	ShapeSQL string
+	// SubstituteSQL is the statement a Substitute plan runs instead.
+	SubstituteSQL string
+	// Guard, when set, is a query returning true when the unqualified table
+	// of the query resolves to Source in the session; the executor checks
+	// it (once per search_path) and passes through on false.
+	Guard string
+	// Notice is the text of the NoticeResponse sent with the answer.
+	Notice string
+	// StdErr is the relative standard error of the approximate aggregates
+	// (the largest, if they differ); 0 if none is approximate.
+	StdErr float64
+}
+
+// PartColumn is the name of FetchSQL's first column, 'rollup' or 'base'.
+const PartColumn = "pgsketch_part"
+
+// GroupsRelation is the relation ShapeSQL reads the merged groups from.
+const GroupsRelation = "pgsketch_groups"
+
+// Key is one group key.
+type Key struct {
+	// Name is the key's column in GroupsRelation.
+	Name string
+	// Expr is the key as written in the query; Rollup and Base are how
+	// FetchSQL computes it over rollup rows (r) and base rows (t).
+	Expr, Rollup, Base string
+}
+
+// Agg is one output aggregate.
+type Agg struct {
+	// Name is the aggregate's column in GroupsRelation.
+	Name string
+	// Expr is the aggregate as written in the query.
+	Expr string
+	Op   Op
+	// Measure is the rollup column merged (empty for Exact).
+	Measure string
+	// Base is the base table expression read for edge and tail rows.
+	Base string
+	// RollupColumn and BaseColumn index FetchSQL's columns read by Op over
+	// rollup rows and base rows (the same column for all but MergeHLL);
+	// ExactColumn indexes ExactSQL's columns. -1 when unused.
+	RollupColumn, BaseColumn, ExactColumn int
+	// Type is the SQL type of the merged value.
+	Type string
+	// Log2m, Regwidth and Hash describe the sketches merged by MergeHLL.
+	Log2m, Regwidth int
+	Hash            string
+}
+
+// Bound is one bound on the time column from the query's WHERE clause.
+type Bound struct {
+	SQL       string
+	Inclusive bool
+}
+
+// TimeSplit is how the query's time range is split: buckets starting in
+// [BucketsFrom, BucketsTo) are read from the rollup; base rows in the
+// query's range before BucketsFrom or at or after BucketsTo are read from
+// the base table. Both are SQL expressions FetchSQL evaluates.
+type TimeSplit struct {
+	Column       string
+	Lower, Upper []Bound
+	BucketsFrom  string
+	BucketsTo    string
+	// LowerEdge and UpperEdge are conditions without columns, true when the
+	// query's range can hold rows before BucketsFrom (after BucketsTo): as
+	// conjuncts of an edge's read, PostgreSQL evaluates them once and skips
+	// the scan of an edge a bucket-aligned range does not have (which
+	// matters most where the time column has no index). Empty: no check.
+	LowerEdge, UpperEdge string
+	// Watermark is the SQL expression FetchSQL reads the rollup's
+	// watermark with (from pgsketch.rollup_defs, in the statement's
+	// snapshot).
+	Watermark string
+	// Dirty is the FROM and WHERE clauses selecting the change log's
+	// entries (alias l) for the buckets in [BucketsFrom, BucketsTo): those
+	// buckets are read from the base table, not the rollup. DirtyFrom and
+	// DirtyTo bound them in the log's terms (instants; DirtyFrom a NULL
+	// timestamptz when the range has no lower bound).
+	Dirty, DirtyFrom, DirtyTo string
+}
+
+// InfoPrefix starts the part column of the fetch's info row, followed by
+// the number of changed buckets of the range read from the base table.
+const InfoPrefix = "pgsketch_info:"

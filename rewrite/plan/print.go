@@ -1,0 +1,104 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// String prints the plan for EXPLAIN and the golden tests.
+func (p *Plan) String() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	if p.Kind == Substitute {
+		w("substitute: %s", p.Notice)
+		w("sql: %s", p.SubstituteSQL)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
+	w("rollup: %s (table %s, grain %s, time zone %s, version %d)", p.Rollup, p.Table, p.Grain, p.TimeZone, p.Version)
+	w("source: %s", p.Source)
+	if p.Explain {
+		w("explain: yes")
+	}
+	for _, k := range p.Keys {
+		w("key %s: %s", k.Name, k.Expr)
+	}
+	for _, a := range p.Aggs {
+		switch a.Op {
+		case MergeHLL:
+			w("agg %s: %s = hll merge of %s (log2m %d, regwidth %d, hash %s) + base %s", a.Name, a.Expr, a.Measure, a.Log2m, a.Regwidth, a.Hash, a.Base)
+		case Exact:
+			w("agg %s: %s = exact", a.Name, a.Expr)
+		default:
+			base := a.Base
+			if base == "" {
+				base = "rows"
+			}
+			w("agg %s: %s = %s of %s + base %s (%s)", a.Name, a.Expr, a.Op, a.Measure, base, a.Type)
+		}
+	}
+	for _, f := range p.Filters {
+		w("filter: %s", f)
+	}
+	var bounds []string
+	for _, l := range p.Time.Lower {
+		op := ">"
+		if l.Inclusive {
+			op = ">="
+		}
+		bounds = append(bounds, op+" "+l.SQL)
+	}
+	for _, u := range p.Time.Upper {
+		op := "<"
+		if u.Inclusive {
+			op = "<="
+		}
+		bounds = append(bounds, op+" "+u.SQL)
+	}
+	if len(bounds) == 0 {
+		bounds = []string{"unbounded"}
+	}
+	wm := p.Watermark.UTC().Format("2006-01-02 15:04:05.999999")
+	if p.LateWindow > 0 {
+		wm += fmt.Sprintf(", late window %s", p.LateWindow)
+	}
+	w("time: %s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", catalog.QuoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
+	w("changes: the range's buckets listed in pgsketch.rollup_dirty read from the base table; pgsketch.capture_check runs the query exactly instead when the change capture is not in place or too many changed")
+	if p.Level != nil {
+		w("level: %s (table %s): the range's whole %ss read from it, the rest from the rollup table", p.Level.Grain, p.Level.Table, p.Level.Grain)
+	}
+	switch {
+	case p.Merge == MergeServer && p.ServerFetchSQL == "":
+		w("merge: server (%s): fails, PostgreSQL cannot merge the sketches", p.MergeReason)
+		w("fetch: %s", p.FetchSQL)
+	case p.Merge == MergeServer:
+		w("merge: server (%s)", p.MergeReason)
+		w("fetch: %s", p.ServerFetchSQL)
+	default:
+		w("merge: proxy (%s)", p.MergeReason)
+		w("fetch: %s", p.FetchSQL)
+	}
+	if p.ExactSQL != "" {
+		w("exact: %s", p.ExactSQL)
+	}
+	w("shape: %s", p.ShapeSQL)
+	if p.Guard != "" {
+		w("guard: %s", p.Guard)
+	}
+	if p.Notice != "" {
+		w("notice: %s", p.Notice)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// SQL returns every statement the plan would run, for checks.
+func (p *Plan) SQL() []string {
+	var out []string
+	for _, s := range []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

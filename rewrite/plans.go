@@ -1,0 +1,65 @@
+package rewrite
+
+import "github.com/pgsketch/pgsketch/rewrite/plan"
+
+// The plan types live in package plan, which the executor imports without
+// linking the SQL parser; the rewriter refers to them by their short names.
+type (
+	Plan      = plan.Plan
+	Key       = plan.Key
+	Agg       = plan.Agg
+	Bound     = plan.Bound
+	TimeSplit = plan.TimeSplit
+	Kind      = plan.Kind
+	Op        = plan.Op
+	Merge     = plan.Merge
+	Session   = plan.Session
+)
+
+const (
+	FromRollup = plan.FromRollup
+	Substitute = plan.Substitute
+
+	MergeHLL  = plan.MergeHLL
+	AddCounts = plan.AddCounts
+	AddSums   = plan.AddSums
+	TakeMin   = plan.TakeMin
+	TakeMax   = plan.TakeMax
+	Exact     = plan.Exact
+
+	MergeProxy  = plan.MergeProxy
+	MergeServer = plan.MergeServer
+	MergeAuto   = plan.MergeAuto
+
+	PartColumn     = plan.PartColumn
+	GroupsRelation = plan.GroupsRelation
+	InfoPrefix     = plan.InfoPrefix
+)
+
+// ParseMerge reads a pgsketch.merge setting; "" is MergeAuto.
+func ParseMerge(s string) (Merge, bool) { return plan.ParseMerge(s) }
+
+// built is a plan as the matcher made it, with what choosing among
+// rollups and merge strategies still needs.
+type built struct {
+	*plan.Plan
+	// rows is the rollup's row count, to prefer the smallest rollup.
+	rows int64
+	// fetch are FetchSQL's pieces, to print the server-merge variant.
+	fetch fetchParts
+}
+
+// bound is one bound on the time column, with the expression it was
+// read from.
+type bound struct {
+	plan.Bound
+	expr expr
+}
+
+func planBounds(bs []bound) []plan.Bound {
+	out := make([]plan.Bound, len(bs))
+	for i, b := range bs {
+		out[i] = b.Bound
+	}
+	return out
+}
