@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,10 +31,10 @@ import (
 // which auto merges in PostgreSQL.
 const ServerMergeRows = 10
 
-// chooseMerge sets Merge, MergeReason and ServerFetchSQL of b's plan for a
-// session whose pgsketch.merge is setting, in a database with extension hll.
-func chooseMerge(b *built, hll catalog.Extension, setting Merge) {
-	p := b.Plan
+// chooseMerge sets Merge, MergeReason, Fetch.ServerCols and ServerFetchSQL
+// of p for a session whose pgsketch.merge is setting, in a database with
+// extension hll.
+func chooseMerge(p *Plan, hll catalog.Extension, setting Merge) {
 	hasSketch := false
 	for _, a := range p.Aggs {
 		if a.Op == MergeHLL {
@@ -43,10 +44,15 @@ func chooseMerge(b *built, hll catalog.Extension, setting Merge) {
 	if hll.Installed() && hasSketch {
 		// NULL when the group has no sketch, as array_agg over no rows
 		// (an aggregate without GROUP BY over no rollup rows).
-		p.ServerFetchSQL = b.fetch.sql(func(a Agg) string {
-			s, col := quoteIdent(hll.Schema)+".", "r."+quoteIdent(a.Measure)
-			return "CASE WHEN count(" + col + ") > 0 THEN ARRAY[" + s + "hll_send(" + s + "hll_union_agg(CAST(" + col + " AS " + s + "hll)))] END"
-		})
+		f := &p.Fetch
+		f.ServerCols = slices.Clone(f.Cols)
+		for _, a := range p.Aggs {
+			if a.Op == MergeHLL {
+				s, col := quoteIdent(hll.Schema)+".", "r."+quoteIdent(a.Measure)
+				f.ServerCols[a.RollupColumn] = "CASE WHEN count(" + col + ") > 0 THEN ARRAY[" + s + "hll_send(" + s + "hll_union_agg(CAST(" + col + " AS " + s + "hll)))] END"
+			}
+		}
+		p.ServerFetchSQL = f.SQL(true, "")
 	}
 	switch {
 	case setting == MergeProxy:
@@ -67,30 +73,6 @@ func chooseMerge(b *built, hll catalog.Extension, setting Merge) {
 	default:
 		p.Merge, p.MergeReason = MergeServer, "auto: "+p.RowsPerGroupNote
 	}
-}
-
-// fetchParts are the pieces FetchSQL is made of, so that the server-merge
-// variant can be printed with other expressions for the sketch columns.
-type fetchParts struct {
-	// cols are the rollup half's select list; hll holds, per entry, the
-	// Agg whose sketches it reads (nil for others).
-	cols []string
-	hll  []*Agg
-	// rest is the rollup half after its select list (FROM ... GROUP BY),
-	// then the base halves.
-	rest string
-}
-
-// sql prints the fetch with each sketch column read by merged(agg).
-func (f fetchParts) sql(merged func(Agg) string) string {
-	cols := make([]string, len(f.cols))
-	for i, c := range f.cols {
-		if a := f.hll[i]; a != nil && merged != nil {
-			c = merged(*a)
-		}
-		cols[i] = c
-	}
-	return "SELECT " + strings.Join(cols, ", ") + f.rest
 }
 
 // grainHours are the lengths of the units a time key or a bucket can

@@ -115,6 +115,7 @@ func (m *matcher) build() (*built, string) {
 		rwhere = append(rwhere, m.side(f, true))
 		bwhere = append(bwhere, m.side(f, false))
 	}
+	nfilters := len(rwhere)
 	var ranges, upperEdge []string
 	for _, rg := range m.ranges {
 		ranges = append(ranges, m.side(rg, false))
@@ -157,35 +158,28 @@ func (m *matcher) build() (*built, string) {
 	// with the rollup rows and the log.
 	rwhere = append(rwhere, bucket+" NOT IN (SELECT "+m.fromLog("l.bucket", true)+" "+p.Time.Dirty+")")
 	rwhere = append(rwhere, bucket+" < "+p.Time.BucketsTo)
-	b.fetch.cols = rcols
-	b.fetch.hll = make([]*Agg, len(rcols))
-	for i := range p.Aggs {
-		if a := &p.Aggs[i]; a.Op == MergeHLL {
-			b.fetch.hll[a.RollupColumn] = a
-		}
-	}
-	rollupFrom := r.Table.String() + " AS r"
+	f := &p.Fetch
+	f.Cols, f.Filters, f.Range, f.GroupBy = rcols, rwhere[:nfilters], rwhere[nfilters:], groupBy
+	f.From = r.Table.String() + " AS r"
 	if lv := m.level(); lv != nil {
 		p.Level = lv
-		rollupFrom = m.levelFrom(p, *lv)
+		f.From = m.levelFrom(p, *lv)
 	}
-	b.fetch.rest = " FROM " + rollupFrom + " WHERE " +
-		strings.Join(rwhere, " AND ") + groupBy +
-		" UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
+	f.Rest = " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 		strings.Join(bwhere, " AND ") + groupBy
 	if upperEdge != nil {
-		b.fetch.rest += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
+		f.Rest += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
 			strings.Join(upperEdge, " AND ") + groupBy
 	}
-	b.fetch.rest += m.dirtyArm(p, bcols, ranges, groupBy)
+	f.Rest += m.dirtyArm(p, bcols, ranges, groupBy)
 	// The info row: the number of changed buckets read from the base table,
 	// from pgsketch.capture_check, which fails the statement (and the
 	// proxy then runs the query exactly) when the rollup's change capture
 	// is not in place or too many of the range's buckets changed. Every
 	// fetch returns this row, so the check always runs.
-	b.fetch.rest += " UNION ALL SELECT '" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(r.Name) + ", " +
+	f.Rest += " UNION ALL SELECT '" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(r.Name) + ", " +
 		p.Time.DirtyFrom + ", " + p.Time.DirtyTo + ")" + strings.Repeat(", NULL", len(rcols)-1)
-	p.FetchSQL = b.fetch.sql(nil)
+	p.FetchSQL = f.SQL(false, "")
 	p.RowsPerGroup, p.RowsPerGroupNote = m.rowsPerGroup(p)
 	if len(exactCols) > 0 {
 		cols := []string{}

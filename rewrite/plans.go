@@ -40,13 +40,11 @@ const (
 func ParseMerge(s string) (Merge, bool) { return plan.ParseMerge(s) }
 
 // built is a plan as the matcher made it, with what choosing among
-// rollups and merge strategies still needs.
+// rollups still needs.
 type built struct {
 	*plan.Plan
 	// rows is the rollup's row count, to prefer the smallest rollup.
 	rows int64
-	// fetch are FetchSQL's pieces, to print the server-merge variant.
-	fetch fetchParts
 }
 
 // bound is one bound on the time column, with the expression it was

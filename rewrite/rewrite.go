@@ -104,7 +104,7 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		if !ok {
 			setting = MergeAuto // the executor refuses the setting
 		}
-		chooseMerge(b, snap.HLL(), setting)
+		chooseMerge(pl, snap.HLL(), setting)
 	}
 	for _, q := range []struct {
 		sql string

@@ -207,58 +207,33 @@ func hllSize(h *sketch.HLL) int64 {
 // tokenPrefix starts the part column of the fetch's token row.
 const tokenPrefix = "pgsketch_token:"
 
-// cachedFetch returns the plan's fetch statement st (FetchSQL or
-// ServerFetchSQL, with the client's parameters bound) rewritten for the
-// cache:
-// its rollup half runs only when the token (rollup version, rollup_defs
-// row, bucket range, as the statement computes them) is distinct from the
-// text parameter $tokenParam, and a last row carries the token in the part
-// column. ok is false when the fetch does not have the expected form.
-func cachedFetch(p *plan.Plan, st Statement, ncols, tokenParam int) (string, bool) {
-	fetchSQL := st.SQL
-	const head = "SELECT 'rollup' AS " + plan.PartColumn + ", "
-	const sep = " UNION ALL SELECT 'base'"
-	if !strings.HasPrefix(fetchSQL, head) {
+// cachedFetch returns the plan's fetch statement (with the server's merge
+// when server is set) for the cache: its rollup arm runs only when the
+// token (rollup version, rollup_defs row, bucket range and the change log's
+// entries in it, as the statement computes them) is distinct from the text
+// parameter $tokenParam, and a last row carries the token in the part
+// column. st is the fetch as bound, for the client's parameters. ok is
+// false when the rollup arm could select or compute differently from one
+// query to the next with the same statement, parameters and settings in a
+// way the token does not cover.
+func cachedFetch(p *plan.Plan, server bool, st Statement, ncols, tokenParam int) (string, bool) {
+	f := p.Fetch
+	if len(f.Cols) == 0 || len(f.Range) == 0 || (server && f.ServerCols == nil) {
 		return "", false
 	}
-	i := strings.Index(fetchSQL, sep)
-	if i < 0 {
-		return "", false
-	}
-	arm, rest := fetchSQL[:i], fetchSQL[i:]
-	groupBy := ""
-	if len(p.Keys) > 0 {
-		pos := make([]string, len(p.Keys))
-		for k := range pos {
-			pos[k] = strconv.Itoa(k + 2)
-		}
-		groupBy = " GROUP BY " + strings.Join(pos, ", ")
-	}
-	last := `r."` + catalog.BucketColumn + `" < ` + p.Time.BucketsTo
-	if strings.Contains(catalog.BucketColumn, `"`) || !strings.HasSuffix(arm, " AND "+last+groupBy) && !strings.HasSuffix(arm, " WHERE "+last+groupBy) {
-		return "", false
-	}
-	if strings.Count(arm, " FROM "+p.Table.String()+" AS r WHERE ") != 1 {
-		return "", false
-	}
-	// The token covers the bucket range; anything else in the rollup half
-	// that could select or compute differently from one query to the next
-	// with the same statement, parameters and settings (the time, settings
-	// the scope does not hold, locale-dependent formatting) keeps the plan
-	// out of the cache.
-	rest0 := strings.ToLower(strings.ReplaceAll(strings.ReplaceAll(arm, p.Time.BucketsTo, ""), p.Time.BucketsFrom, ""))
-	if p.Time.BucketsFrom == "" {
-		rest0 = strings.ToLower(strings.ReplaceAll(arm, p.Time.BucketsTo, ""))
-	}
+	// The token covers the bucket range (Range, and From, which holds only
+	// the tables and that range); what else the rollup arm holds comes
+	// from the query: its group keys and filters.
+	own := strings.ToLower(strings.Join(f.Cols, ", ") + " " + strings.Join(f.Filters, " AND "))
 	for _, w := range uncacheable {
-		if strings.Contains(rest0, w) {
+		if strings.Contains(own, w) {
 			return "", false
 		}
 	}
-	if namesRelativeTime(rest0) {
+	if namesRelativeTime(own) {
 		return "", false
 	}
-	for _, m := range paramRE.FindAllStringSubmatch(rest0, -1) {
+	for _, m := range paramRE.FindAllStringSubmatch(own, -1) {
 		if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 && n <= len(st.Params) && namesRelativeTime(string(st.Params[n-1])) {
 			return "", false
 		}
@@ -274,13 +249,12 @@ func cachedFetch(p *plan.Plan, st Statement, ncols, tokenParam int) (string, boo
 	// The change log only grows between refreshes (which bump the
 	// version), so its entry count in the range tells its state.
 	token += ", '|', " + epoch(p.Time.BucketsTo) + ", '|', (SELECT count(*) " + p.Time.Dirty + "))"
-	arm = arm[:len(arm)-len(last+groupBy)] + last + " AND (" + token + ") IS DISTINCT FROM CAST($" +
-		strconv.Itoa(tokenParam) + " AS text)" + groupBy
+	cond := "(" + token + ") IS DISTINCT FROM CAST($" + strconv.Itoa(tokenParam) + " AS text)"
 	nulls := strings.Repeat(", NULL", ncols-1)
-	return arm + rest + " UNION ALL SELECT '" + tokenPrefix + "' || " + token + nulls, true
+	return f.SQL(server, cond) + " UNION ALL SELECT '" + tokenPrefix + "' || " + token + nulls, true
 }
 
-// uncacheable are words whose presence in a fetch's rollup half (beyond
+// uncacheable are words whose presence in a fetch's rollup arm (beyond
 // its bucket range) keeps the plan out of the cache.
 var uncacheable = []string{"now(", "current_", "localtime", "timestamp(", "timeofday", "to_char", "to_number",
 	"to_date", "to_timestamp", "money", "random", "setting(", "session_user", "pg_", "txid", "xact", "nextval",

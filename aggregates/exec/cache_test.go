@@ -42,7 +42,7 @@ func (f *tokenQuerier) Query(_ context.Context, st Statement) (*Result, error) {
 }
 
 func cachePlan() *plan.Plan {
-	return &plan.Plan{
+	p := &plan.Plan{
 		Kind: plan.FromRollup, Rollup: "daily", Table: catalog.Table{Schema: "public", Name: "daily"},
 		Keys: []plan.Key{{Name: "pgsketch_k1"}},
 		Aggs: []plan.Agg{
@@ -50,16 +50,24 @@ func cachePlan() *plan.Plan {
 			{Name: "pgsketch_a2", Op: plan.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
 		},
 		Time: plan.TimeSplit{Lower: []plan.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T", Dirty: "FROM L"},
-		FetchSQL: `SELECT 'rollup' AS pgsketch_part, r."country", array_agg(r."distinct_user_id"), CAST(NULL AS bigint[]), CAST(sum(r."rows") AS bigint) FROM "public"."daily" AS r WHERE r."country" = $1 AND r."bucket" >= F AND r."bucket" < T GROUP BY 2` +
-			` UNION ALL SELECT 'base', t."country", CAST(NULL AS bytea[]), array_agg(DISTINCT t."user_id"), count(*) FROM "public"."events" AS t WHERE t."created_at" < F GROUP BY 2`,
+		Fetch: plan.Fetch{
+			Cols:    []string{"'rollup' AS pgsketch_part", `r."country"`, `array_agg(r."distinct_user_id")`, `CAST(NULL AS bigint[])`, `CAST(sum(r."rows") AS bigint)`},
+			From:    `"public"."daily" AS r`,
+			Filters: []string{`r."country" = $1`},
+			Range:   []string{`r."bucket" >= F`, `r."bucket" < T`},
+			GroupBy: " GROUP BY 2",
+			Rest:    ` UNION ALL SELECT 'base', t."country", CAST(NULL AS bytea[]), array_agg(DISTINCT t."user_id"), count(*) FROM "public"."events" AS t WHERE t."created_at" < F GROUP BY 2`,
+		},
 		FetchParams: []int{1}, Params: 1,
 		ShapeSQL: "SELECT * FROM pgsketch_groups",
 	}
+	p.FetchSQL = p.Fetch.SQL(false, "")
+	return p
 }
 
 func TestCachedFetchSQL(t *testing.T) {
 	p := cachePlan()
-	sql, ok := cachedFetch(p, Statement{SQL: p.FetchSQL}, 5, 2)
+	sql, ok := cachedFetch(p, false, Statement{SQL: p.FetchSQL}, 5, 2)
 	if !ok {
 		t.Fatal("not cacheable")
 	}
@@ -74,8 +82,8 @@ func TestCachedFetchSQL(t *testing.T) {
 	if !strings.HasSuffix(sql, ", NULL, NULL, NULL, NULL") {
 		t.Errorf("token row: %s", sql)
 	}
-	p.FetchSQL = strings.Replace(p.FetchSQL, `r."country" = $1`, `r."country" = to_char(now(), 'YY')`, 1)
-	if _, ok := cachedFetch(p, Statement{SQL: p.FetchSQL}, 5, 2); ok {
+	p.Fetch.Filters = []string{`r."country" = to_char(now(), 'YY')`}
+	if _, ok := cachedFetch(p, false, Statement{SQL: p.FetchSQL}, 5, 2); ok {
 		t.Error("a rollup half depending on now() beyond the bucket range is cached")
 	}
 }
@@ -90,32 +98,33 @@ func TestCachedFetchRelativeTimes(t *testing.T) {
 		p.Params, p.FetchParams = 2, []int{1, 2}
 		p.Time.BucketsFrom = "date_trunc('day', CAST($2 AS timestamp with time zone), 'UTC')"
 		p.Time.BucketsTo = "LEAST(COALESCE(w, '-infinity'), date_trunc('day', CAST('today' AS timestamp with time zone), 'UTC'))"
-		p.FetchSQL = strings.NewReplacer(" >= F ", " >= "+p.Time.BucketsFrom+" ", " < T ", " < "+p.Time.BucketsTo+" ",
-			" < F ", " < "+p.Time.BucketsFrom+" ").Replace(p.FetchSQL)
+		p.Fetch.Range = []string{`r."bucket" >= ` + p.Time.BucketsFrom, `r."bucket" < ` + p.Time.BucketsTo}
+		p.Fetch.Rest = strings.Replace(p.Fetch.Rest, " < F ", " < "+p.Time.BucketsFrom+" ", 1)
+		p.FetchSQL = p.Fetch.SQL(false, "")
 		return p
 	}
 	bound := func(v1, v2 string) Statement {
 		p := mkPlan()
 		return Statement{SQL: p.FetchSQL, Params: [][]byte{[]byte(v1), []byte(v2)}}
 	}
-	if _, ok := cachedFetch(mkPlan(), bound("DE", "today"), 5, 3); !ok {
+	if _, ok := cachedFetch(mkPlan(), false, bound("DE", "today"), 5, 3); !ok {
 		t.Errorf("a bucket range relative to today is not cached:\n%s", mkPlan().FetchSQL)
 	}
 	for _, filter := range []string{`'today'`, `' TODAY '`, `'Tomorrow 10:00'`, `CAST('yesterday' AS date)`,
 		`'today10:00'`, `'now'`, `'yesterday Europe/Berlin'`} {
 		p := mkPlan()
-		p.FetchSQL = strings.Replace(p.FetchSQL, `r."country" = $1`, `r."day" = `+filter, 1)
-		if _, ok := cachedFetch(p, Statement{SQL: p.FetchSQL, Params: [][]byte{nil, []byte("2026-02-01")}}, 5, 3); ok {
+		p.Fetch.Filters = []string{`r."day" = ` + filter}
+		if _, ok := cachedFetch(p, false, Statement{SQL: p.FetchSQL, Params: [][]byte{nil, []byte("2026-02-01")}}, 5, 3); ok {
 			t.Errorf("a rollup half comparing with %s is cached", filter)
 		}
 	}
 	for _, v := range []string{"today", " Now", "yesterday 12:00", "TOMORROW"} {
-		if _, ok := cachedFetch(mkPlan(), bound(v, "2026-02-01"), 5, 3); ok {
+		if _, ok := cachedFetch(mkPlan(), false, bound(v, "2026-02-01"), 5, 3); ok {
 			t.Errorf("a rollup half with $1 bound to %q is cached", v)
 		}
 	}
 	for _, v := range []string{"DE", "Snowdonia", "2026-02-01"} {
-		if _, ok := cachedFetch(mkPlan(), bound(v, "2026-02-01"), 5, 3); !ok {
+		if _, ok := cachedFetch(mkPlan(), false, bound(v, "2026-02-01"), 5, 3); !ok {
 			t.Errorf("a rollup half with $1 bound to %q is not cached", v)
 		}
 	}

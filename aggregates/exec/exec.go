@@ -157,7 +157,7 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 	var key string
 	var ent *cacheEntry
 	if cache != nil {
-		if sql, ok := cachedFetch(p, fst, ncols, p.Params+1); ok {
+		if sql, ok := cachedFetch(p, strategy == plan.MergeServer, fst, ncols, p.Params+1); ok {
 			// The key names the proxy-merge statement whichever runs:
 			// both give the same merged groups.
 			key = cacheKey(scope, p, fst)

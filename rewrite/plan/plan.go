@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strings"
 	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
@@ -106,6 +107,9 @@ type Plan struct {
 	Time TimeSplit
 	// FetchSQL, ExactSQL (empty if no Exact agg) and ShapeSQL: see above.
 	FetchSQL string
+	// Fetch is FetchSQL (and ServerFetchSQL) in pieces, for an executor
+	// that adds a condition to the rollup arm (the rollup-row cache).
+	Fetch Fetch
 	// ServerFetchSQL is FetchSQL with the rollup half's sketches merged by
 	// PostgreSQL per group (hll_union_agg of the hll extension; a one-element
 	// bytea[] per group in the same column); empty when the database has no
@@ -139,6 +143,44 @@ type Plan struct {
 	// StdErr is the relative standard error of the approximate aggregates
 	// (the largest, if they differ); 0 if none is approximate.
 	StdErr float64
+}
+
+// Fetch is the fetch statement in pieces: the rollup arm, SELECT Cols
+// FROM From WHERE Filters AND Range GROUP BY ..., then Rest, the base
+// arms and the info row (a UNION ALL each).
+type Fetch struct {
+	// Cols is the rollup arm's select list with the rollup rows' sketches
+	// merged in the proxy; ServerCols with them merged by PostgreSQL (nil
+	// when it cannot).
+	Cols, ServerCols []string
+	// From is the rollup arm's FROM item: the rollup table, or its rows
+	// and a level's, as r.
+	From string
+	// Filters are the query's own conditions on the rollup rows; Range
+	// selects the buckets of the query's range (the bucket bounds, which
+	// read the watermark, and the change log's exclusions). From holds
+	// only what Range holds besides the tables.
+	Filters, Range []string
+	// GroupBy is the rollup arm's GROUP BY clause, with its leading
+	// space, or empty.
+	GroupBy string
+	// Rest follows the rollup arm: " UNION ALL SELECT ...".
+	Rest string
+}
+
+// SQL prints the fetch statement, with the server's merge of the
+// sketches when server is set, and cond (unless empty) as the rollup arm's
+// last condition.
+func (f Fetch) SQL(server bool, cond string) string {
+	cols := f.Cols
+	if server {
+		cols = f.ServerCols
+	}
+	where := append(append([]string(nil), f.Filters...), f.Range...)
+	if cond != "" {
+		where = append(where, cond)
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM " + f.From + " WHERE " + strings.Join(where, " AND ") + f.GroupBy + f.Rest
 }
 
 // PartColumn is the name of FetchSQL's first column, 'rollup' or 'base'.
