@@ -168,7 +168,7 @@ func constNumber(e expr) (float64, bool) {
 
 func (m *matcher) classifyCall(f *funcCall) class {
 	name, builtin := f.builtin()
-	if aggKind(f) != "" {
+	if classifyAgg(f) != notAgg {
 		return bad("an aggregate is not allowed here")
 	}
 	if !builtin {

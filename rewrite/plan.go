@@ -46,7 +46,7 @@ func (m *matcher) build() (*built, string) {
 	var approx []string
 	for _, a := range m.aggs {
 		ag := Agg{Name: a.name, Expr: a.canon, RollupColumn: -1, BaseColumn: -1, ExactColumn: -1}
-		if a.arg != nil && a.kind != "rows" {
+		if a.arg != nil && a.kind != countRows {
 			ag.Base = m.canon(a.arg)
 		}
 		col := func() int { return len(rcols) }
@@ -55,16 +55,16 @@ func (m *matcher) build() (*built, string) {
 			ag.Op, ag.Type = Exact, "bigint"
 			ag.ExactColumn = len(p.Keys) + len(exactCols)
 			exactCols = append(exactCols, m.side(a.f, false))
-		case a.kind == "rows" || a.kind == "count":
+		case a.kind == countRows || a.kind == countValues:
 			ag.Op, ag.Type, ag.Measure = AddCounts, "bigint", a.measure.Column
 			ag.RollupColumn, ag.BaseColumn = col(), col()
 			rcols = append(rcols, "CAST(sum(r."+quoteIdent(a.measure.Column)+") AS bigint)")
-			if a.kind == "rows" {
+			if a.kind == countRows {
 				bcols = append(bcols, "count(*)")
 			} else {
 				bcols = append(bcols, "count("+m.side(a.arg, false)+")")
 			}
-		case a.kind == "cd" || a.kind == "acd":
+		case a.kind == countDistinct || a.kind == approxCountDistinct:
 			ms := a.measure
 			if !printableType(ms.Type) {
 				return nil, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + quoteIdent(ms.Expression) + " is not a plain type name"
@@ -86,18 +86,18 @@ func (m *matcher) build() (*built, string) {
 			ag.Measure = ms.Column
 			ag.RollupColumn, ag.BaseColumn = col(), col()
 			switch a.kind {
-			case "sum":
+			case sumOf:
 				ag.Op, ag.Type = AddSums, sumType(ms.Type)
-			case "min":
+			case minOf:
 				ag.Op, ag.Type = TakeMin, ms.Type
-			case "max":
+			case maxOf:
 				ag.Op, ag.Type = TakeMax, ms.Type
 			}
 			if !printableType(ag.Type) {
 				return nil, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " is not a plain type name"
 			}
-			rcols = append(rcols, "CAST("+a.kind+"(r."+quoteIdent(ms.Column)+") AS "+ag.Type+")")
-			bcols = append(bcols, "CAST("+a.kind+"("+m.side(a.arg, false)+") AS "+ag.Type+")")
+			rcols = append(rcols, "CAST("+a.kind.String()+"(r."+quoteIdent(ms.Column)+") AS "+ag.Type+")")
+			bcols = append(bcols, "CAST("+a.kind.String()+"("+m.side(a.arg, false)+") AS "+ag.Type+")")
 		}
 		p.Aggs = append(p.Aggs, ag)
 	}

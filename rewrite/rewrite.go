@@ -167,47 +167,78 @@ var scalarFuncs = func() map[string]bool {
 	return m
 }()
 
-// aggKind classifies an aggregate call: "cd" COUNT(DISTINCT x), "acd"
-// APPROX_COUNT_DISTINCT(x), "rows" COUNT(*) or COUNT(constant), "count"
-// COUNT(x), "sum", "min", "max", "other" (an aggregate the rewriter cannot
-// answer), "" (not an aggregate).
-func aggKind(f *funcCall) string {
+// aggCall is what an aggregate call is to the matcher.
+type aggCall int
+
+const (
+	notAgg              aggCall = iota // not an aggregate
+	countDistinct                      // COUNT(DISTINCT x)
+	approxCountDistinct                // APPROX_COUNT_DISTINCT(x)
+	countRows                          // COUNT(*) or COUNT(constant)
+	countValues                        // COUNT(x)
+	sumOf                              // SUM(x)
+	minOf                              // MIN(x)
+	maxOf                              // MAX(x)
+	otherAgg                           // an aggregate the rewriter cannot answer
+)
+
+// String is the SQL name of a sum, min or max (what the partials are
+// computed with), or what the call is.
+func (k aggCall) String() string {
+	switch k {
+	case countDistinct:
+		return "count distinct"
+	case approxCountDistinct:
+		return "approx_count_distinct"
+	case countRows, countValues:
+		return "count"
+	case sumOf:
+		return "sum"
+	case minOf:
+		return "min"
+	case maxOf:
+		return "max"
+	case otherAgg:
+		return "other aggregate"
+	}
+	return "not an aggregate"
+}
+
+// classifyAgg says what aggregate call f is.
+func classifyAgg(f *funcCall) aggCall {
 	name, ok := f.builtin()
 	if !ok {
 		if len(f.name) == 2 && f.name[0] == "pgsketch" && f.name[1] == "approx_count_distinct" {
-			return "acd"
+			return approxCountDistinct
 		}
-		return ""
+		return notAgg
 	}
 	switch name {
 	case "count":
 		switch {
 		case f.star:
-			return "rows"
+			return countRows
 		case len(f.args) != 1:
-			return "other"
+			return otherAgg
 		case f.distinct:
-			return "cd"
+			return countDistinct
 		}
 		if c, ok := f.args[0].(*constExpr); ok && c.kind != "null" {
-			return "rows"
+			return countRows
 		}
-		return "count"
+		return countValues
 	case "approx_count_distinct":
-		return "acd"
+		return approxCountDistinct
 	case "sum", "min", "max", "avg":
-		if f.distinct || f.star || len(f.args) != 1 {
-			return "other"
+		if f.distinct || f.star || len(f.args) != 1 || name == "avg" {
+			return otherAgg
 		}
-		if name == "avg" {
-			return "other"
-		}
-		return name
+		return map[string]aggCall{"sum": sumOf, "min": minOf, "max": maxOf}[name]
 	}
 	if otherAggregates[name] {
-		return "other"
+		return otherAgg
 	}
-	return ""
+	return notAgg
 }
 
 func maxParam(s *selectStmt) int {
@@ -258,10 +289,10 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, st
 	for _, e := range allExprs {
 		walk(e, func(x expr) bool {
 			if f, ok := x.(*funcCall); ok {
-				switch aggKind(f) {
-				case "acd":
+				switch classifyAgg(f) {
+				case approxCountDistinct:
 					acd = true
-				case "cd":
+				case countDistinct:
 					cd = true
 				}
 			}
@@ -373,7 +404,7 @@ func constantClause(e expr) string {
 		case *colRef:
 			why = "references a column"
 		case *funcCall:
-			if aggKind(x) != "" {
+			if classifyAgg(x) != notAgg {
 				why = "uses an aggregate"
 			}
 		}
@@ -392,7 +423,7 @@ func unknownFunctions(s *selectStmt) string {
 				return false
 			}
 			f, ok := x.(*funcCall)
-			if !ok || aggKind(f) != "" {
+			if !ok || classifyAgg(f) != notAgg {
 				return true
 			}
 			if name, builtin := f.builtin(); builtin && scalarFuncs[name] {
@@ -508,7 +539,7 @@ type keyInfo struct {
 type aggInfo struct {
 	f       *funcCall
 	canon   string
-	kind    string
+	kind    aggCall
 	measure catalog.Measure
 	arg     expr
 	name    string
@@ -783,8 +814,8 @@ func (m *matcher) collectAggs(e expr) string {
 		if !ok {
 			return true
 		}
-		kind := aggKind(f)
-		if kind == "" {
+		kind := classifyAgg(f)
+		if kind == notAgg {
 			return true
 		}
 		why = m.addAgg(f, kind)
@@ -793,7 +824,7 @@ func (m *matcher) collectAggs(e expr) string {
 	return why
 }
 
-func (m *matcher) addAgg(f *funcCall, kind string) string {
+func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 	canon := m.canon(f)
 	for _, a := range m.aggs {
 		if a.canon == canon {
@@ -805,7 +836,7 @@ func (m *matcher) addAgg(f *funcCall, kind string) string {
 		a.arg = f.args[0]
 		var nested bool
 		walk(a.arg, func(x expr) bool {
-			if g, ok := x.(*funcCall); ok && aggKind(g) != "" {
+			if g, ok := x.(*funcCall); ok && classifyAgg(g) != notAgg {
 				nested = true
 			}
 			return !nested
@@ -826,16 +857,16 @@ func (m *matcher) addAgg(f *funcCall, kind string) string {
 		return name, ""
 	}
 	switch kind {
-	case "other":
+	case otherAgg:
 		return canon + ": no stored partial answers this aggregate"
-	case "rows":
+	case countRows:
 		rc, ok := m.r.Measure(catalog.Count, "*")
 		if !ok {
 			return canon + ": rollup has no row count"
 		}
 		a.measure = rc
-	case "cd", "acd":
-		if kind == "cd" && !m.sess.Approx {
+	case countDistinct, approxCountDistinct:
+		if kind == countDistinct && !m.sess.Approx {
 			// Side by side: computed exactly by PostgreSQL.
 			if _, why := argCol(); why != "" {
 				return why
@@ -853,23 +884,23 @@ func (m *matcher) addAgg(f *funcCall, kind string) string {
 			return canon + ": rollup has no HLL sketch of " + quoteIdent(col)
 		}
 		a.measure = ms
-	case "count", "sum", "min", "max":
+	case countValues, sumOf, minOf, maxOf:
 		col, why := argCol()
 		if why != "" {
 			return why
 		}
-		k := map[string]catalog.Kind{"count": catalog.Count, "sum": catalog.Sum, "min": catalog.Min, "max": catalog.Max}[kind]
+		k := map[aggCall]catalog.Kind{countValues: catalog.Count, sumOf: catalog.Sum, minOf: catalog.Min, maxOf: catalog.Max}[kind]
 		ms, ok := m.r.Measure(k, col)
 		if !ok {
 			return canon + ": rollup stores no " + string(k) + " of " + quoteIdent(col)
 		}
-		if kind == "sum" && (ms.Type == "real" || ms.Type == "double precision") {
+		if kind == sumOf && (ms.Type == "real" || ms.Type == "double precision") {
 			// Floating-point addition is not associative: the per-bucket
 			// sums would add up to another total than PostgreSQL's sum of
 			// the rows, and sums are answered exactly or not at all.
 			return canon + ": a sum over type " + ms.Type + " added up from per-bucket sums can differ from PostgreSQL's (floating-point rounding)"
 		}
-		if kind == "sum" && sumType(ms.Type) == "" {
+		if kind == sumOf && sumType(ms.Type) == "" {
 			return canon + ": sum over type " + ms.Type + " is not supported"
 		}
 		a.measure = ms

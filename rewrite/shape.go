@@ -102,7 +102,7 @@ func (m *matcher) shapeSQL() (string, string) {
 		case *constExpr, *paramRef:
 			return "", false
 		case *funcCall:
-			if aggKind(x) != "" {
+			if classifyAgg(x) != notAgg {
 				c := m.canon(x)
 				for _, a := range m.aggs {
 					if a.canon == c {
@@ -200,7 +200,7 @@ func substitutePlan(s *selectStmt, reason string) (*Plan, string) {
 	}
 	var hook func(expr) (string, bool)
 	hook = func(e expr) (string, bool) {
-		if f, ok := e.(*funcCall); ok && aggKind(f) == "acd" && len(f.args) == 1 && !f.distinct {
+		if f, ok := e.(*funcCall); ok && classifyAgg(f) == approxCountDistinct && len(f.args) == 1 && !f.distinct {
 			return "count(DISTINCT " + sqlOf(f.args[0], hook) + ")", true
 		}
 		return "", false
