@@ -112,3 +112,13 @@ func TestCollatedColumns(t *testing.T) {
 		t.Errorf("%s: %s", sql, output(r))
 	}
 }
+
+func TestExactEquivalent(t *testing.T) {
+	got, ok := ExactEquivalent("SELECT country, approx_count_distinct(user_id) AS users FROM events WHERE created_at > $1 GROUP BY 1")
+	if !ok || !strings.Contains(got, "count(DISTINCT") || strings.Contains(strings.ToLower(got), "approx_count_distinct") || !strings.Contains(got, "$1") {
+		t.Errorf("ExactEquivalent = %q, %v", got, ok)
+	}
+	if _, ok := ExactEquivalent("SELECT count(DISTINCT user_id) FROM events"); ok {
+		t.Error("a query without APPROX_COUNT_DISTINCT has an exact equivalent")
+	}
+}

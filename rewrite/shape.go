@@ -2,6 +2,8 @@ package rewrite
 
 import (
 	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 // selectSQL prints a SELECT: targets always with explicit aliases (the names
@@ -141,6 +143,23 @@ func (m *matcher) shapeSQL() (string, string) {
 	}
 	return out, ""
 }
+
+// ExactEquivalent returns sql with its APPROX_COUNT_DISTINCT(x) counted
+// exactly, as COUNT(DISTINCT x): a statement with the same columns and
+// parameters that PostgreSQL can prepare and describe (it has no such
+// function). ok is false when sql has none, or the rewriter could not
+// substitute it (the statement then goes upstream as written).
+func ExactEquivalent(sql string) (exact string, ok bool) {
+	res := Rewrite(sql, noRollups, Session{})
+	if res.Plan == nil || res.Plan.Kind != Substitute {
+		return "", false
+	}
+	return res.Plan.SubstituteSQL, true
+}
+
+// noRollups is a catalog without rollups: with it, the rewriter can only
+// substitute.
+var noRollups = catalog.NewSnapshot(nil)
 
 // substitutePlan is the answer when no rollup serves a query that uses
 // APPROX_COUNT_DISTINCT: the query itself, with APPROX_COUNT_DISTINCT(x)

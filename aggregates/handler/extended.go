@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgsketch/pgsketch/aggregates/exec"
-	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -310,14 +309,11 @@ func describeSQL(sql string) string {
 	if !containsFold(sql, "approx_count_distinct") {
 		return sql
 	}
-	res := rewrite.Rewrite(sql, emptySnapshot, rewrite.Session{})
-	if res.Plan != nil && res.Plan.Kind == rewrite.Substitute {
-		return res.Plan.SubstituteSQL
+	if exact, ok := rewrite.ExactEquivalent(sql); ok {
+		return exact
 	}
 	return sql
 }
-
-var emptySnapshot = catalog.NewSnapshot(nil)
 
 func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), sub)
