@@ -152,7 +152,10 @@ func TestChangeCaptureRace(t *testing.T) {
 	t.Logf("writers: %.0f statements/s without capture, %.0f with it (%.2f×) (%s each); %.0f with capture and %d refreshes in %s (%.2f×)",
 		rate(plain, plainDur), rate(alone, plainDur), rate(alone, plainDur)/rate(plain, plainDur), plainDur,
 		rate(captured, dur), refreshes, dur, rate(captured, dur)/rate(plain, plainDur))
-	if refreshes < int(dur/(2*time.Second)) {
+	// A refresh starts every second, or as soon as the previous one ends
+	// when it takes longer (as on a loaded machine); a few must have run
+	// while the writers wrote.
+	if refreshes < 3 {
 		t.Errorf("only %d refreshes in %s", refreshes, dur)
 	}
 
