@@ -579,11 +579,11 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 		}
 		return fail(err)
 	}
-	res := rewrite.Rewrite(p.stmt.sql, snap, st.rw)
-	pl := res.Plan
+	pd := h.planStatement(p.stmt.sql, snap, st)
+	pl := pd.plan
 	if pl == nil {
-		h.Log.Debug("statement executed upstream", "reason", res.Reason)
-		_ = h.recordPassed(p.stmt.sql, res.Reason, start, nil) // latency: planning only
+		h.Log.Debug("statement executed upstream", "reason", pd.pass)
+		_ = h.recordPassed(p.stmt.sql, pd.pass, start, nil) // latency: planning only
 		return "", nil
 	}
 	if pl.Kind == rewrite.Substitute {
@@ -610,10 +610,6 @@ func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error)
 	if holds, err := c.guardHolds(ctx, pl.Guard); err != nil {
 		return fail(err)
 	} else if !holds {
-		return "", nil
-	}
-	if why := hashable(pl, snap, st.exec); why != "" {
-		h.Log.Debug("statement executed upstream", "reason", why)
 		return "", nil
 	}
 	params := exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}

@@ -42,7 +42,7 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 		if sq.Control {
 			return false, "the text holds a transaction control statement or COPY among several statements", nil
 		}
-		if plans[i] = multiPlan(sq.SQL, snap, st); plans[i] != nil {
+		if plans[i] = h.multiPlan(sq.SQL, snap, st); plans[i] != nil {
 			answerable++
 		}
 	}
@@ -86,7 +86,7 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 					stale = false
 				}
 				if snap != nil {
-					p = multiPlan(sq.SQL, snap, st)
+					p = h.multiPlan(sq.SQL, snap, st)
 				}
 			}
 		}
@@ -169,9 +169,9 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 
 // multiPlan is the plan answering one statement of a text of several from
 // a rollup, or nil if it goes upstream.
-func multiPlan(sql string, snap *catalog.Snapshot, st sessionSettings) *rewrite.Plan {
-	p := rewrite.Rewrite(sql, snap, st.rw).Plan
-	if p == nil || p.Kind != rewrite.FromRollup || p.Explain || p.Params > 0 || hashable(p, snap, st.exec) != "" {
+func (h *Handler) multiPlan(sql string, snap *catalog.Snapshot, st sessionSettings) *rewrite.Plan {
+	p := h.planStatement(sql, snap, st).plan
+	if p == nil || p.Kind != rewrite.FromRollup || p.Explain || p.Params > 0 {
 		return nil
 	}
 	return p

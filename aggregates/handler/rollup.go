@@ -228,18 +228,18 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		}
 		return err
 	}
-	res := rewrite.Rewrite(q.String, snap, st.rw)
-	if res.Multi {
+	pd := h.planStatement(q.String, snap, st)
+	if pd.multi {
 		done, why, err := h.serveMulti(ctx, q, c, st, snap, s, start)
 		if !done && err == nil {
 			return pass(why)
 		}
 		return err
 	}
-	p := res.Plan
+	p := pd.plan
 	if p == nil {
-		h.Log.Debug("query passed through", "reason", res.Reason)
-		return pass(res.Reason)
+		h.Log.Debug("query passed through", "reason", pd.pass)
+		return pass(pd.pass)
 	}
 	if p.Params > 0 { // PostgreSQL says there is no parameter $1
 		return pass("parameters in a simple query")
@@ -262,10 +262,6 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		h.Log.Debug("query passed through: its table is not the rollup's source on this search_path", "rollup", p.Rollup)
 		return pass("the table is not the source of rollup " + p.Rollup + " on this search_path")
 	}
-	if why := hashable(p, snap, st.exec); why != "" {
-		h.Log.Debug("query passed through", "reason", why)
-		return pass(why)
-	}
 	ans, err := h.run(ctx, c, st, p, exec.Params{}, nil)
 	if err != nil {
 		return h.failed(ctx, c, s, p, err, q.String)
@@ -279,6 +275,39 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
 	h.recordAnswered(q.String, p, ans, start)
 	return s.Flush()
+}
+
+// planned is the pipeline's verdict on one statement: the plan that
+// answers it, or why it goes to PostgreSQL as it is.
+type planned struct {
+	plan *rewrite.Plan
+	pass string
+	// multi is set for a text of several statements, which only the
+	// simple protocol answers (statement by statement).
+	multi bool
+}
+
+// planStatement is the one path from a statement to a plan or a reason to
+// pass it through, for the simple protocol, the extended protocol and each
+// statement of a multi-statement text: the rewriter, against the catalog
+// and the settings the session holds when the statement runs, then the
+// checks a plan needs that no I/O decides (the base rows' text is hashed
+// as the refresher hashed it). A plan to answer still needs its table
+// guard (sessionConn.guardHolds) on the session; EXPLAIN and substitute
+// plans come back for the caller to show or run.
+func (h *Handler) planStatement(sql string, snap *catalog.Snapshot, st sessionSettings) planned {
+	res := rewrite.Rewrite(sql, snap, st.rw)
+	switch p := res.Plan; {
+	case res.Multi:
+		return planned{multi: true, pass: res.Reason}
+	case p == nil:
+		return planned{pass: res.Reason}
+	case p.Kind == rewrite.FromRollup && !p.Explain:
+		if why := hashable(p, snap, st.exec); why != "" {
+			return planned{pass: why}
+		}
+	}
+	return planned{plan: res.Plan}
 }
 
 // run executes p inside a savepoint when the client is in a transaction

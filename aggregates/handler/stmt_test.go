@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite"
 )
 
 func TestParseRefresh(t *testing.T) {
@@ -68,5 +69,22 @@ func TestCatalogCache(t *testing.T) {
 	}
 	if n := len(cc.m["db"]); n > maxSnapshots {
 		t.Fatalf("%d snapshots kept, want at most %d", n, maxSnapshots)
+	}
+}
+
+// TestPlanStatement: the one planning path answers, for every protocol,
+// with a plan or a reason to pass the statement through.
+func TestPlanStatement(t *testing.T) {
+	h := New(nil)
+	st := sessionSettings{rw: rewrite.Session{Approx: true, TimeZone: "UTC"}}
+	none := catalog.NewSnapshot(nil)
+	if pd := h.planStatement("SELECT 1; SELECT count(DISTINCT user_id) FROM events", none, st); !pd.multi || pd.plan != nil {
+		t.Errorf("two statements: %+v", pd)
+	}
+	if pd := h.planStatement("SELECT count(DISTINCT user_id) FROM events", none, st); pd.plan != nil || pd.pass == "" {
+		t.Errorf("no rollup: %+v", pd)
+	}
+	if pd := h.planStatement("SELECT approx_count_distinct(user_id) FROM events", none, st); pd.plan == nil || pd.plan.Kind != rewrite.Substitute {
+		t.Errorf("approx_count_distinct without a rollup: %+v, want a substitute plan", pd)
 	}
 }
