@@ -122,6 +122,7 @@ func (m *matcher) build() (*built, string) {
 	}
 	tcol := "t." + quoteIdent(r.TimeColumn)
 	bucket := "r." + quoteIdent(catalog.BucketColumn)
+	before, notBefore := m.splitSQL(tcol)
 	switch {
 	case len(p.Time.Lower) > 0:
 		// The two edges are read by two statements of the UNION ALL, each
@@ -132,18 +133,18 @@ func (m *matcher) build() (*built, string) {
 		// (BucketsFrom > BucketsTo) is read once.
 		rwhere = append(rwhere, bucket+" >= "+p.Time.BucketsFrom)
 		upperEdge = append(slices.Clone(bwhere), ranges...)
-		upperEdge = append(upperEdge, tcol+" >= "+p.Time.BucketsTo, tcol+" >= "+p.Time.BucketsFrom)
+		upperEdge = append(upperEdge, notBefore(p.Time.BucketsTo), notBefore(p.Time.BucketsFrom))
 		if p.Time.UpperEdge != "" {
 			upperEdge = append(upperEdge, p.Time.UpperEdge)
 		}
 		bwhere = append(bwhere, ranges...)
-		bwhere = append(bwhere, tcol+" < "+p.Time.BucketsFrom)
+		bwhere = append(bwhere, before(p.Time.BucketsFrom))
 		if p.Time.LowerEdge != "" {
 			bwhere = append(bwhere, p.Time.LowerEdge)
 		}
 	case len(p.Time.Upper) > 0:
 		bwhere = append(bwhere, ranges...)
-		bwhere = append(bwhere, tcol+" >= "+p.Time.BucketsTo)
+		bwhere = append(bwhere, notBefore(p.Time.BucketsTo))
 		if p.Time.UpperEdge != "" {
 			bwhere = append(bwhere, p.Time.UpperEdge)
 		}
@@ -151,7 +152,7 @@ func (m *matcher) build() (*built, string) {
 		bwhere = append(bwhere, ranges...)
 		// No range on the time column: rows whose time is NULL count
 		// too, and no rollup holds them.
-		bwhere = append(bwhere, "("+tcol+" >= "+p.Time.BucketsTo+" OR "+tcol+" IS NULL)")
+		bwhere = append(bwhere, "("+notBefore(p.Time.BucketsTo)+" OR "+tcol+" IS NULL)")
 	}
 	// Buckets the change log lists are read from the base table instead
 	// (the dirty arm below), in the same statement, so in one snapshot
@@ -254,6 +255,26 @@ func (m *matcher) levelFrom(p *Plan, l catalog.Level) string {
 	out = "(" + out + " OR " + floor(bucket) + " IN (" + dirty + "))"
 	return "(SELECT * FROM " + l.Table.String() + " AS r WHERE " + in +
 		" UNION ALL SELECT * FROM " + m.r.Table.String() + " AS r WHERE " + out + ") AS r"
+}
+
+// splitSQL returns SQL printers of the conditions that the base row of time
+// column tcol lies in a bucket before bucket start x (before) or in x's
+// bucket or a later one (notBefore). A row belongs to the bucket its time
+// truncates to, which in a zone other than UTC can start after the row (a
+// midnight that happens twice starts its day at the second): there the
+// condition is on the truncated time, with a day's margin on the time
+// itself for an index.
+func (m *matcher) splitSQL(tcol string) (before, notBefore func(x string) string) {
+	if m.r.TimeType != catalog.Timestamptz || m.r.TimeZone == "UTC" {
+		return func(x string) string { return tcol + " < " + x },
+			func(x string) string { return tcol + " >= " + x }
+	}
+	floor, _ := m.bucketSQL(m.r.Grain)
+	return func(x string) string {
+			return "(" + tcol + " < " + x + " + interval '1 day' AND " + floor(tcol) + " < " + x + ")"
+		}, func(x string) string {
+			return "(" + tcol + " >= " + x + " - interval '1 day' AND " + floor(tcol) + " >= " + x + ")"
+		}
 }
 
 // dirtyArm is the fetch's arm reading the base rows of the changed buckets
@@ -433,12 +454,19 @@ func (m *matcher) timeSplit(p *Plan) string {
 	for _, b := range m.lower {
 		lowerEdge = append(lowerEdge, cast(b)+" < "+ts.BucketsFrom)
 	}
+	// In a zone other than UTC a bucket's first rows can precede its start
+	// (see splitSQL): the range holds rows of BucketsTo's bucket when it
+	// reaches a day before it.
+	firstRow := ts.BucketsTo
+	if r.TimeType == catalog.Timestamptz && r.TimeZone != "UTC" {
+		firstRow = "(" + ts.BucketsTo + " - interval '1 day')"
+	}
 	for _, b := range m.upper {
 		op := " > "
 		if b.Inclusive {
 			op = " >= "
 		}
-		upperEdge = append(upperEdge, cast(b)+op+ts.BucketsTo)
+		upperEdge = append(upperEdge, cast(b)+op+firstRow)
 	}
 	ts.LowerEdge = strings.Join(lowerEdge, " AND ")
 	ts.UpperEdge = strings.Join(upperEdge, " AND ")
