@@ -43,16 +43,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,7 +56,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -71,6 +66,7 @@ import (
 	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/scripts/benchproxy"
 )
 
 const (
@@ -515,11 +511,11 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 	_ = db.QueryRow(ctx, "SELECT pg_size_pretty(pg_total_relation_size('events')), (SELECT count(*) FROM "+rollupName+")").Scan(&r.size, &r.rollupRows)
 	fmt.Printf("events: %d rows, %s; %s: %d rows\n", o.rows, r.size, rollupName, r.rollupRows)
 
-	p, err := startProxy(ctx, o.proxy, dsn, o.cacheBytes)
+	p, err := benchproxy.Start(ctx, o.proxy, dsn, o.cacheBytes, false)
 	if err != nil {
 		return nil, err
 	}
-	defer p.stop()
+	defer p.Stop()
 	direct, err := pgconn.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
@@ -527,34 +523,35 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 	defer direct.Close(context.Background())
 
 	fmt.Println("warm-up: the exact query, the proxy once")
-	exactAns, _, err := timed(ctx, direct, exactSQL)
+	exactAns, _, err := benchproxy.Timed(ctx, direct, exactSQL)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}
 	// ask runs the query through the proxy on c and checks the answer and
 	// that the NOTICE counts the changed buckets expected.
-	ask := func(c *conn, dirty int) (time.Duration, bool, error) {
-		c.notices = nil
-		ans, d, err := timed(ctx, c.PgConn, exactSQL)
+	ask := func(c *benchproxy.Conn, dirty int) (time.Duration, bool, error) {
+		c.ResetNotices()
+		ans, d, err := benchproxy.Timed(ctx, c.PgConn, exactSQL)
 		if err != nil {
 			return d, false, err
 		}
 		if err := compare(ans, exactAns); err != nil {
 			return d, false, err
 		}
-		if len(c.notices) != 1 || !strings.Contains(c.notices[0], "rollup "+rollupName) {
-			return d, false, fmt.Errorf("not answered from the rollup: notices %q", c.notices)
+		notices := c.Notices()
+		if len(notices) != 1 || !strings.Contains(notices[0], "rollup "+rollupName) {
+			return d, false, fmt.Errorf("not answered from the rollup: notices %q", notices)
 		}
 		n := 0
-		if m := changedRE.FindStringSubmatch(c.notices[0]); m != nil {
+		if m := changedRE.FindStringSubmatch(notices[0]); m != nil {
 			n, _ = strconv.Atoi(m[1])
 		}
 		if n != dirty {
-			return d, false, fmt.Errorf("%d changed bucket(s) in the NOTICE, want %d: %q", n, dirty, c.notices[0])
+			return d, false, fmt.Errorf("%d changed bucket(s) in the NOTICE, want %d: %q", n, dirty, notices[0])
 		}
-		return d, strings.Contains(c.notices[0], "from the proxy's cache"), nil
+		return d, strings.Contains(notices[0], "from the proxy's cache"), nil
 	}
-	wc, err := connect(ctx, p.url(dsn))
+	wc, err := benchproxy.Connect(ctx, p.URL(dsn))
 	if err != nil {
 		return nil, err
 	}
@@ -585,12 +582,12 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 	mode := func(n int) (time.Duration, time.Duration, error) {
 		// A new connection, warmed by one query before the write: the
 		// timed queries do not pay for a new server process's caches.
-		c, err := connect(ctx, p.url(dsn))
+		c, err := benchproxy.Connect(ctx, p.URL(dsn))
 		if err != nil {
 			return 0, 0, err
 		}
 		defer c.Close(context.Background())
-		if _, _, err := timed(ctx, c.PgConn, exactSQL); err != nil {
+		if _, _, err := benchproxy.Timed(ctx, c.PgConn, exactSQL); err != nil {
 			return 0, 0, err
 		}
 		if err := state(n); err != nil {
@@ -623,7 +620,7 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 		fmt.Fprintf(&line, "round %d", i+1)
 		for _, k := range order {
 			if k < 0 {
-				_, d, err := timed(ctx, direct, exactSQL)
+				_, d, err := benchproxy.Timed(ctx, direct, exactSQL)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, exact: %w", i+1, err)
 				}
@@ -737,134 +734,6 @@ func compare(ans, exact map[string]float64) error {
 		}
 	}
 	return nil
-}
-
-// conn is a client connection that records notices.
-type conn struct {
-	*pgconn.PgConn
-	mu      sync.Mutex
-	notices []string
-}
-
-func connect(ctx context.Context, dsn string) (*conn, error) {
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	c := &conn{}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		c.mu.Lock()
-		c.notices = append(c.notices, n.Message)
-		c.mu.Unlock()
-	}
-	c.PgConn, err = pgconn.ConnectConfig(ctx, cfg)
-	return c, err
-}
-
-// timed runs sql as one simple Query and returns its rows as group →
-// count (the first column the group, NULL as "NULL"), and how long it
-// took from sending the query to its ReadyForQuery.
-func timed(ctx context.Context, c *pgconn.PgConn, sql string) (map[string]float64, time.Duration, error) {
-	t0 := time.Now()
-	res, err := c.Exec(ctx, sql).ReadAll()
-	d := time.Since(t0)
-	if err != nil {
-		return nil, d, err
-	}
-	if len(res) != 1 || res[0].Err != nil {
-		return nil, d, fmt.Errorf("%d results (%v)", len(res), res)
-	}
-	ans := map[string]float64{}
-	for _, r := range res[0].Rows {
-		if len(r) != 2 {
-			return nil, d, fmt.Errorf("a row of %d columns", len(r))
-		}
-		k := "NULL"
-		if r[0] != nil {
-			k = string(r[0])
-		}
-		v, err := strconv.ParseFloat(string(r[1]), 64)
-		if err != nil {
-			return nil, d, fmt.Errorf("group %s: %w", k, err)
-		}
-		if _, dup := ans[k]; dup {
-			return nil, d, fmt.Errorf("group %s twice", k)
-		}
-		ans[k] = v
-	}
-	return ans, d, nil
-}
-
-// proxyProc is a running pgsketch-proxy serve.
-type proxyProc struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{}
-}
-
-func startProxy(ctx context.Context, bin, upstream string, cacheBytes int64) (*proxyProc, error) {
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--approx", "on", "--log-level", "info"}
-	if cacheBytes >= 0 {
-		args = append(args, "--cache-bytes", strconv.FormatInt(cacheBytes, 10))
-	}
-	p := &proxyProc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	errPipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	ready := make(chan struct{})
-	var log strings.Builder
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(errPipe)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" && p.addr == "" {
-				p.addr = rec.Addr
-				close(ready)
-			}
-			if p.addr == "" {
-				log.WriteString(sc.Text() + "\n")
-			}
-		}
-		_, _ = io.Copy(io.Discard, errPipe)
-		_ = p.cmd.Wait()
-	}()
-	select {
-	case <-ready:
-		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("pgsketch-proxy serve exited before listening:\n%s", log.String())
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-	return nil, errors.New("pgsketch-proxy serve did not listen within 30 s")
-}
-
-func (p *proxyProc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// url is dsn with the proxy's host and port.
-func (p *proxyProc) url(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
-		panic("a postgres:// URL is needed, got " + dsn)
-	}
-	u.Host = p.addr
-	return u.String()
 }
 
 func median(ds []time.Duration) time.Duration {

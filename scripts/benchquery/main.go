@@ -32,9 +32,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,12 +40,9 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,6 +55,7 @@ import (
 	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/scripts/benchproxy"
 )
 
 const (
@@ -146,12 +142,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer direct.Close(context.Background())
-	warmProxy, err := startProxy(ctx, o.proxy, dsn, o.profileDir != "", o.cacheBytes)
+	warmProxy, err := benchproxy.Start(ctx, o.proxy, dsn, o.cacheBytes, o.profileDir != "")
 	if err != nil {
 		return err
 	}
-	defer warmProxy.stop()
-	warm, err := connect(ctx, warmProxy.url(dsn))
+	defer warmProxy.Stop()
+	warm, err := benchproxy.Connect(ctx, warmProxy.URL(dsn))
 	if err != nil {
 		return err
 	}
@@ -159,12 +155,12 @@ func run(ctx context.Context, o options) error {
 	// proxy-uncached: a running proxy without a cache, on one long-lived
 	// connection: every query reads and merges its rollup rows, as the
 	// first query after each refresh does in a proxy that has run a while.
-	uncachedProxy, err := startProxy(ctx, o.proxy, dsn, false, 0)
+	uncachedProxy, err := benchproxy.Start(ctx, o.proxy, dsn, 0, false)
 	if err != nil {
 		return err
 	}
-	defer uncachedProxy.stop()
-	uncached, err := connect(ctx, uncachedProxy.url(dsn))
+	defer uncachedProxy.Stop()
+	uncached, err := benchproxy.Connect(ctx, uncachedProxy.URL(dsn))
 	if err != nil {
 		return err
 	}
@@ -173,7 +169,7 @@ func run(ctx context.Context, o options) error {
 	// The exact answer, to check the others against (and a warm-up of the
 	// table's pages).
 	fmt.Println("warm-up: exact query, rollup merge in PostgreSQL, proxy")
-	exactAns, _, err := timed(ctx, direct, exactSQL)
+	exactAns, _, err := benchproxy.Timed(ctx, direct, exactSQL)
 	if err != nil {
 		return fmt.Errorf("exact: %w", err)
 	}
@@ -188,13 +184,13 @@ func run(ctx context.Context, o options) error {
 	}
 	for _, k := range []struct {
 		name string
-		c    *conn
+		c    *benchproxy.Conn
 		sql  string
-	}{{"hll-direct", &conn{PgConn: direct}, hllSQL}, {"proxy-warm", warm, exactSQL}, {"proxy-uncached", uncached, exactSQL}} {
-		k.c.notices = nil
-		ans, _, err := timed(ctx, k.c.PgConn, k.sql)
+	}{{"hll-direct", &benchproxy.Conn{PgConn: direct}, hllSQL}, {"proxy-warm", warm, exactSQL}, {"proxy-uncached", uncached, exactSQL}} {
+		k.c.ResetNotices()
+		ans, _, err := benchproxy.Timed(ctx, k.c.PgConn, k.sql)
 		if err == nil {
-			err = check(k.name, ans, k.c != nil && k.c.PgConn != direct, k.c.notices)
+			err = check(k.name, ans, k.c != nil && k.c.PgConn != direct, k.c.Notices())
 		}
 		if err != nil {
 			return err
@@ -202,19 +198,19 @@ func run(ctx context.Context, o options) error {
 	}
 
 	cold := func() (time.Duration, error) {
-		p, err := startProxy(ctx, o.proxy, dsn, false, o.cacheBytes)
+		p, err := benchproxy.Start(ctx, o.proxy, dsn, o.cacheBytes, false)
 		if err != nil {
 			return 0, err
 		}
-		defer p.stop()
-		c, err := connect(ctx, p.url(dsn))
+		defer p.Stop()
+		c, err := benchproxy.Connect(ctx, p.URL(dsn))
 		if err != nil {
 			return 0, err
 		}
 		defer c.Close(context.Background())
-		ans, d, err := timed(ctx, c.PgConn, exactSQL)
+		ans, d, err := benchproxy.Timed(ctx, c.PgConn, exactSQL)
 		if err == nil {
-			err = check("proxy-cold", ans, true, c.notices)
+			err = check("proxy-cold", ans, true, c.Notices())
 		}
 		return d, err
 	}
@@ -224,27 +220,27 @@ func run(ctx context.Context, o options) error {
 	}{
 		{"proxy-cold", cold},
 		{"proxy-warm", func() (time.Duration, error) {
-			warm.notices = nil
-			ans, d, err := timed(ctx, warm.PgConn, exactSQL)
+			warm.ResetNotices()
+			ans, d, err := benchproxy.Timed(ctx, warm.PgConn, exactSQL)
 			if err == nil {
-				err = check("proxy-warm", ans, true, warm.notices)
+				err = check("proxy-warm", ans, true, warm.Notices())
 			}
 			return d, err
 		}},
 		{"hll-direct", func() (time.Duration, error) {
-			_, d, err := timed(ctx, direct, hllSQL)
+			_, d, err := benchproxy.Timed(ctx, direct, hllSQL)
 			return d, err
 		}},
 		{"proxy-uncached", func() (time.Duration, error) {
-			uncached.notices = nil
-			ans, d, err := timed(ctx, uncached.PgConn, exactSQL)
+			uncached.ResetNotices()
+			ans, d, err := benchproxy.Timed(ctx, uncached.PgConn, exactSQL)
 			if err == nil {
-				err = check("proxy-uncached", ans, true, uncached.notices)
+				err = check("proxy-uncached", ans, true, uncached.Notices())
 			}
 			return d, err
 		}},
 		{"exact", func() (time.Duration, error) {
-			_, d, err := timed(ctx, direct, exactSQL)
+			_, d, err := benchproxy.Timed(ctx, direct, exactSQL)
 			return d, err
 		}},
 	}
@@ -252,7 +248,7 @@ func run(ctx context.Context, o options) error {
 		// A reference, not a target: hll_union_agg over the same
 		// pre-merged month sketches the proxy reads.
 		levelSQL := strings.Replace(hllSQL, "FROM "+rollupName+"\n", "FROM "+rollupName+"_month\n", 1)
-		if ans, _, err := timed(ctx, direct, levelSQL); err != nil {
+		if ans, _, err := benchproxy.Timed(ctx, direct, levelSQL); err != nil {
 			return fmt.Errorf("hll-level: %w", err)
 		} else if err := compare("hll-level", ans, exactAns); err != nil {
 			return err
@@ -261,7 +257,7 @@ func run(ctx context.Context, o options) error {
 			name string
 			f    func() (time.Duration, error)
 		}{"hll-level", func() (time.Duration, error) {
-			_, d, err := timed(ctx, direct, levelSQL)
+			_, d, err := benchproxy.Timed(ctx, direct, levelSQL)
 			return d, err
 		}})
 	}
@@ -470,151 +466,13 @@ func compare(kind string, ans, exact map[string]float64) error {
 	return nil
 }
 
-// conn is a client connection that records notices.
-type conn struct {
-	*pgconn.PgConn
-	mu      sync.Mutex
-	notices []string
-}
-
-func connect(ctx context.Context, dsn string) (*conn, error) {
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	c := &conn{}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		c.mu.Lock()
-		c.notices = append(c.notices, n.Message)
-		c.mu.Unlock()
-	}
-	c.PgConn, err = pgconn.ConnectConfig(ctx, cfg)
-	return c, err
-}
-
-// timed runs sql as one simple Query and returns its rows as group →
-// count, and how long it took: the last column is the count, the others
-// (none for a query without GROUP BY) the group, joined by "|".
-func timed(ctx context.Context, c *pgconn.PgConn, sql string) (map[string]float64, time.Duration, error) {
-	t0 := time.Now()
-	res, err := c.Exec(ctx, sql).ReadAll()
-	d := time.Since(t0)
-	if err != nil {
-		return nil, d, err
-	}
-	if len(res) != 1 || res[0].Err != nil {
-		return nil, d, fmt.Errorf("%d results (%v)", len(res), res)
-	}
-	ans := map[string]float64{}
-	for _, r := range res[0].Rows {
-		if len(r) == 0 {
-			return nil, d, errors.New("a row without columns")
-		}
-		key := make([]string, len(r)-1)
-		for i, f := range r[:len(r)-1] {
-			key[i] = "NULL"
-			if f != nil {
-				key[i] = string(f)
-			}
-		}
-		k := strings.Join(key, "|")
-		var v float64
-		if _, err := fmt.Sscan(string(r[len(r)-1]), &v); err != nil {
-			return nil, d, fmt.Errorf("group %s: %q: %w", k, r[len(r)-1], err)
-		}
-		if _, dup := ans[k]; dup {
-			return nil, d, fmt.Errorf("group %s twice", k)
-		}
-		ans[k] = v
-	}
-	return ans, d, nil
-}
-
-// proxyProc is a running pgsketch-proxy serve.
-type proxyProc struct {
-	cmd       *exec.Cmd
-	addr      string
-	pprofAddr string
-	done      chan struct{}
-}
-
-func startProxy(ctx context.Context, bin, upstream string, pprof bool, cacheBytes int64) (*proxyProc, error) {
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--approx", "on", "--log-level", "info",
-		"--cache-bytes", strconv.FormatInt(cacheBytes, 10)}
-	if pprof {
-		args = append(args, "--pprof-listen", "127.0.0.1:0")
-	}
-	p := &proxyProc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	errPipe, err := p.cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	ready := make(chan struct{})
-	var log strings.Builder
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(errPipe)
-		for sc.Scan() {
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &rec) == nil {
-				switch rec.Msg {
-				case "pprof listening":
-					p.pprofAddr = rec.Addr
-				case "listening":
-					p.addr = rec.Addr
-					close(ready)
-				}
-			}
-			if p.addr == "" {
-				log.WriteString(sc.Text() + "\n")
-			}
-		}
-		io.Copy(io.Discard, errPipe)
-		p.cmd.Wait()
-	}()
-	select {
-	case <-ready:
-		return p, nil
-	case <-p.done:
-		return nil, fmt.Errorf("pgsketch-proxy serve exited before listening:\n%s", log.String())
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-	}
-	p.cmd.Process.Kill()
-	<-p.done
-	return nil, errors.New("pgsketch-proxy serve did not listen within 30 s")
-}
-
-func (p *proxyProc) stop() {
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// url is dsn with the proxy's host and port.
-func (p *proxyProc) url(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
-		panic("a postgres:// URL is needed, got " + dsn)
-	}
-	u.Host = p.addr
-	return u.String()
-}
-
 // profile writes a CPU profile of the warm proxy while it answers the
 // query over and over for 20 s.
-func profile(ctx context.Context, dir string, p *proxyProc, c *conn, dsn string) error {
+func profile(ctx context.Context, dir string, p *benchproxy.Proxy, c *benchproxy.Conn, dsn string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if p.pprofAddr == "" {
+	if p.PprofAddr == "" {
 		return errors.New("the warm proxy did not report its pprof address")
 	}
 	fmt.Printf("\nprofiling the proxy for 20 s of warm queries (%s)...\n", dir)
@@ -631,14 +489,14 @@ func profile(ctx context.Context, dir string, p *proxyProc, c *conn, dsn string)
 				return
 			default:
 			}
-			if _, _, err := timed(ctx, c.PgConn, exactSQL); err != nil {
+			if _, _, err := benchproxy.Timed(ctx, c.PgConn, exactSQL); err != nil {
 				loopErr = err
 				return
 			}
 			n++
 		}
 	}()
-	resp, err := http.Get("http://" + p.pprofAddr + "/debug/pprof/profile?seconds=20")
+	resp, err := http.Get("http://" + p.PprofAddr + "/debug/pprof/profile?seconds=20")
 	if err == nil {
 		var f *os.File
 		if f, err = os.Create(dir + "/proxy-cpu.pprof"); err == nil {

@@ -46,6 +46,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/scripts/benchproxy"
 )
 
 const hourlyName = "events_hourly"
@@ -219,7 +221,7 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 		}
 		q.autoPicked = map[string]int{}
 		var d time.Duration
-		q.exact, d, err = timed(ctx, direct, q.sql)
+		q.exact, d, err = benchproxy.Timed(ctx, direct, q.sql)
 		if err != nil {
 			return fmt.Errorf("%s: exact: %w", q.name, err)
 		}
@@ -231,17 +233,17 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 		fmt.Printf("  %12s %s\n", "", q.sql)
 	}
 
-	p, err := startProxy(ctx, o.proxy, dsn, false, 0)
+	p, err := benchproxy.Start(ctx, o.proxy, dsn, 0, false)
 	if err != nil {
 		return err
 	}
-	defer p.stop()
-	conns := map[string]*conn{}
+	defer p.Stop()
+	conns := map[string]*benchproxy.Conn{}
 	// The PostgreSQL backend serving each kind, whose CPU time is read
 	// around every query (as is the proxy's).
 	backend := map[string]int{"hll-direct": int(direct.PID())}
 	for _, k := range mergeKinds[:3] {
-		c, err := connect(ctx, p.url(dsn))
+		c, err := benchproxy.Connect(ctx, p.URL(dsn))
 		if err != nil {
 			return err
 		}
@@ -262,26 +264,22 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 	// run times one query one way and checks its answer.
 	run := func(q *mergeQuery, kind string) (time.Duration, error) {
 		if kind == "hll-direct" {
-			ans, d, err := timed(ctx, direct, q.hll)
+			ans, d, err := benchproxy.Timed(ctx, direct, q.hll)
 			if err == nil {
 				err = compare(kind, ans, q.exact)
 			}
 			return d, err
 		}
 		c := conns[kind]
-		c.mu.Lock()
-		c.notices = nil
-		c.mu.Unlock()
-		ans, d, err := timed(ctx, c.PgConn, q.sql)
+		c.ResetNotices()
+		ans, d, err := benchproxy.Timed(ctx, c.PgConn, q.sql)
 		if err != nil {
 			return d, err
 		}
 		if err := compare(kind, ans, q.exact); err != nil {
 			return d, err
 		}
-		c.mu.Lock()
-		notices := c.notices
-		c.mu.Unlock()
+		notices := c.Notices()
 		if len(notices) != 1 || !strings.Contains(notices[0], "rollup "+q.rollup) {
 			return d, fmt.Errorf("%s: notices %q, expected one naming rollup %s", kind, notices, q.rollup)
 		}
@@ -327,7 +325,7 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 		o.runs, names(qs), strings.Join(mergeKinds, " "), startLoad)
 	for i := range o.runs {
 		var line strings.Builder
-		fmt.Fprintf(&line, "round %3d  load %s  proxy rss %s", i+1, strings.Fields(loadavg())[0], rss(p.cmd.Process.Pid))
+		fmt.Fprintf(&line, "round %3d  load %s  proxy rss %s", i+1, strings.Fields(loadavg())[0], rss(p.Pid()))
 		for j := range qs {
 			q := qs[(i+j)%len(qs)]
 			d := map[string]time.Duration{}
@@ -335,13 +333,13 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 				// The kinds' order rotates too, shifted every len(qs) rounds so
 				// that it does not follow the query's place in the round.
 				kind := mergeKinds[(i+i/len(qs)+k)%len(mergeKinds)]
-				p0, b0 := cpuTime(p.cmd.Process.Pid), cpuTime(backend[kind])
+				p0, b0 := cpuTime(p.Pid()), cpuTime(backend[kind])
 				t, err := run(q, kind)
 				if err != nil {
 					return fmt.Errorf("round %d, %s, %s: %w", i+1, q.name, kind, err)
 				}
 				c := cpu[q.name][kind]
-				c[0] += cpuTime(p.cmd.Process.Pid) - p0
+				c[0] += cpuTime(p.Pid()) - p0
 				c[1] += cpuTime(backend[kind]) - b0
 				d[kind] = t
 				times[q.name][kind] = append(times[q.name][kind], t)
