@@ -13,16 +13,21 @@
 // After startup the relay copies bytes, looking only at message headers. In
 // the client-to-upstream direction it reads the bodies of the messages a
 // Handler may want: Query, and the extended-protocol messages Parse, Bind,
-// Describe, Execute, Close, Flush and Sync, which it groups up to Sync (or
-// Flush) so that a Handler sees whole requests. Everything else (COPY data,
-// function calls, large messages) is streamed without being buffered whole.
-// In the upstream-to-client direction it counts ReadyForQuery messages, so it
-// knows when the replies to everything forwarded have been relayed.
+// Describe, Execute, Close, Flush and Sync. Those the Handler does not want
+// go upstream as they come; from the first one it wants, the rest of the
+// group is held up to Sync (or Flush) so that the Handler sees a whole
+// request. Everything else (COPY data, function calls, large messages) is
+// streamed without being buffered whole. In the upstream-to-client direction
+// it counts ReadyForQuery messages, so it knows when the replies to
+// everything forwarded have been relayed, and the replies that complete an
+// extended-protocol message, so that the replies owed to messages forwarded
+// ahead of a request in the same group are relayed (after a Flush of the
+// proxy's own) before the Handler serves it.
 //
 // On Linux the steady state of a plain (non-TLS) session starts in an event
 // loop (loop_linux.go): one goroutine per GOMAXPROCS thread waits on the
-// sockets of all its sessions in an epoll set of its own and relays Query
-// messages and whole extended-protocol groups the Handler does not want, and
+// sockets of all its sessions in an epoll set of its own and relays the
+// Query and extended-protocol messages the Handler does not want, and
 // every reply, as PgBouncer does, without a goroutine per direction to park
 // and wake. At the first thing it does not do (a request the Handler wants,
 // COPY from the client, a full socket, an end of stream, Shutdown) the
@@ -37,7 +42,8 @@
 // Passthrough is the Handler that wants nothing.
 //
 // Differences from a direct connection a client can see: the cancel secret
-// in BackendKeyData; SCRAM-SHA-256-PLUS never offered; and an extended-
-// protocol group that is neither synced nor flushed (up to InspectSize bytes)
-// reaches the upstream only when its Sync or Flush arrives.
+// in BackendKeyData; SCRAM-SHA-256-PLUS never offered; and the messages of
+// an extended-protocol group from the first one the Handler wants (up to
+// InspectSize bytes) reach the upstream, or the Handler, only when the
+// group's Sync or Flush arrives.
 package wire

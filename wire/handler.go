@@ -25,8 +25,11 @@ type Handler interface {
 }
 
 // Request is one client request handed to a Handler: a single Query, or the
-// extended-protocol messages of one group, up to and including the Sync or
-// Flush that ends it. Its messages are copies the Handler may keep.
+// extended-protocol messages of one group from the first one the Handler
+// wants up to and including the Sync or Flush that ends the group (the
+// messages before it went upstream as they came, and their replies reached
+// the client before Serve is called). Its messages are copies the Handler
+// may keep.
 type Request struct {
 	Messages []pgproto3.FrontendMessage
 	// Wanted says, per message, whether the Handler wants it: a Query or a
@@ -34,6 +37,10 @@ type Request struct {
 	// statement or portal whose Parse or Bind it took. The others belong to
 	// the upstream's statements and portals.
 	Wanted []bool
+	// Unsynced says extended-protocol messages went upstream ahead of the
+	// request since the last Sync: the upstream may hold an implicit
+	// transaction with the client's work, which a Sync would commit.
+	Unsynced bool
 }
 
 // Passthrough is the Handler that wants nothing: every request goes upstream.

@@ -78,7 +78,7 @@ type fastSession struct {
 	cr, cw   int // client bytes read and not yet forwarded: cbuf[cr:cw]
 	ubuf     []byte
 	up       upScan
-	unsynced bool // as clientLoop's
+	owing    int // as clientLoop's
 	// h is what the goroutines start from; written before released closes.
 	h        handoff
 	released chan struct{}
@@ -368,7 +368,7 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 		fs.h.clientBuf = append(fs.h.clientBuf, fs.cbuf[fs.cr:fs.cw]...)
 	}
 	fs.h.up = fs.up
-	fs.h.unsynced = fs.unsynced
+	fs.h.owing = fs.owing
 	fs.cbuf, fs.ubuf = nil, nil
 	fs.ss.log.Debug("relay leaves the event loop", "reason", why)
 	close(fs.released)
@@ -426,18 +426,17 @@ func (l *eventLoop) fromClient(fs *fastSession) {
 }
 
 // requests walks the client's bytes from cbuf[cr:cw] and returns the end of
-// the whole requests the loop forwards: Query messages and extended-protocol
-// groups up to Sync or Flush, none of which the Handler wants. It records
-// them as forwarded, as clientLoop does. A non-empty why says the session
-// must leave the loop at end: a message the loop does not forward (or that
-// needs more than its buffer) comes next.
+// the messages the loop forwards: every whole message up to one the Handler
+// wants or the loop does not forward. It records them as forwarded, as
+// clientLoop does. A non-empty why says the session must leave the loop at
+// end: a message the loop does not forward (or that needs more than its
+// buffer) comes next.
 func (fs *fastSession) requests() (end int, msgs int64, why string) {
 	cfg := &fs.ss.srv.cfg
 	rs := &fs.ss.relay
 	b := fs.cbuf[:fs.cw]
 	limit := cfg.InspectSize + 5 // as clientLoop holds back
 	end = fs.cr
-	group := -1 // start of the extended-protocol group being walked
 	for p := fs.cr; len(b)-p >= 5; {
 		typ := b[p]
 		l := int(int32(binary.BigEndian.Uint32(b[p+1:])))
@@ -445,8 +444,8 @@ func (fs *fastSession) requests() (end int, msgs int64, why string) {
 			return end, msgs, "invalid message length" // clientLoop reports it
 		}
 		total := 1 + l
-		if total > limit || group >= 0 && p+total-group > limit {
-			return end, msgs, "client request larger than the inspect size"
+		if total > limit {
+			return end, msgs, "client message larger than the inspect size"
 		}
 		if len(b)-p < total {
 			break // read the rest of it
@@ -454,48 +453,29 @@ func (fs *fastSession) requests() (end int, msgs int64, why string) {
 		body := b[p+5 : p+total]
 		switch typ {
 		case 'Q':
-			if group >= 0 {
-				return end, msgs, "query inside an extended-protocol group"
-			}
 			if len(body) > 0 && cfg.Handler.Intercept(body[:len(body)-1]) {
 				return end, msgs, "request for the handler"
 			}
 			rs.forwarded('Q')
-			fs.unsynced = false
-			p += total
-			end = p
-			msgs++
-		case 'P', 'B', 'D', 'E', 'C', 'H', 'S':
-			if group < 0 {
-				group = p
-			}
+			fs.owing = 0
+		case 'P', 'B', 'D', 'E', 'C':
 			if typ == 'P' {
 				_, rest := cstring(body)
 				if query, _ := cstring(rest); len(query) <= cfg.InspectSize && cfg.Handler.Intercept(query) {
 					return end, msgs, "request for the handler"
 				}
 			}
-			p += total
-			if typ != 'S' && typ != 'H' {
-				continue
-			}
-			// The group is whole and nothing in it is wanted: it goes.
-			for q := group; q < p; q += 1 + int(binary.BigEndian.Uint32(b[q+1:])) {
-				switch b[q] {
-				case 'S':
-					rs.forwarded('S')
-					fs.unsynced = false
-				case 'H':
-				default:
-					fs.unsynced = true
-				}
-				msgs++
-			}
-			group = -1
-			end = p
+			fs.owing++
+		case 'S':
+			rs.forwarded('S')
+			fs.owing = 0
+		case 'H':
 		default:
 			return end, msgs, "client message " + strconv.QuoteRune(rune(typ))
 		}
+		p += total
+		end = p
+		msgs++
 	}
 	return end, msgs, ""
 }
@@ -543,6 +523,7 @@ func (l *eventLoop) fromUpstream(fs *fastSession) {
 		} else {
 			rs.noted(fs.up.typ)
 		}
+		rs.replied(fs.up.typ, true)
 	}
 	m.messagesFromUpstream.Add(msgs)
 	boundary := fs.up.atBoundary()

@@ -173,6 +173,32 @@ func TestLoopLeavesForHandler(t *testing.T) {
 	}
 }
 
+// The loop forwards each message the Handler does not want as it comes,
+// not at the end of its group. When a wanted Parse follows in the same
+// group, the session leaves the loop owing the replies to what went ahead:
+// they reach the client before the served request's.
+func TestLoopForwardsAtOnce(t *testing.T) {
+	sess, client, up, _ := newLoopRelay(t, loopServer(t, interceptX{}))
+	waitInLoop(t, sess)
+	parse := msg('P', "\x00select 1\x00\x00\x00")
+	client.Write(parse)
+	if got := readN(t, up, len(parse)); !bytes.Equal(got, parse) {
+		t.Fatalf("upstream got %q, want the Parse before its Sync", got)
+	}
+	if !inLoop(sess) {
+		t.Fatal("the session left the loop")
+	}
+	client.Write(bytes.Join([][]byte{msg('P', "\x00x\x00\x00\x00"), msg('S', "")}, nil))
+	if got, want := readN(t, up, 5), msg('H', ""); !bytes.Equal(got, want) {
+		t.Fatalf("upstream got %q, want the relay's Flush %q", got, want)
+	}
+	up.Write(msg('1', ""))
+	want := bytes.Join([][]byte{msg('1', ""), msg('I', ""), msg('Z', "I")}, nil)
+	if got := readN(t, client, len(want)); !bytes.Equal(got, want) {
+		t.Fatalf("client got %q, want %q", got, want)
+	}
+}
+
 // A client that does not read makes the session leave the loop when its
 // socket is full; nothing is lost or reordered.
 func TestLoopClientSocketFull(t *testing.T) {

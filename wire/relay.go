@@ -44,6 +44,41 @@ type relayState struct {
 	// holds the status byte of the last one (low 8 bits); written only by
 	// the upstream loop.
 	ready atomic.Uint64
+	// replies counts the upstream's replies that complete an
+	// extended-protocol message (see completes) relayed to the client
+	// since the last ReadyForQuery or handover; failed says an
+	// ErrorResponse came since the last ReadyForQuery, so the upstream
+	// skips what it reads up to Sync. Written by the side reading the
+	// upstream; the client side reads them once it holds the handover.
+	replies atomic.Int64
+	failed  atomic.Bool
+}
+
+// completes reports whether an upstream message of type typ is the last
+// reply to one extended-protocol message: ParseComplete, BindComplete,
+// CloseComplete, NoData, RowDescription (a Describe of a statement sends
+// ParameterDescription first), CommandComplete, EmptyQueryResponse or
+// PortalSuspended.
+func completes(typ byte) bool {
+	switch typ {
+	case '1', '2', '3', 'n', 'T', 'C', 'I', 's':
+		return true
+	}
+	return false
+}
+
+// replied records an upstream message of type typ for the counts of
+// replies; relayed says it goes to the client rather than to a Handler.
+func (rs *relayState) replied(typ byte, relayed bool) {
+	switch {
+	case typ == 'Z':
+		rs.replies.Store(0)
+		rs.failed.Store(false)
+	case typ == 'E':
+		rs.failed.Store(true)
+	case relayed && completes(typ):
+		rs.replies.Add(1)
+	}
 }
 
 // forwarded records a request written upstream that ReadyForQuery will answer.
@@ -154,6 +189,7 @@ func (rs *relayState) grantLocked() *io.PipeWriter {
 func (rs *relayState) release() {
 	rs.mu.Lock()
 	rs.handover = false
+	rs.replies.Store(0) // the Handler read every reply it was owed
 	pr := rs.pipeR
 	rs.mu.Unlock()
 	if pr != nil {
@@ -200,7 +236,9 @@ type handoff struct {
 	toClientBoundary bool   // toClient ends at a message boundary
 	up               upScan
 	upErr            error // the upstream broke the protocol after toClient
-	unsynced         bool
+	// owing counts the extended-protocol messages forwarded since the last
+	// Sync (or Query, or request a Handler served) that owe a reply.
+	owing int
 }
 
 // relayLoop runs the steady state until either side leaves, starting from h.
@@ -358,6 +396,7 @@ func (ss *session) upstreamLoop(h handoff) error {
 				// Its one-byte body, the transaction status, ends at pos.
 				rs.readyFor(chunk[pos-1])
 			}
+			rs.replied(typ, !handover)
 			if handover {
 				// One message per pipe write, so the Handler never reads past
 				// the last reply it waits for.
@@ -589,19 +628,21 @@ func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
 	tr := statementTracker{stmts: map[string]bool{}, portals: map[string]bool{}}
 	buf := make([]byte, max(readBufSize, len(h0.clientBuf)))
 	var (
-		r              int                         // unread bytes are buf[r:w]
-		w              = copy(buf, h0.clientBuf)   // what the event loop read
-		primed         = w > 0 || len(h0.toUp) > 0 // work to do before reading
-		out            = h0.toUp                   // bytes for the upstream
-		stream         int                         // bytes still to relay raw of a message too big to hold
-		groupStart     = -1                        // where the open extended-protocol group starts in out
-		groupWanted    bool                        // the open group holds a message the Handler wants
-		groupCommitted bool                        // the open group goes upstream whatever comes
-		groupWants     []bool                      // per message of the open group: the Handler wants it
-		// unsynced: extended-protocol messages went upstream since the last
-		// Sync, so the upstream owes replies no ReadyForQuery will mark; a
-		// wanted request then goes upstream too.
-		unsynced = h0.unsynced
+		r      int                         // unread bytes are buf[r:w]
+		w      = copy(buf, h0.clientBuf)   // what the event loop read
+		primed = w > 0 || len(h0.toUp) > 0 // work to do before reading
+		out    = h0.toUp                   // bytes for the upstream
+		stream int                         // bytes still to relay raw of a message too big to hold
+		// The open group runs from the first message the Handler wants up
+		// to Sync or Flush: it is held back, to be served whole. Messages
+		// before it go upstream as they come.
+		groupStart     = -1   // where the open group starts in out
+		groupCommitted bool   // the open group goes upstream whatever comes
+		groupWants     []bool // per message of the open group: the Handler wants it
+		// owing: extended-protocol messages that owe replies went upstream
+		// since the last Sync; a request served now must relay their
+		// replies first.
+		owing = h0.owing
 	)
 	inspectLimit := cfg.InspectSize + 5
 	flush := func(all bool) error {
@@ -622,25 +663,14 @@ func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
 		}
 		return nil
 	}
-	// commitGroup sends the open group upstream as it is, whatever comes.
-	commitGroup := func() {
-		if groupStart >= 0 && !groupCommitted {
-			groupCommitted, groupWanted = true, false
-			tr.passed()
-			unsynced = true
-		}
-	}
 	// sent records a message of type typ as forwarded upstream.
 	sent := func(typ byte) {
 		switch typ {
-		case 'Q', 'F': // their ReadyForQuery also settles what came before
+		case 'Q', 'F', 'S': // their ReadyForQuery also settles what came before
 			rs.forwarded(typ)
-			unsynced = false
-		case 'S':
-			rs.forwarded(typ)
-			unsynced = false
+			owing = 0
 		case 'P', 'B', 'D', 'E', 'C': // a Flush alone owes no reply
-			unsynced = true
+			owing++
 		}
 	}
 	// passthrough records whole messages (a group or a Query) as forwarded.
@@ -650,16 +680,28 @@ func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
 			msgs = msgs[1+int(binary.BigEndian.Uint32(msgs[1:])):]
 		}
 	}
+	// commitGroup sends the open group upstream as it is, whatever comes.
+	commitGroup := func() {
+		if groupStart >= 0 && !groupCommitted {
+			groupCommitted = true
+			tr.passed()
+			passthrough(out[groupStart:])
+		}
+	}
 	// serve hands a wanted request to the Handler, or sends it upstream when
 	// the upstream cannot be handed over.
 	serve := func(msgs []byte, wants []bool) error {
 		if err := flush(true); err != nil {
 			return err
 		}
-		if unsynced {
+		// passUp sends the request upstream unseen instead.
+		passUp := func() {
 			tr.passed()
 			out = append(out, msgs...)
 			passthrough(msgs)
+		}
+		if owing > 0 && msgs[0] == 'Q' {
+			passUp() // its replies follow those of an unsynced group
 			return nil
 		}
 		req, err := decodeRequest(msgs)
@@ -671,16 +713,30 @@ func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
 		pr, err := rs.acquire(ctx, cfg.HandoverWait)
 		if errors.Is(err, errNotCaughtUp) {
 			ss.log.Info("upstream still busy: request passed through unseen", "waited", cfg.HandoverWait.String())
-			tr.passed()
-			out = append(out, msgs...)
-			passthrough(msgs)
+			passUp()
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		tr.served()
 		sess := &Session{ss: ss, Frontend: pgproto3.NewFrontend(pr, ss.up)}
+		req.Unsynced = owing > 0
+		if owing > 0 {
+			relayed, err := sess.relayOwed(owing)
+			if err != nil {
+				rs.release()
+				return err
+			}
+			if !relayed {
+				// The upstream skips up to Sync (an error, or COPY):
+				// so must the request.
+				rs.release()
+				passUp()
+				return nil
+			}
+			owing = 0
+		}
+		tr.served()
 		err = h.Serve(ctx, req, sess)
 		rs.release()
 		if err != nil {
@@ -771,32 +827,31 @@ func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
 				out = append(out, msg...)
 				passthrough(msg)
 			case 'P', 'B', 'D', 'E', 'C', 'H', 'S':
-				if groupStart < 0 {
-					groupStart, groupWanted, groupCommitted = len(out), false, false
+				wanted := tr.wants(h, typ, body, cfg.InspectSize)
+				if groupStart < 0 && wanted {
+					groupStart, groupCommitted = len(out), false
 					groupWants = groupWants[:0]
 				}
-				wanted := tr.wants(h, typ, body, cfg.InspectSize)
-				groupWants = append(groupWants, wanted)
-				if wanted && !groupCommitted {
-					groupWanted = true
-				}
 				out = append(out, msg...)
+				if groupStart < 0 || groupCommitted {
+					// Nothing held: it goes upstream now.
+					tr.passed()
+					sent(typ)
+					if typ == 'S' || typ == 'H' {
+						groupStart = -1
+					}
+					continue
+				}
+				groupWants = append(groupWants, wanted)
 				if typ != 'S' && typ != 'H' {
 					if len(out)-groupStart > cfg.InspectSize {
 						commitGroup()
 					}
 					continue
 				}
-				group := out[groupStart:]
-				wanted = groupWanted
+				group := bytes.Clone(out[groupStart:])
+				out = out[:groupStart]
 				groupStart = -1
-				if !wanted {
-					tr.passed()
-					passthrough(group)
-					continue
-				}
-				group = bytes.Clone(group)
-				out = out[:len(out)-len(group)]
 				if err := serve(group, slices.Clone(groupWants)); err != nil {
 					return err
 				}
@@ -953,4 +1008,47 @@ func (s *Session) Flush() error {
 	err := s.ss.reply(s.out)
 	s.out = s.out[:0]
 	return err
+}
+
+// relayOwed relays to the client the replies the upstream owes for the last
+// owing extended-protocol messages forwarded unsynced, less those already
+// relayed, with a Flush to have them sent. It runs while the session's
+// upstream is handed over. relayed is false when the upstream skips what
+// comes next up to Sync (an error among those replies or before them, a
+// COPY FROM STDIN): the request must then go upstream as it is.
+func (s *Session) relayOwed(owing int) (relayed bool, err error) {
+	rs := &s.ss.relay
+	rs.mu.Lock()
+	copyIn := rs.copyIn
+	rs.mu.Unlock()
+	n := owing - int(rs.replies.Load())
+	if rs.failed.Load() || copyIn || n < 0 {
+		return false, nil
+	}
+	if n > 0 {
+		s.Frontend.Send(&pgproto3.Flush{})
+		if err := s.Frontend.Flush(); err != nil {
+			return false, err
+		}
+	}
+	for n > 0 {
+		msg, err := s.Frontend.Receive()
+		if err != nil {
+			return false, err
+		}
+		if err := s.Send(msg); err != nil {
+			return false, err
+		}
+		switch msg.(type) {
+		case *pgproto3.CopyInResponse, *pgproto3.CopyBothResponse:
+			rs.noted('G')
+			return false, s.Flush()
+		case *pgproto3.ErrorResponse:
+			return false, s.Flush()
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
+			*pgproto3.RowDescription, *pgproto3.CommandComplete, *pgproto3.EmptyQueryResponse, *pgproto3.PortalSuspended:
+			n--
+		}
+	}
+	return true, s.Flush()
 }

@@ -156,6 +156,7 @@ type extRequest struct {
 
 func (h *Handler) serveExtended(ctx context.Context, req *wire.Request, s *wire.Session) error {
 	x := &extRequest{h: h, s: s, es: extState(s)}
+	x.es.dirty = x.es.dirty || req.Unsynced
 	for i, m := range req.Messages {
 		wanted := i < len(req.Wanted) && req.Wanted[i]
 		if err := x.message(ctx, m, wanted); err != nil {
