@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -124,18 +125,12 @@ func (c *sessionConn) Exec(ctx context.Context, sql string) error {
 
 // Query implements refresh.Conn.
 func (c *sessionConn) Query(ctx context.Context, sql string, args ...any) ([][][]byte, error) {
-	params := make([][]byte, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case nil:
-		case string:
-			params[i] = []byte(v)
-		default:
-			return nil, fmt.Errorf("query parameter $%d: unsupported type %T", i+1, a)
-		}
+	params, err := refresh.TextParams(args)
+	if err != nil {
+		return nil, err
 	}
 	var rows [][][]byte
-	err := c.run(ctx, exec.Statement{SQL: sql, Params: params}, func(msg pgproto3.BackendMessage) error {
+	err = c.run(ctx, exec.Statement{SQL: sql, Params: params}, func(msg pgproto3.BackendMessage) error {
 		if dr, ok := msg.(*pgproto3.DataRow); ok {
 			rows = append(rows, cloneRow(dr.Values))
 		}

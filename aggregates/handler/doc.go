@@ -7,18 +7,25 @@
 // proxy runs package refresh over the session (sessionConn) as the client's
 // role.
 //
-// And queries the rewriter answers from a rollup (rollup.go): for a simple
-// Query that passes the rewriter's prefilter, the handler reads the session's
+// And queries the rewriter answers from a rollup. Every protocol entry
+// goes through one pipeline (pipeline.go): readView reads the session's
 // settings and the rollup catalog on the session itself (as the client's
-// role, in its transaction), plans with package rewrite, and runs the plan
-// with package exec (querier in query.go). Inside a transaction block the
-// plan runs under a savepoint; on any error but a cancel the proxy rolls
-// back to it and sends the original query upstream, so the client gets
-// exactly PostgreSQL's answer or error and its transaction is never left in
-// a state the original query would not have left it in. The extended
-// protocol is served by extended.go, Query strings of several statements
-// by multi.go (one statement at a time, in a transaction of the proxy's own
-// that stands for PostgreSQL's implicit one).
+// role, in its transaction); decide plans a statement with package rewrite,
+// or says why it passes through; answer takes a plan to its answer (the
+// table guard, then package exec over the session: querier in query.go).
+// The entries only turn a verdict into their protocol's messages: a simple
+// Query (rollup.go), a Query string of several statements (multi.go: one
+// statement at a time, in a transaction of the proxy's own that stands for
+// PostgreSQL's implicit one), and the extended protocol, whose bookkeeping
+// of statements, portals and replies is a state machine of its own
+// (extended.go) that asks the pipeline to answer a portal through an
+// interface it declares (portalAnswerer; portal.go is the pipeline's side),
+// so that it is tested as scripted conversations (package wire/wiretest).
+// Inside a transaction block a plan runs under a savepoint; on any error
+// but a cancel the proxy rolls back to it and sends the original statement
+// upstream, so the client gets exactly PostgreSQL's answer or error and its
+// transaction is never left in a state the original statement would not
+// have left it in.
 //
 // The session variables pgsketch.approx and pgsketch.merge are PostgreSQL
 // placeholder settings the handler reads with the session's other settings;

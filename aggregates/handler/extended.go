@@ -2,14 +2,11 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -145,8 +142,17 @@ type entry struct {
 	upName, clientName string
 }
 
+// portalAnswerer answers an Execute of a portal of a statement the machine
+// holds: from a rollup (it sets p.answered and p.rows) or not, and the
+// machine then binds and executes the portal upstream. It may run
+// statements of its own on the session (sessionConn); an error that is the
+// client's it sends and sets es.discarding.
+type portalAnswerer interface {
+	answerPortal(ctx context.Context, x *extRequest, p *ownedPortal) (notice string, err error)
+}
+
 type extRequest struct {
-	h     *Handler
+	a     portalAnswerer
 	s     *wire.Session
 	es    *extSession
 	queue []entry
@@ -154,8 +160,10 @@ type extRequest struct {
 	upErr bool
 }
 
-func (h *Handler) serveExtended(ctx context.Context, req *wire.Request, s *wire.Session) error {
-	x := &extRequest{h: h, s: s, es: extState(s)}
+// serveExtended serves one extended-protocol request: the messages from
+// the first the Handler wants up to Sync or Flush.
+func serveExtended(ctx context.Context, req *wire.Request, s *wire.Session, a portalAnswerer) error {
+	x := &extRequest{a: a, s: s, es: extState(s)}
 	x.es.dirty = x.es.dirty || req.Unsynced
 	for i, m := range req.Messages {
 		wanted := i < len(req.Wanted) && req.Wanted[i]
@@ -477,7 +485,7 @@ func (x *extRequest) execute(ctx context.Context, m *pgproto3.Execute) error {
 		if es.discarding {
 			return nil
 		}
-		msg, err := x.answer(ctx, p)
+		msg, err := x.a.answerPortal(ctx, x, p)
 		if err != nil {
 			return err
 		}
@@ -527,131 +535,6 @@ func (x *extRequest) bindUpstream(p *ownedPortal) {
 	x.upstream(entry{kind: 'B', relayErr: true, upName: p.stmt.up, clientName: p.stmt.name},
 		&pgproto3.Bind{DestinationPortal: p.up, PreparedStatement: p.stmt.up,
 			ParameterFormatCodes: p.paramFormats, Parameters: p.params, ResultFormatCodes: p.resultFormats})
-}
-
-// answer decides how p executes: from a rollup (p.answered, p.rows) or
-// upstream. It returns the notice to send before the rows.
-func (x *extRequest) answer(ctx context.Context, p *ownedPortal) (string, error) {
-	start := time.Now()
-	es, h := x.es, x.h
-	if es.txStatus == 'E' {
-		return "", nil // PostgreSQL says the transaction is aborted
-	}
-	c := &sessionConn{s: x.s, ext: true, noSync: es.dirty, txStatus: es.txStatus}
-	// Failures of the proxy's statements: with Sync they are contained,
-	// and PostgreSQL answers instead; without, the upstream discards up to
-	// Sync, so the error is the client's.
-	fail := func(err error) (string, error) {
-		if !isPgError(err) && !errors.Is(err, errDiscarding) && !errors.Is(err, exec.ErrData) {
-			return "", err
-		}
-		if c.failed {
-			x.upErr = true
-			es.discarding = true
-			x.s.Send(errorResponse(err))
-			return "", nil
-		}
-		if clientVisible(err) {
-			es.discarding = true
-			x.s.Send(errorResponse(err))
-			return "", nil
-		}
-		h.Log.Info("rollup answer failed: statement executed upstream", "err", err)
-		if n := refusedNotice(err); n != nil {
-			x.s.Send(n)
-		}
-		return "", nil
-	}
-	st, err := h.settings(ctx, c)
-	if err != nil {
-		return fail(err)
-	}
-	if !c.noSync {
-		es.txStatus = c.txStatus
-	}
-	if !st.catalogOK || es.txStatus == 'E' {
-		return "", nil
-	}
-	snap, err := h.catalogFor(ctx, c, st.fingerprint)
-	if err != nil {
-		if errors.Is(err, errCatalog) {
-			h.Log.Info("rollup catalog unreadable: statement executed upstream", "err", err)
-			return "", nil
-		}
-		return fail(err)
-	}
-	pd := h.planStatement(p.stmt.sql, snap, st)
-	pl := pd.plan
-	if pl == nil {
-		h.Log.Debug("statement executed upstream", "reason", pd.pass)
-		_ = h.recordPassed(p.stmt.sql, pd.pass, start, nil) // latency: planning only
-		return "", nil
-	}
-	if pl.Kind == rewrite.Substitute {
-		// The statement prepared upstream is the substitute already.
-		return pl.Notice, nil
-	}
-	if pl.Explain {
-		if len(p.stmt.fields) != 1 || p.stmt.fields[0].DataTypeOID != 25 {
-			return "", nil
-		}
-		lines, err := h.explainLines(ctx, c, pl, exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats})
-		if err != nil {
-			return fail(err)
-		}
-		if !c.noSync {
-			es.txStatus = c.txStatus
-		}
-		for _, l := range lines {
-			p.rows = append(p.rows, [][]byte{[]byte(l)})
-		}
-		p.answered = true
-		return "", nil
-	}
-	if holds, err := c.guardHolds(ctx, pl.Guard); err != nil {
-		return fail(err)
-	} else if !holds {
-		return "", nil
-	}
-	params := exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}
-	ans, err := h.run(ctx, c, st, pl, params, p.resultFormats)
-	if err != nil {
-		if !c.noSync && (c.txStatus == 'T' || c.txStatus == 'E') && (isPgError(err) || errors.Is(err, exec.ErrData)) && !clientVisible(err) {
-			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
-				return "", rerr
-			}
-			if rerr := c.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); rerr != nil {
-				return "", rerr
-			}
-		}
-		if !c.noSync {
-			es.txStatus = c.txStatus
-		}
-		return fail(err)
-	}
-	if !c.noSync {
-		es.txStatus = c.txStatus
-	}
-	if !sameColumns(ans.Fields, p.stmt.fields) {
-		h.Log.Info("rollup answer has other columns than the statement: executed upstream", "rollup", pl.Rollup)
-		return "", nil
-	}
-	p.answered = true
-	p.rows = ans.Rows
-	h.recordAnswered(p.stmt.sql, pl, ans, start)
-	return ans.Notice(pl), nil
-}
-
-func sameColumns(a, b []pgproto3.FieldDescription) bool {
-	if len(a) != len(b) || len(b) == 0 {
-		return false
-	}
-	for i := range a {
-		if a[i].DataTypeOID != b[i].DataTypeOID {
-			return false
-		}
-	}
-	return true
 }
 
 // sync ends the request's group: Sync upstream, its ReadyForQuery to the

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgsketch/pgsketch/aggregates/exec"
-	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -27,8 +26,8 @@ import (
 // SAVEPOINT, ...) or a COPY goes upstream whole, as does one in an aborted
 // transaction. It returns done false when it left the text untouched, for
 // the caller to pass through with reason why.
-func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionConn, st sessionSettings, snap *catalog.Snapshot,
-	s *wire.Session, start time.Time) (done bool, why string, err error) {
+func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionConn, v view, s *wire.Session,
+	start time.Time) (done bool, why string, err error) {
 	stmts, err := rewrite.Split(q.String)
 	if err != nil {
 		return false, "the statements could not be split: " + err.Error(), nil
@@ -36,13 +35,14 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 	if c.txStatus == 'E' {
 		return false, "the transaction is aborted", nil
 	}
-	plans := make([]*rewrite.Plan, len(stmts))
+	planned := make([]bool, len(stmts))
 	answerable := 0
 	for i, sq := range stmts {
 		if sq.Control {
 			return false, "the text holds a transaction control statement or COPY among several statements", nil
 		}
-		if plans[i] = h.multiPlan(sq.SQL, snap, st); plans[i] != nil {
+		if h.decide(v, statement{sql: sq.SQL, inText: true}).plan != nil {
+			planned[i] = true
 			answerable++
 		}
 	}
@@ -65,46 +65,48 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 	// effect when it starts. Reading the session's state back is the only
 	// sure way: no scan of the text can tell what a function call sets.
 	// It is read back only before a statement the prefilter lets through;
-	// relayed stays set, so every later plan is made anew, with what was
+	// relayed stays set, so every later statement is planned with what was
 	// read last.
 	stale, relayed := false, false
 	for i, sq := range stmts {
-		p := plans[i]
+		try := planned[i]
 		if relayed {
-			p = nil
-			if rewrite.Prefilter(sq.SQL) {
-				if stale {
-					var err error
-					if st, snap, err = h.reread(ctx, c); err != nil {
-						if !isPgError(err) {
-							return true, "", err
-						}
-						s.Send(errorResponse(err)) // a cancel, say
-						failed = true
-						break
+			try = rewrite.Prefilter(sq.SQL)
+			if try && stale {
+				var err error
+				if v, err = h.reread(ctx, c); err != nil {
+					if !isPgError(err) {
+						return true, "", err
 					}
-					stale = false
+					s.Send(errorResponse(err)) // a cancel, say
+					failed = true
+					break
 				}
-				if snap != nil {
-					p = h.multiPlan(sq.SQL, snap, st)
-				}
+				stale = false
 			}
+			try = try && v.snap != nil
 		}
-		if p != nil {
-			holds, err := c.guardHolds(ctx, p.Guard)
-			if err != nil {
-				if !isPgError(err) {
-					return true, "", err
-				}
-				s.Send(errorResponse(err)) // a cancel, say
+		var vd verdict
+		var err error
+		if try {
+			vd, err = h.answer(ctx, c, v, statement{sql: sq.SQL, inText: true})
+		}
+		if err != nil {
+			if !isPgError(err) && !errors.Is(err, exec.ErrData) {
+				return true, "", err
+			}
+			if clientVisible(err) || c.txStatus == 'E' {
+				// A cancel, say, or an error that aborted the transaction.
+				s.Send(errorResponse(err))
 				failed = true
 				break
 			}
-			if !holds {
-				p = nil // another table by that name on this search_path
-			}
+			// As for a single statement: run rolled back to its
+			// savepoint, and PostgreSQL answers the statement itself.
+			h.Log.Info("rollup answer failed: statement passed through", "err", err)
+			vd = verdict{pass: "the rollup answer failed"}
 		}
-		if p == nil {
+		if vd.ans == nil {
 			stale, relayed = true, true
 			errored, err := relayStatement(c, s, sq.SQL)
 			if err != nil {
@@ -116,40 +118,8 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 			}
 			continue
 		}
-		ans, err := h.run(ctx, c, st, p, exec.Params{}, nil)
-		if err != nil {
-			switch {
-			case !isPgError(err) && !errors.Is(err, exec.ErrData):
-				return true, "", err
-			case clientVisible(err):
-				s.Send(errorResponse(err))
-				failed = true
-			default:
-				// As for a single statement: back to the savepoint, and
-				// PostgreSQL answers the statement itself.
-				h.Log.Info("rollup answer failed: statement passed through", "rollup", p.Rollup, "err", err)
-				if err := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint+"; RELEASE SAVEPOINT "+savepoint); err != nil {
-					return true, "", err
-				}
-				stale, relayed = true, true
-				errored, err := relayStatement(c, s, sq.SQL)
-				if err != nil {
-					return true, "", err
-				}
-				failed = errored
-			}
-			if failed {
-				break
-			}
-			continue
-		}
-		s.Send(notice(ans.Notice(p)))
-		s.Send(&pgproto3.RowDescription{Fields: ans.Fields})
-		for _, r := range ans.Rows {
-			s.Send(&pgproto3.DataRow{Values: r})
-		}
-		s.Send(&pgproto3.CommandComplete{CommandTag: []byte(ans.Tag)})
-		h.recordAnswered(sq.SQL, p, ans, start)
+		sendAnswer(s, vd)
+		h.recordAnswered(sq.SQL, vd.plan, vd.ans, start)
 	}
 	if implicit {
 		end := "COMMIT"
@@ -167,47 +137,34 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 	return true, "", s.Flush()
 }
 
-// multiPlan is the plan answering one statement of a text of several from
-// a rollup, or nil if it goes upstream.
-func (h *Handler) multiPlan(sql string, snap *catalog.Snapshot, st sessionSettings) *rewrite.Plan {
-	p := h.planStatement(sql, snap, st).plan
-	if p == nil || p.Kind != rewrite.FromRollup || p.Explain || p.Params > 0 {
-		return nil
-	}
-	return p
-}
-
 // reread reads the session's settings and the catalog again, inside the
 // transaction the text runs in; snap is nil when the catalog cannot be
 // read, and the statements then go upstream. The reads run under a
 // savepoint: one that fails (the statements before may have taken the
 // role's privilege on the catalog) must not abort the transaction. err is
 // a lost session, or a cancel or timeout, which ends the text.
-func (h *Handler) reread(ctx context.Context, c *sessionConn) (st sessionSettings, snap *catalog.Snapshot, err error) {
+func (h *Handler) reread(ctx context.Context, c *sessionConn) (view, error) {
 	if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
-		return st, nil, err
+		return view{}, err
 	}
-	st, err = h.settings(ctx, c)
-	if err == nil && st.catalogOK {
-		snap, err = h.catalogFor(ctx, c, st.fingerprint)
-	}
-	if err != nil && (!isPgError(err) && !errors.Is(err, errCatalog) || clientCancelled(err)) {
-		return st, nil, err
+	v, why, err := h.readView(ctx, c)
+	if err != nil && (!isPgError(err) || clientCancelled(err)) {
+		return view{}, err
 	}
 	end := "RELEASE SAVEPOINT " + savepoint
 	// settings ignores a failed fingerprint read, which left the
 	// transaction aborted all the same.
 	if err != nil || c.txStatus == 'E' {
 		end = "ROLLBACK TO SAVEPOINT " + savepoint + "; " + end
-		snap = nil
+		v.snap = nil
 	}
 	if err := c.Exec(ctx, end); err != nil {
-		return st, nil, err
+		return view{}, err
 	}
-	if !st.catalogOK {
-		snap = nil
+	if why != "" {
+		v.snap = nil
 	}
-	return st, snap, nil
+	return v, nil
 }
 
 // relayStatement sends sql upstream as a simple Query and relays its

@@ -1,11 +1,7 @@
 package handler
 
 import (
-	"fmt"
 	"testing"
-
-	"github.com/pgsketch/pgsketch/catalog"
-	"github.com/pgsketch/pgsketch/rewrite"
 )
 
 func TestParseRefresh(t *testing.T) {
@@ -51,40 +47,4 @@ func FuzzParseRefresh(f *testing.F) {
 			t.Fatalf("Intercept = %v, parseRefresh ok = %v", got, ok)
 		}
 	})
-}
-
-func TestCatalogCache(t *testing.T) {
-	var cc catalogCache
-	a, b := catalog.NewSnapshot(nil), catalog.NewSnapshot(nil)
-	if cc.get("db", "x") != nil {
-		t.Fatal("empty cache answered")
-	}
-	cc.put("db", "x", a)
-	cc.put("other", "x", b)
-	if cc.get("db", "x") != a || cc.get("other", "x") != b || cc.get("db", "y") != nil {
-		t.Fatal("wrong snapshot")
-	}
-	for i := range maxSnapshots + 1 {
-		cc.put("db", fmt.Sprint(i), a)
-	}
-	if n := len(cc.m["db"]); n > maxSnapshots {
-		t.Fatalf("%d snapshots kept, want at most %d", n, maxSnapshots)
-	}
-}
-
-// TestPlanStatement: the one planning path answers, for every protocol,
-// with a plan or a reason to pass the statement through.
-func TestPlanStatement(t *testing.T) {
-	h := New(nil)
-	st := sessionSettings{rw: rewrite.Session{Approx: true, TimeZone: "UTC"}}
-	none := catalog.NewSnapshot(nil)
-	if pd := h.planStatement("SELECT 1; SELECT count(DISTINCT user_id) FROM events", none, st); !pd.multi || pd.plan != nil {
-		t.Errorf("two statements: %+v", pd)
-	}
-	if pd := h.planStatement("SELECT count(DISTINCT user_id) FROM events", none, st); pd.plan != nil || pd.pass == "" {
-		t.Errorf("no rollup: %+v", pd)
-	}
-	if pd := h.planStatement("SELECT approx_count_distinct(user_id) FROM events", none, st); pd.plan == nil || pd.plan.Kind != rewrite.Substitute {
-		t.Errorf("approx_count_distinct without a rollup: %+v, want a substitute plan", pd)
-	}
 }

@@ -1,0 +1,33 @@
+package handler
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// clientVisible reports an error of answering a query that the client
+// must get as its query's error, rather than have PostgreSQL answer the
+// query instead: a cancel or timeout, the server going away, a refusal.
+func clientVisible(err error) bool {
+	var r refusal
+	return clientCancelled(err) || errors.As(err, &r)
+}
+
+// isPgError reports whether err is PostgreSQL's answer (the session goes
+// on) rather than a lost or confused upstream connection.
+func isPgError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && !errors.Is(err, errProtocol) && !errors.Is(err, errUpstream)
+}
+
+// clientCancelled reports an error the client must see even though the
+// proxy could retry: a cancel request or a timeout, or the server going away.
+func clientCancelled(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Code == "57014" || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "08")
+}

@@ -1,0 +1,216 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite"
+)
+
+// The request pipeline: what the simple protocol, the extended protocol
+// and each statement of a multi-statement text share. An entry reads the
+// session's view (readView), then hands each statement to answer, which
+// plans it and, when a rollup answers it, runs the plan; the entry turns
+// the verdict into its protocol's messages, or sends the statement to
+// PostgreSQL as it is.
+
+// statement is one statement to answer, as its protocol entry has it.
+type statement struct {
+	sql string
+	// params are the values of $1, $2, ... (extended protocol only), and
+	// formats the result formats the client asked for.
+	params  exec.Params
+	formats []int16
+	// described is PostgreSQL's description of the statement's result
+	// (extended protocol): an answer must have these columns.
+	described []pgproto3.FieldDescription
+	extended  bool
+	// inText: the statement is one of several in a simple Query.
+	inText bool
+}
+
+// view is what statements are planned against: the session's settings
+// and the rollup catalog as the session's role sees it.
+type view struct {
+	st   sessionSettings
+	snap *catalog.Snapshot
+}
+
+// verdict is the pipeline's answer for one statement. pass says why the
+// statement goes to PostgreSQL as it is; otherwise plan is set, and, for
+// a rollup's answer, ans; for EXPLAIN, explain; for a substitute plan
+// (APPROX_COUNT_DISTINCT written by the user, answered exactly), nothing
+// more: the entry runs plan.SubstituteSQL.
+type verdict struct {
+	pass    string
+	multi   bool // several statements: the simple-protocol entry answers them one by one
+	plan    *rewrite.Plan
+	ans     *exec.Answer
+	explain []string
+}
+
+// readView reads the session's settings and the catalog. pass says why no
+// statement can be answered (the role cannot read the catalog, or it is
+// unreadable); err is an error of reading the settings or the catalog on
+// the session.
+func (h *Handler) readView(ctx context.Context, c *sessionConn) (v view, pass string, err error) {
+	if v.st, err = h.settings(ctx, c); err != nil {
+		return v, "", err
+	}
+	if !v.st.catalogOK {
+		return v, "the role cannot read the pgsketch catalog", nil
+	}
+	if v.snap, err = h.catalogFor(ctx, c, v.st.fingerprint); err != nil {
+		if errors.Is(err, errCatalog) {
+			h.Log.Info("rollup catalog unreadable: statement passed through", "err", err)
+			return v, "the rollup catalog is unreadable: " + err.Error(), nil
+		}
+		return v, "", err
+	}
+	return v, "", nil
+}
+
+// decide is the one path from a statement to a plan or to "pass through,
+// because ...", for every protocol entry: the rewriter, against the
+// catalog and the settings the session holds when the statement runs,
+// then the checks a plan needs that no I/O decides (the base rows' text is
+// hashed as the refresher hashed it; what the statement's protocol can
+// carry).
+func (h *Handler) decide(v view, s statement) verdict {
+	res := rewrite.Rewrite(s.sql, v.snap, v.st.rw)
+	p := res.Plan
+	switch {
+	case res.Multi:
+		return verdict{pass: res.Reason, multi: true}
+	case p == nil:
+		return verdict{pass: res.Reason}
+	case p.Params > 0 && !s.extended: // PostgreSQL says there is no parameter $1
+		return verdict{pass: "parameters in a simple query"}
+	case s.inText && (p.Kind != rewrite.FromRollup || p.Explain):
+		return verdict{pass: "only rollup answers are served within a text of several statements"}
+	case p.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
+		return verdict{pass: "PostgreSQL described the EXPLAIN otherwise"}
+	case p.Kind == rewrite.FromRollup && !p.Explain:
+		if why := hashable(p, v.snap, v.st.exec); why != "" {
+			return verdict{pass: why}
+		}
+	}
+	return verdict{plan: p}
+}
+
+// answer takes a statement from decide to its answer: EXPLAIN's lines, or
+// the table guard and the plan's run. A substitute plan and a pass come
+// back as decide made them. An error of the guard or the run comes back
+// with the verdict's plan; inside a transaction block the run was rolled
+// back to its savepoint unless the client must see the error
+// (clientVisible).
+func (h *Handler) answer(ctx context.Context, c *sessionConn, v view, s statement) (verdict, error) {
+	vd := h.decide(v, s)
+	p := vd.plan
+	switch {
+	case p == nil || p.Kind == rewrite.Substitute:
+		return vd, nil
+	case p.Explain:
+		lines, err := h.explainLines(ctx, c, p, s.params)
+		return verdict{plan: p, explain: lines}, err
+	}
+	if holds, err := c.guardHolds(ctx, p.Guard); err != nil {
+		return vd, err
+	} else if !holds {
+		h.Log.Debug("statement passed through: its table is not the rollup's source on this search_path", "rollup", p.Rollup)
+		return verdict{pass: "the table is not the source of rollup " + p.Rollup + " on this search_path"}, nil
+	}
+	ans, err := h.run(ctx, c, v.st, p, s.params, s.formats)
+	if err != nil {
+		return vd, err
+	}
+	if s.extended && !sameColumns(ans.Fields, s.described) {
+		h.Log.Info("rollup answer has other columns than the statement: executed upstream", "rollup", p.Rollup)
+		return verdict{pass: "the answer's columns differ from PostgreSQL's description"}, nil
+	}
+	return verdict{plan: p, ans: ans}, nil
+}
+
+// run executes p inside a savepoint when the client is in a transaction
+// block, releasing it on success and rolling back to it on an error the
+// client is not to see (PostgreSQL then answers the statement instead).
+func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
+	if err := mergeRefusal(ctx, c, st, p); err != nil {
+		return nil, err
+	}
+	inBlock := c.txStatus == 'T' && !c.noSync
+	if inBlock {
+		if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+			return nil, err
+		}
+	}
+	ans, err := exec.RunCached(ctx, querier{c}, p, params, formats, h.Cache, cacheScope(c, st))
+	if err != nil {
+		if inBlock && (isPgError(err) || errors.Is(err, exec.ErrData)) && !clientVisible(err) {
+			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
+				return nil, rerr // the savepoint is gone: the state is unknown
+			}
+			if rerr := c.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); rerr != nil {
+				return nil, rerr
+			}
+		}
+		return nil, err
+	}
+	if inBlock {
+		if err := c.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
+			return nil, err
+		}
+	}
+	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows,
+		"cached_rollup", ans.CachedRollup, "merge", ans.Merge)
+	return ans, nil
+}
+
+// cacheScope identifies, for the cache of rollup rows, what beyond the plan
+// and its parameters decides the rows a fetch's rollup half returns: the
+// database, the role (row-level security, should a rollup table have it)
+// and the session's settings.
+func cacheScope(c *sessionConn, st sessionSettings) string {
+	p := c.s.Params()
+	return strings.Join([]string{p["database"], p["user"], st.rw.User, st.rw.SearchPath, st.rw.TimeZone,
+		st.exec.DateStyle, st.exec.IntervalStyle, st.exec.ExtraFloatDigits, st.exec.ByteaOutput, st.exec.ClientEncoding}, "\x00")
+}
+
+// hashable says why the base rows' text cannot be hashed as the refresher
+// hashed it, or "" if it can.
+func hashable(p *rewrite.Plan, snap *catalog.Snapshot, st exec.Settings) string {
+	r, ok := snap.Rollup(p.Rollup)
+	if !ok {
+		return "rollup " + p.Rollup + " is not in the catalog"
+	}
+	for _, a := range p.Aggs {
+		if a.Op != rewrite.MergeHLL {
+			continue
+		}
+		for _, m := range r.Measures {
+			if m.Column == a.Measure && !exec.CanonicalText(m.Type, st) {
+				return "the session prints " + m.Type + " values differently from the pinned settings the rollup was hashed under"
+			}
+		}
+	}
+	return ""
+}
+
+// sameColumns reports whether an answer's columns have the types of
+// PostgreSQL's description of the statement.
+func sameColumns(a, b []pgproto3.FieldDescription) bool {
+	if len(a) != len(b) || len(b) == 0 {
+		return false
+	}
+	for i := range a {
+		if a[i].DataTypeOID != b[i].DataTypeOID {
+			return false
+		}
+	}
+	return true
+}

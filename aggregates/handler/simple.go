@@ -1,0 +1,126 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/wire"
+)
+
+// serveQuery answers a simple Query the rewriter may answer from a rollup.
+// Whatever it cannot answer goes upstream unchanged.
+func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Session) error {
+	start := time.Now()
+	pass := func(reason string) error { return h.recordPassed(q.String, reason, start, forwardQuery(q.String, s)) }
+	c := &sessionConn{s: s}
+	if m := showRE.FindStringSubmatch(q.String); m != nil {
+		st, err := h.settings(ctx, c)
+		if err != nil {
+			if isPgError(err) { // an aborted transaction: PostgreSQL answers
+				return pass("the transaction is aborted")
+			}
+			return err
+		}
+		return show(m[1], st, c, s)
+	}
+	v, why, err := h.readView(ctx, c)
+	if err != nil {
+		if isPgError(err) { // an aborted transaction, say: PostgreSQL answers
+			return pass("the session's settings or catalog could not be read: " + err.Error())
+		}
+		return err
+	}
+	if why != "" {
+		return pass(why)
+	}
+	vd, err := h.answer(ctx, c, v, statement{sql: q.String})
+	switch {
+	case err != nil:
+		return h.failed(c, s, vd.plan, err, q.String)
+	case vd.multi:
+		done, why, err := h.serveMulti(ctx, q, c, v, s, start)
+		if !done && err == nil {
+			return pass(why)
+		}
+		return err
+	case vd.pass != "":
+		h.Log.Debug("query passed through", "reason", vd.pass)
+		return pass(vd.pass)
+	case vd.explain != nil:
+		return sendExplain(vd.explain, c, s)
+	case vd.ans == nil: // a substitute: the exact query in place of APPROX_COUNT_DISTINCT
+		if vd.plan.Notice != "" {
+			s.Send(notice(vd.plan.Notice))
+		}
+		return forwardQuery(vd.plan.SubstituteSQL, s)
+	}
+	sendAnswer(s, vd)
+	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	h.recordAnswered(q.String, vd.plan, vd.ans, start)
+	return s.Flush()
+}
+
+// sendAnswer sends a rollup's answer as a Query's result: its NOTICE, the
+// columns, the rows and the command tag.
+func sendAnswer(s *wire.Session, vd verdict) {
+	s.Send(notice(vd.ans.Notice(vd.plan)))
+	s.Send(&pgproto3.RowDescription{Fields: vd.ans.Fields})
+	for _, r := range vd.ans.Rows {
+		s.Send(&pgproto3.DataRow{Values: r})
+	}
+	s.Send(&pgproto3.CommandComplete{CommandTag: []byte(vd.ans.Tag)})
+}
+
+// failed handles an error of answering a Query: the session ends if the
+// upstream is lost; a cancel or timeout goes to the client as PostgreSQL's
+// error (the transaction block, if any, is then aborted as the original
+// query's would be); anything else (no privilege on the rollup or the base
+// table, bad rollup data; run rolled back to its savepoint) sends the
+// original query to PostgreSQL, which gives its own answer or error.
+func (h *Handler) failed(c *sessionConn, s *wire.Session, p *rewrite.Plan, err error, original string) error {
+	if !isPgError(err) && !errors.Is(err, exec.ErrData) {
+		return err
+	}
+	if clientVisible(err) {
+		s.Send(errorResponse(err))
+		s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+		return s.Flush()
+	}
+	rollup := ""
+	if p != nil {
+		rollup = p.Rollup
+	}
+	h.Log.Info("rollup answer failed: query passed through", "rollup", rollup, "err", err)
+	if n := refusedNotice(err); n != nil {
+		s.Send(n)
+	}
+	return forwardQuery(original, s)
+}
+
+// refusedNotice is the NOTICE telling the client why its query was run
+// exactly when the fetch statement refused the rollup (pgsketch's
+// capture_check: the change capture is not in place, or too many buckets
+// changed), or nil for any other error.
+func refusedNotice(err error) *pgproto3.NoticeResponse {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55000" || !strings.HasPrefix(pe.Message, "pgsketch: ") {
+		return nil
+	}
+	return notice(pe.Message + "; answered exactly by PostgreSQL")
+}
+
+func notice(msg string) *pgproto3.NoticeResponse {
+	return &pgproto3.NoticeResponse{Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: msg}
+}
+
+// forwardQuery sends a simple Query upstream and relays its replies.
+func forwardQuery(sql string, s *wire.Session) error {
+	return forward(&wire.Request{Messages: []pgproto3.FrontendMessage{&pgproto3.Query{String: sql}}}, s)
+}
