@@ -136,6 +136,24 @@ type selectStmt struct {
 	unsupported string
 }
 
+// eachExpr calls f on each top-level expression of the statement, in
+// clause order (nil for an absent clause).
+func (s *selectStmt) eachExpr(f func(expr)) {
+	for _, t := range s.targets {
+		f(t.e)
+	}
+	f(s.where)
+	for _, g := range s.groupBy {
+		f(g)
+	}
+	f(s.having)
+	for _, o := range s.orderBy {
+		f(o.e)
+	}
+	f(s.limit)
+	f(s.offset)
+}
+
 type target struct {
 	name string // alias, "" if none
 	e    expr

@@ -251,19 +251,7 @@ func maxParam(s *selectStmt) int {
 			return true
 		})
 	}
-	for _, t := range s.targets {
-		visit(t.e)
-	}
-	visit(s.where)
-	for _, g := range s.groupBy {
-		visit(g)
-	}
-	visit(s.having)
-	for _, o := range s.orderBy {
-		visit(o.e)
-	}
-	visit(s.limit)
-	visit(s.offset)
+	s.eachExpr(visit)
 	return max
 }
 
@@ -433,19 +421,7 @@ func unknownFunctions(s *selectStmt) string {
 			return false
 		})
 	}
-	for _, t := range s.targets {
-		check(t.e)
-	}
-	check(s.where)
-	for _, g := range s.groupBy {
-		check(g)
-	}
-	check(s.having)
-	for _, o := range s.orderBy {
-		check(o.e)
-	}
-	check(s.limit)
-	check(s.offset)
+	s.eachExpr(check)
 	return why
 }
 

@@ -45,6 +45,20 @@ func (c PgConn) Exec(ctx context.Context, sql string) error {
 
 // Query implements Conn.
 func (c PgConn) Query(ctx context.Context, sql string, args ...any) ([][][]byte, error) {
+	params, err := TextParams(args)
+	if err != nil {
+		return nil, err
+	}
+	res := c.C.ExecParams(ctx, sql, params, nil, nil, nil).Read()
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return res.Rows, nil
+}
+
+// TextParams turns the arguments of Conn.Query into parameters in text
+// format: a string, or nil for NULL.
+func TextParams(args []any) ([][]byte, error) {
 	params := make([][]byte, len(args))
 	for i, a := range args {
 		switch v := a.(type) {
@@ -55,11 +69,7 @@ func (c PgConn) Query(ctx context.Context, sql string, args ...any) ([][][]byte,
 			return nil, fmt.Errorf("query parameter $%d: unsupported type %T", i+1, a)
 		}
 	}
-	res := c.C.ExecParams(ctx, sql, params, nil, nil, nil).Read()
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	return res.Rows, nil
+	return params, nil
 }
 
 // CopyTo implements Conn.

@@ -173,20 +173,11 @@ func (g *groups) feedFast(b []byte) (used int, tuples int64) {
 			p += int(tl)
 			ds := p
 			for range g.ndims {
-				if len(t) < p+4 {
+				var ok bool
+				if _, p, _, ok = copyField(t, p); !ok {
 					stop = true
 					break
 				}
-				l := int32(binary.BigEndian.Uint32(t[p:]))
-				p += 4
-				if l == -1 {
-					continue
-				}
-				if l < 0 || int(l) > len(t)-p {
-					stop = true
-					break
-				}
-				p += int(l)
 			}
 			if stop {
 				break
@@ -198,24 +189,19 @@ func (g *groups) feedFast(b []byte) (used int, tuples int64) {
 				plan = st.wide
 			}
 			for _, j := range plan {
-				if len(t) < p+4 {
+				v, next, null, ok := copyField(t, p)
+				if !ok {
 					stop = true
 					break
 				}
-				l := int32(binary.BigEndian.Uint32(t[p:]))
-				p += 4
-				if l == -1 {
+				p = next
+				if null {
 					if j >= 0 {
 						st.forms[row+j] = formAbsent
 					}
 					continue
 				}
-				if l < 0 || int(l) > len(t)-p {
-					stop = true
-					break
-				}
-				v := t[p : p+int(l)]
-				p += int(l)
+				l := len(v)
 				if j < 0 {
 					continue // another measure: set only in partials rows, ignored in base rows
 				}
@@ -528,3 +514,20 @@ const (
 	xxPrime4 uint64 = 9650029242287828579
 	xxPrime5 uint64 = 2870177450012600261
 )
+
+// copyField reads the binary COPY field at t[p:]: its bytes, where the next
+// field starts, and whether it is NULL; ok is false when t ends first.
+func copyField(t []byte, p int) (v []byte, next int, null, ok bool) {
+	if len(t) < p+4 {
+		return nil, p, false, false
+	}
+	l := int32(binary.BigEndian.Uint32(t[p:]))
+	p += 4
+	if l == -1 {
+		return nil, p, true, true
+	}
+	if l < 0 || int(l) > len(t)-p {
+		return nil, p, false, false
+	}
+	return t[p : p+int(l)], p + int(l), false, true
+}
