@@ -47,6 +47,12 @@ bench-rewrite:
 
 ## bench-relay: pgbench -S direct, through PgBouncer and through pgsketch-proxy (docs/benchmarks.md);
 ## BENCH_RELAY_ARGS=--quick for a 20-second check of the setup
+## pgx-suite: the pgx v5.12 driver's own test suite directly and through pgsketch-proxy; lists the tests
+## that pass directly and fail through the proxy (PGX_SUITE_ARGS, e.g. --run Timeout)
+.PHONY: pgx-suite
+pgx-suite: deps
+	./scripts/pgx-suite.sh $(PGX_SUITE_ARGS)
+
 ## bench-rollup: pgsketch's rollup build against hll_add_agg in PostgreSQL (docs/benchmarks.md)
 .PHONY: bench-rollup
 bench-rollup: deps

@@ -6,7 +6,7 @@
 #
 #   scripts/bench-relay.sh [--quick] [--rounds N] [--duration S] [--clients N]
 #                          [--jobs N] [--scale N] [--modes "simple extended prepared"]
-#                          [--proxy-args "ARGS"] [--baseline REV] [--keep-going]
+#                          [--proxy-args "ARGS"] [--baseline REV] [--handed] [--keep-going]
 #
 # Defaults: 3 rounds of 20 s runs, 8 clients, 2 pgbench threads, scale 10,
 # modes simple, extended and prepared. --quick: 1 round of 2 s runs, to check
@@ -15,6 +15,10 @@
 # --baseline REV also builds pgsketch-proxy from the git revision REV and runs
 # it as a fourth target, for an A/B comparison within the same run (the
 # report adds its TPS and the ratio proxy/baseline).
+# --handed adds, per mode, a run (MODE+handed) in which each connection
+# first sends one query pgsketch-proxy hands to its handler (a distinct
+# count it passes through, as there is no rollup), then pgbench -S's query:
+# the relay of sessions that had a query of their own served by pgsketch.
 #
 # Everything it starts (PostgreSQL, PgBouncer, the proxy) lives in a temporary
 # directory and is stopped and removed on exit, also on Ctrl-C or an error.
@@ -29,6 +33,7 @@ modes="simple extended prepared"
 proxy_args=""
 keep_going=0
 baseline=""
+handed=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) rounds=1 duration=2 ;;
@@ -40,6 +45,7 @@ while [ $# -gt 0 ]; do
     --modes) modes=$2; shift ;;
     --proxy-args) proxy_args=$2; shift ;;
     --baseline) baseline=$2; shift ;;
+    --handed) handed=1 ;;
     --keep-going) keep_going=1 ;;
     -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-relay: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -197,6 +203,20 @@ fi
 ntargets=${#targets[@]}
 
 # --- runs --------------------------------------------------------------------
+# The handed script: once per connection (pgbench keeps a client's variables
+# from one transaction to the next), a query the proxy's handler takes.
+cat >"$work/handed.sql" <<'EOF2'
+\if :{?handed}
+\else
+SELECT count(DISTINCT bid) FROM pgbench_branches WHERE false;
+\set handed 1
+\endif
+\set aid random(1, 100000 * :scale)
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+EOF2
+if [ "$handed" -eq 1 ]; then
+  for m in $modes; do modes="$modes $m+handed"; done
+fi
 results=$work/results.txt
 : >"$results"
 failed=0
@@ -216,7 +236,8 @@ for round in $(seq 1 "$rounds"); do
       out=$work/run-$round-$mode-$target.log
       rpid=${relay_pid[$target]:-}
       ticks0=0; [ -z "$rpid" ] || ticks0=$(cpu_ticks "$rpid")
-      if "$pgbench" -S -n -M "$mode" -c "$clients" -j "$jobs" -T "$duration" \
+      script=(-S); [ "${mode%+handed}" = "$mode" ] || script=(-f "$work/handed.sql")
+      if "$pgbench" "${script[@]}" -n -M "${mode%+handed}" -c "$clients" -j "$jobs" -T "$duration" \
           -h 127.0.0.1 -p "${port[$target]}" -U postgres bench >"$out" 2>&1 &&
         tps=$(awk '/^tps = /{print $3; exit}' "$out") && [ -n "$tps" ]; then
         # The relay's own CPU time per transaction, in microseconds.
