@@ -1,11 +1,14 @@
 // Package exec executes a plan.Plan on the client's own upstream session
-// (DESIGN §1): it runs the plan's fetch statement (whole rollup
-// buckets and base edge/tail rows in one statement), merges the sketches of
-// every group in Go (sketch.HLL Union of the rollup's bytes, canonical-text
-// hashes of the base rows' distinct values), estimates, and evaluates the
-// plan's shaping statement over the merged groups, so that PostgreSQL itself
-// restores the select list, HAVING, ORDER BY and LIMIT with the column names
-// and types the original query would have.
+// (DESIGN §1), in the steps RunCached follows in order: it runs the plan's
+// fetch statement (whole rollup buckets and base edge/tail rows in one
+// statement), takes the rollup half from the cache or builds it, runs the
+// exact statement if the plan has one, merges the sketches of every group
+// in Go (sketch.HLL Union of the rollup's bytes, canonical-text hashes of
+// the base rows' distinct values), estimates, and evaluates the plan's
+// shaping statement over the merged groups, so that PostgreSQL itself
+// restores the select list, HAVING, ORDER BY and LIMIT with the column
+// names and types the original query would have. fetch.go holds the first
+// three steps, exec.go the merge and the shaping statement.
 //
 // It talks to PostgreSQL only through Querier, an interface it declares, so
 // that the merge and shape logic is testable without a server.

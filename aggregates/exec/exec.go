@@ -132,131 +132,19 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 	if p.Kind != plan.FromRollup {
 		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
 	}
-	nkeys := len(p.Keys)
-	ncols := 1 + nkeys
-	for _, a := range p.Aggs {
-		ncols = max(ncols, a.RollupColumn+1, a.BaseColumn+1)
-	}
-	fetchFormats := make([]int16, ncols)
-	for i := range fetchFormats {
-		fetchFormats[i] = 1
-	}
-	for _, a := range p.Aggs {
-		if a.Op == plan.MergeHLL {
-			fetchFormats[a.BaseColumn] = 0 // canonical text, hashed here
-		}
-	}
-	fetchSQL, strategy := p.FetchSQL, plan.MergeProxy
-	if p.Merge == plan.MergeServer {
-		if p.ServerFetchSQL == "" {
-			return nil, ErrNoServerMerge
-		}
-		fetchSQL, strategy = p.ServerFetchSQL, plan.MergeServer
-	}
-	fst := statement(fetchSQL, p.Params, p.FetchParams, params, fetchFormats)
-	var key string
-	var ent *cacheEntry
-	if cache != nil {
-		if sql, ok := cachedFetch(p, strategy == plan.MergeServer, fst, ncols, p.Params+1); ok {
-			// The key names the proxy-merge statement whichever runs:
-			// both give the same merged groups.
-			key = cacheKey(scope, p, fst)
-			ent = cache.get(key)
-			fst.SQL = sql
-			fst.ParamOIDs = append(fst.ParamOIDs, pgtype.TextOID)
-			var tok []byte
-			if ent != nil {
-				tok = []byte(ent.token)
-			}
-			fst.Params = append(fst.Params, tok)
-			if len(fst.ParamFormats) > 0 {
-				fst.ParamFormats = append(fst.ParamFormats, 0)
-			}
-		} else {
-			cache = nil
-		}
-	}
-	fetch, err := q.Query(ctx, fst)
+	f, err := runFetch(ctx, q, p, params, cache, scope)
 	if err != nil {
-		return nil, fmt.Errorf("exec: fetch: %w", err)
+		return nil, err
 	}
-	if len(fetch.Fields) != ncols {
-		return nil, fmt.Errorf("%w: fetch returned %d columns, the plan has %d", ErrData, len(fetch.Fields), ncols)
+	part, err := f.rollupPart(p)
+	if err != nil {
+		return nil, err
 	}
-	var rollupRows, otherRows [][][]byte
-	token, tokens := "", 0
-	changed, infos := int64(0), 0
-	for _, r := range fetch.Rows {
-		if len(r) != len(fetch.Fields) {
-			return nil, fmt.Errorf("%w: fetch row of %d columns", ErrData, len(r))
-		}
-		switch part := string(r[0]); {
-		case part == "rollup":
-			rollupRows = append(rollupRows, r)
-		case strings.HasPrefix(part, plan.InfoPrefix):
-			n, err := strconv.ParseInt(strings.TrimPrefix(part, plan.InfoPrefix), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%w: fetch info row %q", ErrData, part)
-			}
-			changed, infos = n, infos+1
-		case cache != nil && strings.HasPrefix(part, tokenPrefix):
-			token, tokens = strings.TrimPrefix(part, tokenPrefix), tokens+1
-		default:
-			otherRows = append(otherRows, r)
-		}
+	exact, err := runExact(ctx, q, p, params)
+	if err != nil {
+		return nil, err
 	}
-	if infos != 1 {
-		return nil, fmt.Errorf("%w: fetch returned %d info rows", ErrData, infos)
-	}
-	var part *rollupPart
-	cachedRollup := false
-	if cache != nil {
-		if tokens != 1 {
-			return nil, fmt.Errorf("%w: fetch returned %d cache tokens", ErrData, tokens)
-		}
-		if ent != nil && token == ent.token {
-			// The rollup half was skipped: only an aggregate without
-			// GROUP BY returns its one row of NULLs.
-			for _, r := range rollupRows {
-				for _, v := range r[1+nkeys:] {
-					if v != nil {
-						return nil, fmt.Errorf("%w: the fetch read the rollup though the cache holds its rows", ErrData)
-					}
-				}
-			}
-			part = ent.part
-			cachedRollup = true
-			cache.count(true)
-		} else {
-			cache.count(false)
-		}
-	}
-	if part == nil {
-		if part, err = buildPart(p, rollupRows); err != nil {
-			return nil, err
-		}
-		// A token without the version (the rollup is gone) is not cached.
-		if cache != nil && !strings.HasPrefix(token, "|") {
-			cache.put(key, token, part)
-		}
-	}
-	fetch.Rows = otherRows
-	var exact *Result
-	if p.ExactSQL != "" {
-		nexact := nkeys
-		for _, a := range p.Aggs {
-			nexact = max(nexact, a.ExactColumn+1)
-		}
-		exact, err = q.Query(ctx, statement(p.ExactSQL, p.Params, p.ExactParams, params, []int16{1}))
-		if err != nil {
-			return nil, fmt.Errorf("exec: exact: %w", err)
-		}
-		if len(exact.Fields) != nexact {
-			return nil, fmt.Errorf("%w: exact statement returned %d columns, want %d", ErrData, len(exact.Fields), nexact)
-		}
-	}
-
-	m, err := merge(p, part, fetch, exact)
+	m, err := merge(p, part, f.res, exact)
 	if err != nil {
 		return nil, err
 	}
@@ -268,8 +156,8 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
-	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: cachedRollup,
-		Merge: strategy, ChangedBuckets: changed}, nil
+	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: f.fromCache,
+		Merge: f.strategy, ChangedBuckets: f.changed}, nil
 }
 
 // Bind is a plan's statement sql (which references the parameters refs

@@ -1,0 +1,174 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgsketch/pgsketch/rewrite/plan"
+)
+
+// fetched is what the fetch statement returned, sorted by kind of row.
+type fetched struct {
+	// res holds the base rows (edges, tail, changed buckets): every row
+	// but the rollup half's, the info row and the cache token.
+	res        *Result
+	rollupRows [][][]byte
+	// changed is the info row's count of changed buckets read raw.
+	changed  int64
+	strategy plan.Merge
+	// The cache of rollup halves, when the statement asked it (else
+	// cache is nil): the entry held under key and the token the
+	// statement returned, and whether the rollup half came from it.
+	cache     *Cache
+	key       string
+	ent       *cacheEntry
+	token     string
+	fromCache bool
+}
+
+// runFetch runs the fetch statement of the plan's merge strategy, with
+// the cache's token when the cache may serve its rollup half.
+func runFetch(ctx context.Context, q Querier, p *plan.Plan, params Params, cache *Cache, scope string) (*fetched, error) {
+	nkeys := len(p.Keys)
+	ncols := 1 + nkeys
+	for _, a := range p.Aggs {
+		ncols = max(ncols, a.RollupColumn+1, a.BaseColumn+1)
+	}
+	fetchFormats := make([]int16, ncols)
+	for i := range fetchFormats {
+		fetchFormats[i] = 1
+	}
+	for _, a := range p.Aggs {
+		if a.Op == plan.MergeHLL {
+			fetchFormats[a.BaseColumn] = 0 // canonical text, hashed here
+		}
+	}
+	f := &fetched{strategy: plan.MergeProxy}
+	fetchSQL := p.FetchSQL
+	if p.Merge == plan.MergeServer {
+		if p.ServerFetchSQL == "" {
+			return nil, ErrNoServerMerge
+		}
+		fetchSQL, f.strategy = p.ServerFetchSQL, plan.MergeServer
+	}
+	fst := statement(fetchSQL, p.Params, p.FetchParams, params, fetchFormats)
+	if cache != nil {
+		if sql, ok := cachedFetch(p, f.strategy == plan.MergeServer, fst, ncols, p.Params+1); ok {
+			// The key names the proxy-merge statement whichever runs:
+			// both give the same merged groups.
+			f.cache, f.key = cache, cacheKey(scope, p, fst)
+			f.ent = cache.get(f.key)
+			fst.SQL = sql
+			fst.ParamOIDs = append(fst.ParamOIDs, pgtype.TextOID)
+			var tok []byte
+			if f.ent != nil {
+				tok = []byte(f.ent.token)
+			}
+			fst.Params = append(fst.Params, tok)
+			if len(fst.ParamFormats) > 0 {
+				fst.ParamFormats = append(fst.ParamFormats, 0)
+			}
+		}
+	}
+	res, err := q.Query(ctx, fst)
+	if err != nil {
+		return nil, fmt.Errorf("exec: fetch: %w", err)
+	}
+	if len(res.Fields) != ncols {
+		return nil, fmt.Errorf("%w: fetch returned %d columns, the plan has %d", ErrData, len(res.Fields), ncols)
+	}
+	if err := f.sort(res); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// sort sorts the fetch's rows by the part each belongs to.
+func (f *fetched) sort(res *Result) error {
+	var other [][][]byte
+	tokens, infos := 0, 0
+	for _, r := range res.Rows {
+		if len(r) != len(res.Fields) {
+			return fmt.Errorf("%w: fetch row of %d columns", ErrData, len(r))
+		}
+		switch part := string(r[0]); {
+		case part == "rollup":
+			f.rollupRows = append(f.rollupRows, r)
+		case strings.HasPrefix(part, plan.InfoPrefix):
+			n, err := strconv.ParseInt(strings.TrimPrefix(part, plan.InfoPrefix), 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: fetch info row %q", ErrData, part)
+			}
+			f.changed, infos = n, infos+1
+		case f.cache != nil && strings.HasPrefix(part, tokenPrefix):
+			f.token, tokens = strings.TrimPrefix(part, tokenPrefix), tokens+1
+		default:
+			other = append(other, r)
+		}
+	}
+	if infos != 1 {
+		return fmt.Errorf("%w: fetch returned %d info rows", ErrData, infos)
+	}
+	if f.cache != nil && tokens != 1 {
+		return fmt.Errorf("%w: fetch returned %d cache tokens", ErrData, tokens)
+	}
+	res.Rows = other
+	f.res = res
+	return nil
+}
+
+// rollupPart is the fetch's rollup half: the cache's, when the token the
+// fetch returned is the one the cache holds (and the fetch then skipped
+// the rollup), or built from the rollup rows and cached.
+func (f *fetched) rollupPart(p *plan.Plan) (*rollupPart, error) {
+	if f.cache != nil && f.ent != nil && f.token == f.ent.token {
+		// The rollup half was skipped: only an aggregate without
+		// GROUP BY returns its one row of NULLs.
+		for _, r := range f.rollupRows {
+			for _, v := range r[1+len(p.Keys):] {
+				if v != nil {
+					return nil, fmt.Errorf("%w: the fetch read the rollup though the cache holds its rows", ErrData)
+				}
+			}
+		}
+		f.fromCache = true
+		f.cache.count(true)
+		return f.ent.part, nil
+	}
+	if f.cache != nil {
+		f.cache.count(false)
+	}
+	part, err := buildPart(p, f.rollupRows)
+	if err != nil {
+		return nil, err
+	}
+	// A token without the version (the rollup is gone) is not cached.
+	if f.cache != nil && !strings.HasPrefix(f.token, "|") {
+		f.cache.put(f.key, f.token, part)
+	}
+	return part, nil
+}
+
+// runExact runs the plan's exact statement, if it has one: the counts
+// that no sketch gives (a distinct count of a dimension, say).
+func runExact(ctx context.Context, q Querier, p *plan.Plan, params Params) (*Result, error) {
+	if p.ExactSQL == "" {
+		return nil, nil
+	}
+	nexact := len(p.Keys)
+	for _, a := range p.Aggs {
+		nexact = max(nexact, a.ExactColumn+1)
+	}
+	exact, err := q.Query(ctx, statement(p.ExactSQL, p.Params, p.ExactParams, params, []int16{1}))
+	if err != nil {
+		return nil, fmt.Errorf("exec: exact: %w", err)
+	}
+	if len(exact.Fields) != nexact {
+		return nil, fmt.Errorf("%w: exact statement returned %d columns, want %d", ErrData, len(exact.Fields), nexact)
+	}
+	return exact, nil
+}
