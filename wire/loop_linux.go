@@ -3,7 +3,6 @@
 package wire
 
 import (
-	"encoding/binary"
 	"errors"
 	"os"
 	"runtime"
@@ -78,7 +77,7 @@ type fastSession struct {
 	cr, cw   int // client bytes read and not yet forwarded: cbuf[cr:cw]
 	ubuf     []byte
 	up       upScan
-	owing    int // as clientLoop's
+	fwd      forwardLog
 	// h is what the goroutines start from; written before released closes.
 	h        handoff
 	released chan struct{}
@@ -102,7 +101,7 @@ func (set *loopSet) relay(ss *session) handoff {
 	}
 	set.once.Do(func() { set.slots = make([]loopSlot, runtime.GOMAXPROCS(0)) })
 	slot := &set.slots[int(set.next.Add(1))%len(set.slots)]
-	fs := &fastSession{ss: ss, cfd: cfd, ufd: ufd, released: make(chan struct{})}
+	fs := &fastSession{ss: ss, cfd: cfd, ufd: ufd, fwd: forwardLog{rs: &ss.relay}, released: make(chan struct{})}
 	ss.mu.Lock()
 	if ss.noLoop {
 		ss.mu.Unlock()
@@ -368,7 +367,7 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 		fs.h.clientBuf = append(fs.h.clientBuf, fs.cbuf[fs.cr:fs.cw]...)
 	}
 	fs.h.up = fs.up
-	fs.h.owing = fs.owing
+	fs.h.owing = fs.fwd.owing
 	fs.cbuf, fs.ubuf = nil, nil
 	fs.ss.log.Debug("relay leaves the event loop", "reason", why)
 	close(fs.released)
@@ -433,22 +432,20 @@ func (l *eventLoop) fromClient(fs *fastSession) {
 // buffer) comes next.
 func (fs *fastSession) requests() (end int, msgs int64, why string) {
 	cfg := &fs.ss.srv.cfg
-	rs := &fs.ss.relay
 	b := fs.cbuf[:fs.cw]
 	limit := cfg.InspectSize + 5 // as clientLoop holds back
 	end = fs.cr
-	for p := fs.cr; len(b)-p >= 5; {
-		typ := b[p]
-		l := int(int32(binary.BigEndian.Uint32(b[p+1:])))
-		if l < 4 || l-4 > cfg.MaxMessageSize {
+	for p := fs.cr; ; {
+		typ, total, ok, ferr := clientFrame(b[p:], cfg.MaxMessageSize)
+		switch {
+		case !ok:
+			return end, msgs, ""
+		case ferr != nil:
 			return end, msgs, "invalid message length" // clientLoop reports it
-		}
-		total := 1 + l
-		if total > limit {
+		case total > limit:
 			return end, msgs, "client message larger than the inspect size"
-		}
-		if len(b)-p < total {
-			break // read the rest of it
+		case len(b)-p < total:
+			return end, msgs, "" // read the rest of it
 		}
 		body := b[p+5 : p+total]
 		switch typ {
@@ -456,28 +453,20 @@ func (fs *fastSession) requests() (end int, msgs int64, why string) {
 			if len(body) > 0 && cfg.Handler.Intercept(body[:len(body)-1]) {
 				return end, msgs, "request for the handler"
 			}
-			rs.forwarded('Q')
-			fs.owing = 0
-		case 'P', 'B', 'D', 'E', 'C':
-			if typ == 'P' {
-				_, rest := cstring(body)
-				if query, _ := cstring(rest); len(query) <= cfg.InspectSize && cfg.Handler.Intercept(query) {
-					return end, msgs, "request for the handler"
-				}
+		case 'P':
+			_, rest := cstring(body)
+			if query, _ := cstring(rest); len(query) <= cfg.InspectSize && cfg.Handler.Intercept(query) {
+				return end, msgs, "request for the handler"
 			}
-			fs.owing++
-		case 'S':
-			rs.forwarded('S')
-			fs.owing = 0
-		case 'H':
+		case 'B', 'D', 'E', 'C', 'S', 'H':
 		default:
 			return end, msgs, "client message " + strconv.QuoteRune(rune(typ))
 		}
+		fs.fwd.sent(typ)
 		p += total
 		end = p
 		msgs++
 	}
-	return end, msgs, ""
 }
 
 // fromUpstream reads what the upstream sent and writes it to the client,
