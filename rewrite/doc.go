@@ -10,9 +10,13 @@
 // of operators and words, checked before parsing because the C parser
 // exhausts the stack on pathological input and kills the process;
 // parsing with the real PostgreSQL parser (parse.go is the only file that
-// imports it) into a small AST of this package; matching against every rollup
-// over the queried table; and building the Plan for the rollup with the
-// fewest rows.
+// imports it) into a small AST of this package (ast.go); resolving the
+// table on the session's search_path and checking the functions and
+// clauses the rewriter must evaluate (resolve.go); matching against every
+// rollup over the queried table (match.go: the WHERE clause, the time
+// range, the aggregates against the stored measures); and building the Plan
+// for the rollup with the fewest rows (plan.go). rewrite.go holds the entry,
+// Rewrite, and the order of these steps (planSelect).
 //
 // The plan types (package plan, beside this one) are plain data the
 // executor imports without linking the SQL parser. A Plan carries SQL text

@@ -1,0 +1,513 @@
+package rewrite
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// aggregate names the rewriter knows to be aggregates it cannot answer.
+var otherAggregates = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range strings.Fields(`array_agg string_agg bool_and bool_or every stddev stddev_pop stddev_samp
+	variance var_pop var_samp json_agg jsonb_agg json_object_agg jsonb_object_agg percentile_cont percentile_disc
+	mode bit_and bit_or bit_xor corr covar_pop covar_samp regr_avgx regr_avgy regr_count regr_intercept regr_r2
+	regr_slope regr_sxx regr_sxy regr_syy xmlagg any_value range_agg range_intersect_agg hll_union_agg
+	hll_add_agg rank dense_rank percent_rank cume_dist grouping`) {
+		m[k] = true
+	}
+	return m
+}()
+
+// scalarFuncs are the pg_catalog functions the rewriter evaluates on rollup
+// rows and merged groups: immutable or stable, not set-returning, not
+// aggregates. Any other function (a user function, which may be volatile
+// or an aggregate the rewriter does not know; a volatile built-in such as
+// random()) makes the query pass through.
+var scalarFuncs = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range strings.Fields(`date_trunc date_part extract to_timestamp to_char to_date to_number timezone
+	date make_date make_time make_timestamp make_timestamptz make_interval justify_days justify_hours
+	justify_interval isfinite now transaction_timestamp
+	abs ceil ceiling floor round trunc sign sqrt cbrt power pow exp ln log log10 mod div pi degrees radians
+	width_bucket scale gcd lcm to_hex
+	lower upper initcap length char_length character_length octet_length bit_length concat concat_ws
+	substring substr left right lpad rpad ltrim rtrim btrim replace split_part strpos position reverse
+	repeat md5 format regexp_replace starts_with translate ascii chr quote_ident quote_literal
+	quote_nullable encode decode num_nulls num_nonnulls cardinality array_length array_to_string
+	string_to_array int2 int4 int8 float4 float8 numeric text bool`) {
+		m[k] = true
+	}
+	return m
+}()
+
+// aggCall is what an aggregate call is to the matcher.
+type aggCall int
+
+const (
+	notAgg              aggCall = iota // not an aggregate
+	countDistinct                      // COUNT(DISTINCT x)
+	approxCountDistinct                // APPROX_COUNT_DISTINCT(x)
+	countRows                          // COUNT(*) or COUNT(constant)
+	countValues                        // COUNT(x)
+	sumOf                              // SUM(x)
+	minOf                              // MIN(x)
+	maxOf                              // MAX(x)
+	otherAgg                           // an aggregate the rewriter cannot answer
+)
+
+// String is the SQL name of a sum, min or max (what the partials are
+// computed with), or what the call is.
+func (k aggCall) String() string {
+	switch k {
+	case countDistinct:
+		return "count distinct"
+	case approxCountDistinct:
+		return "approx_count_distinct"
+	case countRows, countValues:
+		return "count"
+	case sumOf:
+		return "sum"
+	case minOf:
+		return "min"
+	case maxOf:
+		return "max"
+	case otherAgg:
+		return "other aggregate"
+	}
+	return "not an aggregate"
+}
+
+// classifyAgg says what aggregate call f is.
+func classifyAgg(f *funcCall) aggCall {
+	name, ok := f.builtin()
+	if !ok {
+		if len(f.name) == 2 && f.name[0] == "pgsketch" && f.name[1] == "approx_count_distinct" {
+			return approxCountDistinct
+		}
+		return notAgg
+	}
+	switch name {
+	case "count":
+		switch {
+		case f.star:
+			return countRows
+		case len(f.args) != 1:
+			return otherAgg
+		case f.distinct:
+			return countDistinct
+		}
+		if c, ok := f.args[0].(*constExpr); ok && c.kind != "null" {
+			return countRows
+		}
+		return countValues
+	case "approx_count_distinct":
+		return approxCountDistinct
+	case "sum", "min", "max", "avg":
+		if f.distinct || f.star || len(f.args) != 1 || name == "avg" {
+			return otherAgg
+		}
+		return map[string]aggCall{"sum": sumOf, "min": minOf, "max": maxOf}[name]
+	}
+	if otherAggregates[name] {
+		return otherAgg
+	}
+	return notAgg
+}
+
+type aggInfo struct {
+	f       *funcCall
+	canon   string
+	kind    aggCall
+	measure catalog.Measure
+	arg     expr
+	name    string
+	exact   bool
+}
+
+func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*built, string) {
+	m := &matcher{s: s, fi: fi, r: r, sess: sess}
+	switch {
+	case !r.Refreshed():
+		return nil, "never refreshed (no watermark yet)"
+	case r.TimeType == "" || r.Grain.Rank() < 0:
+		return nil, "its source columns have changed since it was created"
+	case r.SourceRLS:
+		return nil, "its base table has row-level security enabled, which the rollup does not apply"
+	case r.CaptureBroken != "":
+		return nil, "its rows may not reflect its base table: " + r.CaptureBroken
+	}
+	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
+		return nil, "it has no time zone"
+	}
+	if why := m.collated(); why != "" {
+		return nil, why
+	}
+	// GROUP BY.
+	for _, g := range s.groupBy {
+		e, why := m.resolveGroupItem(g)
+		if e == nil {
+			return nil, why
+		}
+		c := m.classify(e)
+		switch c.k {
+		case kBad:
+			return nil, "GROUP BY " + m.canon(e) + ": " + c.why
+		case kTime, kEpoch, kEpochDiv:
+			return nil, "GROUP BY " + m.canon(e) + ": " + m.notConstant()
+		}
+		canon := m.canon(e)
+		dup := false
+		for _, k := range m.keys {
+			if k.canon == canon {
+				dup = true
+			}
+		}
+		if !dup {
+			m.keys = append(m.keys, &keyInfo{e: e, canon: canon, name: "pgsketch_k" + strconv.Itoa(len(m.keys)+1)})
+		}
+	}
+	// WHERE.
+	for _, c := range conjuncts(s.where) {
+		if why := m.where(c); why != "" {
+			return nil, why
+		}
+	}
+	// Aggregates.
+	for _, t := range s.targets {
+		if why := m.collectAggs(t.e); why != "" {
+			return nil, why
+		}
+	}
+	if why := m.collectAggs(s.having); why != "" {
+		return nil, why
+	}
+	for _, o := range s.orderBy {
+		if why := m.collectAggs(o.e); why != "" {
+			return nil, why
+		}
+	}
+	return m.build()
+}
+
+func conjuncts(e expr) []expr {
+	if e == nil {
+		return nil
+	}
+	if b, ok := e.(*boolExpr); ok && b.op == "AND" {
+		var out []expr
+		for _, a := range b.args {
+			out = append(out, conjuncts(a)...)
+		}
+		return out
+	}
+	return []expr{e}
+}
+
+// resolveGroupItem turns a GROUP BY item into the expression it groups by.
+func (m *matcher) resolveGroupItem(g expr) (expr, string) {
+	if c, ok := g.(*constExpr); ok && c.kind == "int" {
+		n, err := strconv.Atoi(c.val)
+		if err != nil || n < 1 || n > len(m.s.targets) {
+			return nil, "GROUP BY position " + c.val + " is not in the select list"
+		}
+		return m.s.targets[n-1].e, ""
+	}
+	if c, ok := g.(*colRef); ok && len(c.parts) == 1 {
+		name := c.parts[0]
+		if name != m.r.TimeColumn {
+			if _, isDim := m.r.Dimension(name); !isDim {
+				for _, t := range m.s.targets {
+					if t.name == name {
+						return nil, "GROUP BY " + quoteIdent(name) + " names a select-list alias; without the table's column list the rewriter cannot rule out a column of that name"
+					}
+				}
+			}
+		}
+	}
+	return g, ""
+}
+
+// column resolves a column reference against the FROM item: it returns the
+// column name, or a reason.
+func (m *matcher) column(c *colRef) (string, string) {
+	parts := c.parts
+	name := parts[len(parts)-1]
+	if name == "*" {
+		return "", "a whole-row reference"
+	}
+	q := parts[:len(parts)-1]
+	ok := false
+	switch len(q) {
+	case 0:
+		ok = true
+	case 1:
+		if m.fi.alias != "" {
+			ok = q[0] == m.fi.alias
+		} else {
+			ok = q[0] == m.fi.name
+		}
+	case 2:
+		ok = m.fi.alias == "" && q[1] == m.fi.name && (q[0] == m.fi.schema || (m.fi.schema == "" && q[0] == m.r.Source.Schema))
+	}
+	if !ok {
+		return "", "column reference " + sqlOf(c, nil) + " does not name the queried table"
+	}
+	return name, ""
+}
+
+// canon prints e with column references reduced to the bare column name, so
+// that the same expression written with and without qualification compares
+// equal.
+func (m *matcher) canon(e expr) string {
+	return sqlOf(e, func(x expr) (string, bool) {
+		if c, ok := x.(*colRef); ok {
+			if name, why := m.column(c); why == "" {
+				return quoteIdent(name), true
+			}
+		}
+		return "", false
+	})
+}
+
+// side prints e for one half of the fetch: over the rollup table (alias r,
+// the time column becoming the bucket) or over the base table (alias t).
+func (m *matcher) side(e expr, rollup bool) string {
+	return sqlOf(e, func(x expr) (string, bool) {
+		if c, ok := x.(*colRef); ok {
+			name, _ := m.column(c)
+			if rollup {
+				if name == m.r.TimeColumn {
+					return "r." + quoteIdent(catalog.BucketColumn), true
+				}
+				return "r." + quoteIdent(name), true
+			}
+			return "t." + quoteIdent(name), true
+		}
+		return "", false
+	})
+}
+
+// where classifies one WHERE conjunct.
+func (m *matcher) where(e expr) string {
+	if nt, ok := e.(*nullTest); ok && nt.not {
+		if c := m.classify(nt.arg); c.k == kTime && c.v.raw {
+			// time IS NOT NULL: true of every row a rollup holds; the base
+			// half applies it.
+			m.ranges = append(m.ranges, e)
+			return ""
+		}
+	}
+	if nt, ok := e.(*nullTest); ok && !nt.not && m.usesTime(nt.arg) {
+		// Only rows whose time is NULL can pass (or none), and no rollup
+		// holds those.
+		return "WHERE " + m.canon(e) + ": tests an expression of " + quoteIdent(m.r.TimeColumn) + " for NULL; rollup buckets are never NULL"
+	}
+	if b, ok := m.timeRange(e); ok {
+		m.ranges = append(m.ranges, e)
+		m.lower = append(m.lower, b.lower...)
+		m.upper = append(m.upper, b.upper...)
+		return ""
+	}
+	c := m.classify(e)
+	switch c.k {
+	case kConst, kRow:
+		m.pushed = append(m.pushed, e)
+		return ""
+	case kBad:
+		return "WHERE " + m.canon(e) + ": " + c.why
+	}
+	return "WHERE " + m.canon(e) + ": " + m.notConstant()
+}
+
+// usesTime reports whether e references the time column.
+func (m *matcher) usesTime(e expr) bool {
+	found := false
+	walk(e, func(x expr) bool {
+		if c, ok := x.(*colRef); ok {
+			if name, why := m.column(c); why == "" && name == m.r.TimeColumn {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+type bounds struct{ lower, upper []bound }
+
+// timeRange recognizes a range on the raw time column: time op constant,
+// constant op time, time BETWEEN constant AND constant.
+func (m *matcher) timeRange(e expr) (bounds, bool) {
+	isTime := func(x expr) bool {
+		c := m.classify(x)
+		return c.k == kTime && c.v.raw
+	}
+	isConst := func(x expr) bool { return m.classify(x).k == kConst }
+	switch e := e.(type) {
+	case *opExpr:
+		if e.schema != "" || e.l == nil {
+			return bounds{}, false
+		}
+		op, col, val := e.op, e.l, e.r
+		if !isTime(col) {
+			col, val = e.r, e.l
+			op = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]
+		}
+		if !isTime(col) || !isConst(val) {
+			return bounds{}, false
+		}
+		v := sqlOf(val, nil)
+		switch op {
+		case ">=":
+			return bounds{lower: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
+		case ">":
+			return bounds{lower: []bound{{Bound{SQL: v}, val}}}, true
+		case "<":
+			return bounds{upper: []bound{{Bound{SQL: v}, val}}}, true
+		case "<=":
+			return bounds{upper: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
+		case "=":
+			return bounds{lower: []bound{{Bound{SQL: v, Inclusive: true}, val}}, upper: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
+		}
+	case *betweenExpr:
+		if e.not || e.symmetric || !isTime(e.arg) || !isConst(e.lo) || !isConst(e.hi) {
+			return bounds{}, false
+		}
+		return bounds{
+			lower: []bound{{Bound{SQL: sqlOf(e.lo, nil), Inclusive: true}, e.lo}},
+			upper: []bound{{Bound{SQL: sqlOf(e.hi, nil), Inclusive: true}, e.hi}},
+		}, true
+	}
+	return bounds{}, false
+}
+
+// collectAggs finds the aggregates in e and maps each to stored measures.
+func (m *matcher) collectAggs(e expr) string {
+	var why string
+	walk(e, func(x expr) bool {
+		if why != "" {
+			return false
+		}
+		f, ok := x.(*funcCall)
+		if !ok {
+			return true
+		}
+		kind := classifyAgg(f)
+		if kind == notAgg {
+			return true
+		}
+		why = m.addAgg(f, kind)
+		return false
+	})
+	return why
+}
+
+func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
+	canon := m.canon(f)
+	for _, a := range m.aggs {
+		if a.canon == canon {
+			return ""
+		}
+	}
+	a := &aggInfo{f: f, canon: canon, kind: kind, name: "pgsketch_a" + strconv.Itoa(len(m.aggs)+1)}
+	if len(f.args) == 1 {
+		a.arg = f.args[0]
+		var nested bool
+		walk(a.arg, func(x expr) bool {
+			if g, ok := x.(*funcCall); ok && classifyAgg(g) != notAgg {
+				nested = true
+			}
+			return !nested
+		})
+		if nested {
+			return canon + ": aggregate inside an aggregate"
+		}
+	}
+	argCol := func() (string, string) {
+		c, ok := a.arg.(*colRef)
+		if !ok {
+			return "", canon + ": the rewriter answers aggregates of plain columns only"
+		}
+		name, why := m.column(c)
+		if why != "" {
+			return "", canon + ": " + why
+		}
+		return name, ""
+	}
+	switch kind {
+	case otherAgg:
+		return canon + ": no stored partial answers this aggregate"
+	case countRows:
+		rc, ok := m.r.Measure(catalog.Count, "*")
+		if !ok {
+			return canon + ": rollup has no row count"
+		}
+		a.measure = rc
+	case countDistinct, approxCountDistinct:
+		if kind == countDistinct && !m.sess.Approx {
+			// Side by side: computed exactly by PostgreSQL.
+			if _, why := argCol(); why != "" {
+				return why
+			}
+			a.exact = true
+			m.exact = true
+			break
+		}
+		col, why := argCol()
+		if why != "" {
+			return why
+		}
+		ms, ok := m.r.Measure(catalog.HLL, col)
+		if !ok {
+			return canon + ": rollup has no HLL sketch of " + quoteIdent(col)
+		}
+		a.measure = ms
+	case countValues, sumOf, minOf, maxOf:
+		col, why := argCol()
+		if why != "" {
+			return why
+		}
+		k := map[aggCall]catalog.Kind{countValues: catalog.Count, sumOf: catalog.Sum, minOf: catalog.Min, maxOf: catalog.Max}[kind]
+		ms, ok := m.r.Measure(k, col)
+		if !ok {
+			return canon + ": rollup stores no " + string(k) + " of " + quoteIdent(col)
+		}
+		if kind == sumOf && (ms.Type == "real" || ms.Type == "double precision") {
+			// Floating-point addition is not associative: the per-bucket
+			// sums would add up to another total than PostgreSQL's sum of
+			// the rows, and sums are answered exactly or not at all.
+			return canon + ": a sum over type " + ms.Type + " added up from per-bucket sums can differ from PostgreSQL's (floating-point rounding)"
+		}
+		if kind == sumOf && sumType(ms.Type) == "" {
+			return canon + ": sum over type " + ms.Type + " is not supported"
+		}
+		a.measure = ms
+	}
+	m.aggs = append(m.aggs, a)
+	return ""
+}
+
+// sumType is the type PostgreSQL's sum() returns for an argument type.
+func sumType(t string) string {
+	switch {
+	case t == "smallint" || t == "integer":
+		return "bigint"
+	case t == "bigint" || t == "numeric" || strings.HasPrefix(t, "numeric("):
+		return "numeric"
+	case t == "real":
+		return "real"
+	case t == "double precision":
+		return "double precision"
+	case t == "interval":
+		return "interval"
+	}
+	return ""
+}
+
+// notConstant explains why a time-valued expression cannot be a group key
+// or filter.
+func (m *matcher) notConstant() string {
+	return "uses " + quoteIdent(m.r.TimeColumn) + " in a way that varies within one " + string(m.r.Grain) + " bucket"
+}

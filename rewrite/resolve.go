@@ -1,0 +1,142 @@
+package rewrite
+
+import (
+	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// constantClause checks a LIMIT or OFFSET expression: the shaping SQL
+// evaluates it as written, so it may hold only literals, parameters and
+// scalar functions of them.
+func constantClause(e expr) string {
+	var why string
+	walk(e, func(x expr) bool {
+		if why != "" {
+			return false
+		}
+		switch x := x.(type) {
+		case *unsupported:
+			why = "uses " + x.what
+		case *colRef:
+			why = "references a column"
+		case *funcCall:
+			if classifyAgg(x) != notAgg {
+				why = "uses an aggregate"
+			}
+		}
+		return why == ""
+	})
+	return why
+}
+
+// unknownFunctions names the first call in the query that is neither an
+// aggregate the rewriter knows nor a scalar function of scalarFuncs.
+func unknownFunctions(s *selectStmt) string {
+	var why string
+	check := func(e expr) {
+		walk(e, func(x expr) bool {
+			if why != "" {
+				return false
+			}
+			f, ok := x.(*funcCall)
+			if !ok || classifyAgg(f) != notAgg {
+				return true
+			}
+			if name, builtin := f.builtin(); builtin && scalarFuncs[name] {
+				return true
+			}
+			why = "function " + sqlOfName(f.name) + "() is not one the rewriter knows to be an immutable or stable scalar function"
+			return false
+		})
+	}
+	s.eachExpr(check)
+	return why
+}
+
+func sqlOfName(names []string) string {
+	p := printer{}
+	p.funcName(names)
+	return p.sb.String()
+}
+
+// pgCatalogFirst refuses a search_path that names pg_catalog after another
+// schema: unqualified functions and operators might then not be the
+// built-ins the rewriter reasons about.
+func pgCatalogFirst(sess Session) string {
+	for i, schema := range searchPath(sess) {
+		if schema == "pg_catalog" && i > 0 {
+			return "search_path puts pg_catalog after other schemas, so unqualified functions and operators may not be the built-ins"
+		}
+	}
+	return ""
+}
+
+// resolveTable finds the rollups of the table a FROM item names, resolving
+// an unqualified name along the session's search_path. It returns the table
+// as printed in reasons.
+func resolveTable(fi fromItem, snap *catalog.Snapshot, sess Session) (string, []*catalog.Rollup) {
+	if fi.schema != "" {
+		t := catalog.Table{Schema: fi.schema, Name: fi.name}
+		return t.String(), snap.ForSource(t)
+	}
+	for _, schema := range searchPath(sess) {
+		t := catalog.Table{Schema: schema, Name: fi.name}
+		if rs := snap.ForSource(t); len(rs) > 0 {
+			return t.String(), rs
+		}
+	}
+	return quoteIdent(fi.name) + " (search_path " + strings.Join(searchPath(sess), ", ") + ")", nil
+}
+
+// searchPath splits a search_path setting into schema names.
+func searchPath(sess Session) []string {
+	sp := sess.SearchPath
+	if strings.TrimSpace(sp) == "" {
+		sp = `"$user", public`
+	}
+	var out []string
+	for _, item := range strings.Split(sp, ",") {
+		item = strings.TrimSpace(item)
+		if strings.HasPrefix(item, `"`) && strings.HasSuffix(item, `"`) && len(item) >= 2 {
+			item = strings.ReplaceAll(item[1:len(item)-1], `""`, `"`)
+		} else {
+			item = strings.ToLower(item)
+		}
+		if item == "$user" {
+			if sess.User == "" {
+				continue
+			}
+			item = sess.User
+		}
+		if item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// --- matching one rollup ---------------------------------------------------
+
+// matcher holds the state of matching one query against one rollup.
+type matcher struct {
+	s    *selectStmt
+	fi   fromItem
+	r    *catalog.Rollup
+	sess Session
+	keys []*keyInfo
+	aggs []*aggInfo
+	// pushed are WHERE conjuncts answered on both halves.
+	pushed []expr
+	// ranges are the WHERE conjuncts that bound the raw time column.
+	ranges []expr
+	lower  []bound
+	upper  []bound
+	exact  bool
+}
+
+type keyInfo struct {
+	e     expr
+	canon string
+	name  string
+}
