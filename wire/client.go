@@ -35,11 +35,31 @@ type clientRelay struct {
 	groupStart     int
 	groupCommitted bool
 	groupWants     []bool
+	// served: the Handler served a request since the session left the
+	// event loop.
+	served bool
+}
+
+// quiet reports whether the session may go back to the event loop: the
+// Handler served a request (so the loop's first reason to hand it over is
+// behind it), nothing is held or streaming, no COPY is under way, and the
+// Handler holds no statement or portal the loop would not route to it.
+func (c *clientRelay) quiet() bool {
+	if !c.served || len(c.out) > 0 || c.stream > 0 || c.groupStart >= 0 ||
+		len(c.tr.stmts) > 0 || len(c.tr.portals) > 0 || len(c.tr.marks) > 0 || !c.ss.srv.loops.takes(c.ss) {
+		return false
+	}
+	rs := &c.ss.relay
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return !rs.copyIn && !rs.closed
 }
 
 // clientLoop reads the client's messages and forwards them upstream, handing
-// wanted requests to the Handler.
-func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
+// wanted requests to the Handler. It returns errBackToLoop when the session
+// is quiet after a request the Handler served (see quiet), with *owing what
+// the event loop starts from.
+func (ss *session) clientLoop(ctx context.Context, h0 handoff, owing *int) error {
 	cfg := &ss.srv.cfg
 	c := &clientRelay{ss: ss, ctx: ctx, h: cfg.Handler, out: h0.toUp, groupStart: -1,
 		tr:  statementTracker{stmts: map[string]bool{}, portals: map[string]bool{}},
@@ -99,6 +119,10 @@ func (ss *session) clientLoop(ctx context.Context, h0 handoff) error {
 		}
 		if err := c.flush(false); err != nil {
 			return err
+		}
+		if err == nil && r == w && c.quiet() {
+			*owing = c.fwd.owing
+			return errBackToLoop
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -307,6 +331,7 @@ func (c *clientRelay) serve(msgs []byte, wants []bool) error {
 	c.tr.served()
 	err = c.h.Serve(c.ctx, req, sess)
 	rs.release()
+	c.served = true
 	if err != nil {
 		ss.abort("XX000", "pgsketch-proxy: "+err.Error())
 		return fmt.Errorf("handler: %w", err)

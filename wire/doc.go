@@ -31,8 +31,11 @@
 // every reply, as PgBouncer does, without a goroutine per direction to park
 // and wake. At the first thing it does not do (a request the Handler wants,
 // COPY from the client, a full socket, an end of stream, Shutdown) the
-// session leaves the loop for good, and two goroutines (relay.go) carry on
-// from the state it left.
+// session leaves the loop, and two goroutines (relay.go, client.go) carry on
+// from the state it left. Once the Handler has served a request and the
+// session is quiet again (nothing held or streaming, no COPY, no statement
+// or portal the Handler owns), the goroutines stop where they are and give
+// the session back to the loop.
 //
 // The Handler is the seam for pgsketch's query rewriting: wire imports
 // neither rewrite nor aggregates. A Handler says, per Query or Parse, whether

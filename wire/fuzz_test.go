@@ -127,7 +127,7 @@ func FuzzRelay(f *testing.F) {
 				client.Write(fromClient)
 				client.Close()
 			}()
-			sess.relayLoop(handoff{})
+			sess.steady(handoff{})
 		})
 		client.Close()
 		up.Close()

@@ -16,16 +16,17 @@ import (
 // The event loop relays plain sessions the way PgBouncer does: one goroutine
 // waits for all their sockets at once and moves the bytes of whichever is
 // ready, with no goroutine per direction to park and wake per message. It
-// serves the steady state of a session that a Handler does not touch: Query
-// messages and extended-protocol groups (up to Sync or Flush) that the
-// Handler does not want, and every reply. Anything else makes the session
-// leave the loop for good, handing what it read to the relay's goroutines
-// (relay.go), which carry on from there: a request the Handler wants, COPY
-// from the client, a function call, Terminate, a message too big for the
-// loop's buffer, a socket that will not take all it is given, an end of
-// stream or an error (which the goroutines then meet and report), and
-// Shutdown or anything else that wants to write to or close the session's
-// connections.
+// serves the steady state of a session that a Handler does not touch: the
+// Query and extended-protocol messages the Handler does not want, and every
+// reply. Anything else makes the session leave the loop, handing what it
+// read to the relay's goroutines (relay.go, client.go), which carry on from
+// there: a request the Handler wants, COPY from the client, a function
+// call, Terminate, a message too big for the loop's buffer, a socket that
+// will not take all it is given, an end of stream or an error (which the
+// goroutines then meet and report), and Shutdown or anything else that
+// wants to write to or close the session's connections. Once the Handler
+// has served a request and the session is quiet, the goroutines give it
+// back to the loop (session.steady).
 //
 // The loop keeps its own epoll set, level-triggered, so a socket that still
 // holds bytes or an end of stream stays reported, and waits for that set in
@@ -87,25 +88,28 @@ type fastSession struct {
 	queued, leaving bool
 }
 
-// relay runs ss in an event loop until it leaves the loop, and returns
-// where the relay's goroutines take over. A session the loop cannot serve
-// (TLS on either side, an unknown kind of socket) returns at once.
-func (set *loopSet) relay(ss *session) handoff {
+// relay runs ss in an event loop, from start (the state the relay's
+// goroutines left, or the zero handoff of a new session), until it leaves
+// the loop, and returns where the goroutines take over. A session the loop
+// cannot serve (TLS on either side, an unknown kind of socket, bytes held)
+// returns start at once.
+func (set *loopSet) relay(ss *session, start handoff) handoff {
 	ss.mu.Lock()
 	client, up, closed := ss.client, ss.up, ss.closed
 	ss.mu.Unlock()
 	cfd, ok1 := socketFD(client)
 	ufd, ok2 := socketFD(up)
-	if closed || !ok1 || !ok2 {
-		return handoff{}
+	if closed || !ok1 || !ok2 || len(start.clientBuf) > 0 || len(start.toUp) > 0 || len(start.toClient) > 0 {
+		return start
 	}
 	set.once.Do(func() { set.slots = make([]loopSlot, runtime.GOMAXPROCS(0)) })
 	slot := &set.slots[int(set.next.Add(1))%len(set.slots)]
-	fs := &fastSession{ss: ss, cfd: cfd, ufd: ufd, fwd: forwardLog{rs: &ss.relay}, released: make(chan struct{})}
+	fs := &fastSession{ss: ss, cfd: cfd, ufd: ufd, up: start.up, fwd: forwardLog{rs: &ss.relay, owing: start.owing},
+		h: start, released: make(chan struct{})}
 	ss.mu.Lock()
 	if ss.noLoop {
 		ss.mu.Unlock()
-		return handoff{}
+		return start
 	}
 	ss.leave = func() {
 		slot.request(loopRequest{fs: fs, leave: true})
@@ -121,6 +125,17 @@ func (set *loopSet) relay(ss *session) handoff {
 	ss.leave = nil
 	ss.mu.Unlock()
 	return fs.h
+}
+
+// takes reports whether an event loop can relay ss: plain sockets on both
+// sides, and nothing about to write to or close them.
+func (*loopSet) takes(ss *session) bool {
+	ss.mu.Lock()
+	client, up, closed, noLoop := ss.client, ss.up, ss.closed, ss.noLoop
+	ss.mu.Unlock()
+	_, ok1 := socketFD(client)
+	_, ok2 := socketFD(up)
+	return ok1 && ok2 && !closed && !noLoop
 }
 
 // socketFD returns the descriptor of a connection the loop can serve: a

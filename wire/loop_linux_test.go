@@ -5,6 +5,7 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -25,7 +26,7 @@ func newLoopRelay(t testing.TB, srv *Server) (sess *session, client, up net.Conn
 	go func() {
 		defer close(done)
 		defer sess.close()
-		sess.relayLoop(srv.loops.relay(sess))
+		sess.steady(handoff{})
 	}()
 	t.Cleanup(func() {
 		c.Close()
@@ -142,8 +143,8 @@ func TestLoopRelays(t *testing.T) {
 }
 
 // A request the Handler wants makes the session leave the loop; the
-// goroutines serve it after the replies to what the loop forwarded, and
-// relay what follows.
+// goroutines serve it after the replies to what the loop forwarded, relay
+// what follows, and, the session quiet, give it back to the loop.
 func TestLoopLeavesForHandler(t *testing.T) {
 	sess, client, up, _ := newLoopRelay(t, loopServer(t, interceptX{}))
 	waitInLoop(t, sess)
@@ -164,12 +165,32 @@ func TestLoopLeavesForHandler(t *testing.T) {
 	if got := readN(t, up, len(third)); !bytes.Equal(got, third) {
 		t.Fatalf("upstream got %q, want %q", got, third)
 	}
-	if inLoop(sess) {
-		t.Error("the session is still in the event loop")
-	}
 	up.Write(reply)
 	if got := readN(t, client, len(reply)); !bytes.Equal(got, reply) {
 		t.Fatalf("client got %q, want %q", got, reply)
+	}
+	// Quiet after the served request, the session goes back to the loop,
+	// which relays what follows and hands the next wanted request over
+	// again.
+	waitInLoop(t, sess)
+	for round := range 3 {
+		q := msg('Q', fmt.Sprintf("select %d\x00", round))
+		client.Write(q)
+		if got := readN(t, up, len(q)); !bytes.Equal(got, q) {
+			t.Fatalf("round %d: upstream got %q, want %q", round, got, q)
+		}
+		up.Write(reply)
+		if got := readN(t, client, len(reply)); !bytes.Equal(got, reply) {
+			t.Fatalf("round %d: client got %q, want %q", round, got, reply)
+		}
+		if !inLoop(sess) {
+			t.Fatalf("round %d: a passed-through query took the session out of the loop", round)
+		}
+		client.Write(msg('Q', "x\x00"))
+		if got := readN(t, client, len(served)); !bytes.Equal(got, served) {
+			t.Fatalf("round %d: client got %q, want the served request's %q", round, got, served)
+		}
+		waitInLoop(t, sess)
 	}
 }
 

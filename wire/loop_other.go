@@ -6,4 +6,8 @@ package wire
 // are relayed by their goroutines from the start (relay.go).
 type loopSet struct{}
 
-func (*loopSet) relay(*session) handoff { return handoff{} }
+// relay returns start: the goroutines carry on from it.
+func (*loopSet) relay(_ *session, start handoff) handoff { return start }
+
+// takes reports whether an event loop can relay ss.
+func (*loopSet) takes(*session) bool { return false }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,11 @@ type relayState struct {
 	// upstream; the client side reads them once it holds the handover.
 	replies atomic.Int64
 	failed  atomic.Bool
+	// leaving asks the upstream loop to stop where it is (a read deadline
+	// in the past wakes it), so that the session can go back to the event
+	// loop; it then leaves its walk of the upstream's messages in left.
+	leaving atomic.Bool
+	left    upScan
 }
 
 // completes reports whether an upstream message of type typ is the last
@@ -240,8 +246,18 @@ type handoff struct {
 	owing int
 }
 
+// errLeft ends the upstream loop when the session goes back to the event
+// loop; errBackToLoop ends the client loop for that.
+var (
+	errLeft       = errors.New("upstream loop left")
+	errBackToLoop = errors.New("back to the event loop")
+)
+
 // relayLoop runs the steady state until either side leaves, starting from h.
-func (ss *session) relayLoop(h handoff) error {
+// When the client loop finds the session quiet after a request the Handler
+// served, both loops stop where they are and next is where the event loop
+// takes over; otherwise next is nil and the session is over.
+func (ss *session) relayLoop(h handoff) (next *handoff, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ss.mu.Lock()
@@ -249,19 +265,35 @@ func (ss *session) relayLoop(h handoff) error {
 	closed := ss.closed
 	ss.mu.Unlock()
 	if closed {
-		return errSessionClosed
+		return nil, errSessionClosed
 	}
+	rs := &ss.relay
 	upDone := make(chan error, 1)
 	go func() {
 		err := ss.upstreamLoop(h)
-		ss.close() // without its upstream the session cannot go on
+		if !errors.Is(err, errLeft) {
+			ss.close() // without its upstream the session cannot go on
+		}
 		upDone <- err
 	}()
-	err := ss.clientLoop(ctx, h)
+	var owing int
+	err = ss.clientLoop(ctx, h, &owing)
 	cancel()
+	if errors.Is(err, errBackToLoop) {
+		rs.leaving.Store(true)
+		ss.up.SetReadDeadline(time.Now())
+		uerr := <-upDone
+		rs.leaving.Store(false)
+		ss.up.SetReadDeadline(time.Time{})
+		if errors.Is(uerr, errLeft) {
+			return &handoff{up: rs.left, owing: owing}, nil
+		}
+		ss.close()
+		return nil, uerr
+	}
 	ss.close()
 	uerr := <-upDone
-	return errors.Join(err, uerr)
+	return nil, errors.Join(err, uerr)
 }
 
 // upScan follows the upstream's message boundaries across reads, looking
@@ -334,6 +366,10 @@ func (ss *session) upstreamLoop(h handoff) error {
 		return h.upErr
 	}
 	for {
+		if rs.leaving.Load() {
+			rs.left = u
+			return errLeft
+		}
 		rs.mu.Lock()
 		rs.idle = u.atBoundary()
 		granted := rs.idle && rs.canGrantLocked()
@@ -430,6 +466,10 @@ func (ss *session) upstreamLoop(h handoff) error {
 		}
 		if err := deliver(n, u.atBoundary()); err != nil {
 			return err
+		}
+		if err != nil && rs.leaving.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			rs.left = u
+			return errLeft
 		}
 		if err != nil {
 			rs.mu.Lock()

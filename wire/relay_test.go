@@ -47,7 +47,7 @@ func newRelay(t *testing.T, h Handler) (sess *session, client, up net.Conn, done
 	sess = newSession(srv, clientEnd)
 	sess.up = upEnd
 	done = make(chan struct{})
-	go func() { sess.relayLoop(handoff{}); close(done) }()
+	go func() { sess.steady(handoff{}); close(done) }()
 	return
 }
 
@@ -206,7 +206,7 @@ func TestRelayShutdownStalledClient(t *testing.T) {
 	srv.mu.Unlock()
 	go func() {
 		defer srv.wg.Done()
-		sess.relayLoop(handoff{})
+		sess.steady(handoff{})
 		srv.mu.Lock()
 		delete(srv.sessions, sess)
 		srv.mu.Unlock()

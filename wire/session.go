@@ -104,14 +104,28 @@ func (ss *session) run() {
 	ss.log.Debug("session started", "user", ss.params["user"], "database", ss.params["database"])
 	// The event loop relays the session for as long as it can (loop_linux.go);
 	// the relay's goroutines take over from where it stopped.
-	h := ss.srv.loops.relay(ss)
-	err := ss.relayLoop(h)
+	err := ss.steady(handoff{})
 	ss.log.Debug("session ended", "err", err)
 	switch {
 	case errors.Is(err, ErrProtocol):
 		ss.srv.metrics.countError(kindProtocol)
 	case errors.Is(err, errUpstreamGone):
 		ss.srv.metrics.countError(kindUpstreamLost)
+	}
+}
+
+// steady relays the session from start until it ends: in the event loop
+// while the loop can, in the relay's goroutines from where it stopped, and
+// back in the loop when they find the session quiet after a request the
+// Handler served.
+func (ss *session) steady(start handoff) error {
+	h := ss.srv.loops.relay(ss, start)
+	for {
+		next, err := ss.relayLoop(h)
+		if next == nil {
+			return err
+		}
+		h = ss.srv.loops.relay(ss, *next)
 	}
 }
 
