@@ -9,7 +9,10 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// build assembles the Plan once every part of the query matched.
+// build assembles the Plan once every part of the query matched: the
+// shaping statement, the keys and filters, the time split, then the fetch
+// statement's columns (one pair per aggregate), the fetch statement and
+// the exact statement.
 func (m *matcher) build() (*built, string) {
 	r := m.r
 	b := &built{rows: r.Rows, Plan: &Plan{
@@ -33,54 +36,73 @@ func (m *matcher) build() (*built, string) {
 	if why := m.timeSplit(p); why != "" {
 		return nil, why
 	}
-
-	// FetchSQL columns.
-	var rcols, bcols []string
-	rcols = append(rcols, "'rollup' AS "+PartColumn)
-	bcols = append(bcols, "'base'")
-	for _, k := range p.Keys {
-		rcols = append(rcols, k.Rollup)
-		bcols = append(bcols, k.Base)
+	cols, why := m.fetchColumns(p)
+	if why != "" {
+		return nil, why
 	}
-	var exactCols []string
-	var approx []string
+	m.fetchStatement(p, cols)
+	p.RowsPerGroup, p.RowsPerGroupNote = m.rowsPerGroup(p)
+	m.exactStatement(p, cols.exact)
+	if len(cols.approx) > 0 {
+		p.Notice = fmt.Sprintf("pgsketch: %s approximated from rollup %s (standard error %.2f%%)",
+			strings.Join(cols.approx, ", "), r.Name, p.StdErr*100)
+	}
+	return b, ""
+}
+
+// fetchCols are the select lists of the fetch statement's rollup half and
+// base rows, the exact statement's aggregates, and the aggregates the
+// answer approximates.
+type fetchCols struct {
+	rollup, base, exact, approx []string
+}
+
+// fetchColumns makes, for the plan's keys and each aggregate, the columns
+// the fetch statement reads from the rollup and from the base rows, and
+// adds the aggregates to p.
+func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
+	c := fetchCols{rollup: []string{"'rollup' AS " + PartColumn}, base: []string{"'base'"}}
+	for _, k := range p.Keys {
+		c.rollup = append(c.rollup, k.Rollup)
+		c.base = append(c.base, k.Base)
+	}
 	for _, a := range m.aggs {
 		ag := Agg{Name: a.name, Expr: a.canon, RollupColumn: -1, BaseColumn: -1, ExactColumn: -1}
 		if a.arg != nil && a.kind != countRows {
 			ag.Base = m.canon(a.arg)
 		}
-		col := func() int { return len(rcols) }
+		col := func() int { return len(c.rollup) }
 		switch {
 		case a.exact:
 			ag.Op, ag.Type = Exact, "bigint"
-			ag.ExactColumn = len(p.Keys) + len(exactCols)
-			exactCols = append(exactCols, m.side(a.f, false))
+			ag.ExactColumn = len(p.Keys) + len(c.exact)
+			c.exact = append(c.exact, m.side(a.f, false))
 		case a.kind == countRows || a.kind == countValues:
 			ag.Op, ag.Type, ag.Measure = AddCounts, "bigint", a.measure.Column
 			ag.RollupColumn, ag.BaseColumn = col(), col()
-			rcols = append(rcols, "CAST(sum(r."+quoteIdent(a.measure.Column)+") AS bigint)")
+			c.rollup = append(c.rollup, "CAST(sum(r."+quoteIdent(a.measure.Column)+") AS bigint)")
 			if a.kind == countRows {
-				bcols = append(bcols, "count(*)")
+				c.base = append(c.base, "count(*)")
 			} else {
-				bcols = append(bcols, "count("+m.side(a.arg, false)+")")
+				c.base = append(c.base, "count("+m.side(a.arg, false)+")")
 			}
 		case a.kind == countDistinct || a.kind == approxCountDistinct:
 			ms := a.measure
 			if !printableType(ms.Type) {
-				return nil, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + quoteIdent(ms.Expression) + " is not a plain type name"
+				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + quoteIdent(ms.Expression) + " is not a plain type name"
 			}
 			ag.Op, ag.Type, ag.Measure = MergeHLL, "bigint", ms.Column
 			ag.Log2m, ag.Regwidth, ag.Hash = ms.Log2m, ms.Regwidth, ms.Hash
 			ag.RollupColumn = col()
-			rcols = append(rcols, "array_agg(r."+quoteIdent(ms.Column)+")")
-			bcols = append(bcols, "CAST(NULL AS bytea[])")
+			c.rollup = append(c.rollup, "array_agg(r."+quoteIdent(ms.Column)+")")
+			c.base = append(c.base, "CAST(NULL AS bytea[])")
 			ag.BaseColumn = col()
-			rcols = append(rcols, "CAST(NULL AS "+ms.Type+"[])")
-			bcols = append(bcols, "array_agg(DISTINCT "+m.side(a.arg, false)+")")
+			c.rollup = append(c.rollup, "CAST(NULL AS "+ms.Type+"[])")
+			c.base = append(c.base, "array_agg(DISTINCT "+m.side(a.arg, false)+")")
 			if se := ms.StdErr(); se > p.StdErr {
 				p.StdErr = se
 			}
-			approx = append(approx, a.canon)
+			c.approx = append(c.approx, a.canon)
 		default: // sum, min, max
 			ms := a.measure
 			ag.Measure = ms.Column
@@ -94,13 +116,22 @@ func (m *matcher) build() (*built, string) {
 				ag.Op, ag.Type = TakeMax, ms.Type
 			}
 			if !printableType(ag.Type) {
-				return nil, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " is not a plain type name"
+				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " is not a plain type name"
 			}
-			rcols = append(rcols, "CAST("+a.kind.String()+"(r."+quoteIdent(ms.Column)+") AS "+ag.Type+")")
-			bcols = append(bcols, "CAST("+a.kind.String()+"("+m.side(a.arg, false)+") AS "+ag.Type+")")
+			c.rollup = append(c.rollup, "CAST("+a.kind.String()+"(r."+quoteIdent(ms.Column)+") AS "+ag.Type+")")
+			c.base = append(c.base, "CAST("+a.kind.String()+"("+m.side(a.arg, false)+") AS "+ag.Type+")")
 		}
 		p.Aggs = append(p.Aggs, ag)
 	}
+	return c, ""
+}
+
+// fetchStatement makes p's fetch statement (p.Fetch, p.FetchSQL): the
+// rollup's whole buckets, the base rows at the edges of the range and
+// after the last bucket, the buckets the change log lists, and the info
+// row.
+func (m *matcher) fetchStatement(p *Plan, c fetchCols) {
+	r := m.r
 	groupBy := ""
 	if len(p.Keys) > 0 {
 		pos := make([]string, len(p.Keys))
@@ -160,49 +191,48 @@ func (m *matcher) build() (*built, string) {
 	rwhere = append(rwhere, bucket+" NOT IN (SELECT "+m.fromLog("l.bucket", true)+" "+p.Time.Dirty+")")
 	rwhere = append(rwhere, bucket+" < "+p.Time.BucketsTo)
 	f := &p.Fetch
-	f.Cols, f.Filters, f.Range, f.GroupBy = rcols, rwhere[:nfilters], rwhere[nfilters:], groupBy
+	f.Cols, f.Filters, f.Range, f.GroupBy = c.rollup, rwhere[:nfilters], rwhere[nfilters:], groupBy
 	f.From = r.Table.String() + " AS r"
 	if lv := m.level(); lv != nil {
 		p.Level = lv
 		f.From = m.levelFrom(p, *lv)
 	}
-	f.Rest = " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
-		strings.Join(bwhere, " AND ") + groupBy
+	baseRows := " UNION ALL SELECT " + strings.Join(c.base, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE "
+	f.Rest = baseRows + strings.Join(bwhere, " AND ") + groupBy
 	if upperEdge != nil {
-		f.Rest += " UNION ALL SELECT " + strings.Join(bcols, ", ") + " FROM " + m.sourceSQL() + " AS t WHERE " +
-			strings.Join(upperEdge, " AND ") + groupBy
+		f.Rest += baseRows + strings.Join(upperEdge, " AND ") + groupBy
 	}
-	f.Rest += m.dirtyArm(p, bcols, ranges, groupBy)
+	f.Rest += m.dirtyArm(p, c.base, ranges, groupBy)
 	// The info row: the number of changed buckets read from the base table,
 	// from pgsketch.capture_check, which fails the statement (and the
 	// proxy then runs the query exactly) when the rollup's change capture
 	// is not in place or too many of the range's buckets changed. Every
 	// fetch returns this row, so the check always runs.
 	f.Rest += " UNION ALL SELECT '" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(r.Name) + ", " +
-		p.Time.DirtyFrom + ", " + p.Time.DirtyTo + ")" + strings.Repeat(", NULL", len(rcols)-1)
+		p.Time.DirtyFrom + ", " + p.Time.DirtyTo + ")" + strings.Repeat(", NULL", len(c.rollup)-1)
 	p.FetchSQL = f.SQL(false, "")
-	p.RowsPerGroup, p.RowsPerGroupNote = m.rowsPerGroup(p)
-	if len(exactCols) > 0 {
-		cols := []string{}
-		gb := []string{}
-		for i, k := range p.Keys {
-			cols = append(cols, k.Base)
-			gb = append(gb, strconv.Itoa(i+1))
-		}
-		cols = append(cols, exactCols...)
-		p.ExactSQL = "SELECT " + strings.Join(cols, ", ") + " FROM " + m.sourceSQL() + " AS t"
-		if m.s.where != nil {
-			p.ExactSQL += " WHERE " + m.side(m.s.where, false)
-		}
-		if len(gb) > 0 {
-			p.ExactSQL += " GROUP BY " + strings.Join(gb, ", ")
-		}
+}
+
+// exactStatement makes p's exact statement: the aggregates no sketch
+// answers (exactCols), over the base table, grouped by the plan's keys.
+func (m *matcher) exactStatement(p *Plan, exactCols []string) {
+	if len(exactCols) == 0 {
+		return
 	}
-	if len(approx) > 0 {
-		p.Notice = fmt.Sprintf("pgsketch: %s approximated from rollup %s (standard error %.2f%%)",
-			strings.Join(approx, ", "), r.Name, p.StdErr*100)
+	cols := []string{}
+	gb := []string{}
+	for i, k := range p.Keys {
+		cols = append(cols, k.Base)
+		gb = append(gb, strconv.Itoa(i+1))
 	}
-	return b, ""
+	cols = append(cols, exactCols...)
+	p.ExactSQL = "SELECT " + strings.Join(cols, ", ") + " FROM " + m.sourceSQL() + " AS t"
+	if m.s.where != nil {
+		p.ExactSQL += " WHERE " + m.side(m.s.where, false)
+	}
+	if len(gb) > 0 {
+		p.ExactSQL += " GROUP BY " + strings.Join(gb, ", ")
+	}
 }
 
 // level returns the coarsest of the rollup's levels on whose rows the
