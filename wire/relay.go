@@ -386,109 +386,142 @@ func (ss *session) upstreamLoop(h handoff) error {
 		rs.idle = false
 		// The pipe is captured with the mode: a later handover has a pipe of
 		// its own that this chunk's leftovers must not reach.
-		handover, pw := rs.handover, rs.pipeW
+		c := upChunk{ss: ss, b: buf[:n], handover: rs.handover, pw: rs.pipeW}
 		rs.mu.Unlock()
-
-		chunk := buf[:n]
-		start := 0 // first byte of chunk not yet delivered
-		deliver := func(end int, boundary bool) error {
-			if end <= start {
-				return nil
-			}
-			part := chunk[start:end]
-			start = end
-			if handover {
-				k, werr := pw.Write(part)
-				if werr == nil {
-					return nil
-				}
-				// The Handler is done: what it did not read goes to the client.
-				rs.mu.Lock()
-				handover = rs.handover && rs.pipeW == pw
-				closed := rs.closed
-				rs.mu.Unlock()
-				if closed || handover {
-					return werr
-				}
-				part = part[k:]
-			}
-			return ss.writeClient(part, boundary)
+		k, werr := c.walk(&u)
+		msgs += k
+		if werr != nil {
+			return werr
 		}
-		for pos := 0; pos < n; {
-			var ended bool
-			var perr error
-			pos, ended, perr = u.next(chunk, pos)
-			if perr != nil {
-				ss.abort(sqlstateProtocolViolation, "pgsketch-proxy: "+perr.Error())
-				return perr
-			}
-			if !ended {
-				continue
-			}
-			msgs++
-			typ := u.typ
-			if typ == 'Z' {
-				// Its one-byte body, the transaction status, ends at pos.
-				rs.readyFor(chunk[pos-1])
-			}
-			rs.replied(typ, !handover)
-			if handover {
-				// One message per pipe write, so the Handler never reads past
-				// the last reply it waits for.
-				if err := deliver(pos, true); err != nil {
-					return err
-				}
-				continue
-			}
-			switch typ {
-			case 'Z':
-				rs.mu.Lock()
-				rs.answeredLocked()
-				grant := rs.canGrantLocked()
-				rs.mu.Unlock()
-				if grant {
-					// The client gets this reply before the Handler may write.
-					if err := deliver(pos, true); err != nil {
-						return err
-					}
-					// Check again: the waiting request may have given up
-					// meanwhile (HandoverWait) and gone upstream.
-					rs.mu.Lock()
-					if rs.canGrantLocked() {
-						pw = rs.grantLocked()
-						handover = true
-					}
-					rs.mu.Unlock()
-				}
-			default:
-				rs.noted(typ)
-			}
-		}
-		if err := deliver(n, u.atBoundary()); err != nil {
+		if err := c.deliver(n, u.atBoundary()); err != nil {
 			return err
 		}
-		if err != nil && rs.leaving.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
-			rs.left = u
-			return errLeft
-		}
 		if err != nil {
-			rs.mu.Lock()
-			closed := rs.closed
-			rs.mu.Unlock()
-			if closed || ss.terminating.Load() {
-				ss.close()
-				return nil
-			}
-			if u.lastType == 'E' && errors.Is(err, io.EOF) {
-				// The upstream said why (e.g. FATAL terminating connection).
-				ss.close()
-				return nil
-			}
-			ss.abort(sqlstateConnectionFailure,
-				fmt.Sprintf("pgsketch-proxy lost the upstream server %s: %v", ss.srv.upstreamName, err))
-			return fmt.Errorf("%w: %w", errUpstreamGone, err)
+			return ss.upstreamEnded(&u, err)
 		}
 	}
+}
+
+// upChunk is one read from the upstream on its way to the client or,
+// during a handover, to the Handler's pipe.
+type upChunk struct {
+	ss       *session
+	b        []byte
+	start    int // first byte not yet delivered
+	handover bool
+	pw       *io.PipeWriter
+}
+
+// deliver passes on the chunk's bytes up to end; boundary says end is at a
+// message boundary.
+func (c *upChunk) deliver(end int, boundary bool) error {
+	if end <= c.start {
+		return nil
+	}
+	part := c.b[c.start:end]
+	c.start = end
+	if c.handover {
+		k, werr := c.pw.Write(part)
+		if werr == nil {
+			return nil
+		}
+		// The Handler is done: what it did not read goes to the client.
+		rs := &c.ss.relay
+		rs.mu.Lock()
+		c.handover = rs.handover && rs.pipeW == c.pw
+		closed := rs.closed
+		rs.mu.Unlock()
+		if closed || c.handover {
+			return werr
+		}
+		part = part[k:]
+	}
+	return c.ss.writeClient(part, boundary)
+}
+
+// walk follows the chunk's messages with u: it counts ReadyForQuery and
+// the replies, notes COPY, delivers a handover's messages one by one, and
+// hands the upstream over at the ReadyForQuery a waiting request needs. It
+// returns the number of messages that ended in the chunk.
+func (c *upChunk) walk(u *upScan) (msgs int64, err error) {
+	rs := &c.ss.relay
+	for pos := 0; pos < len(c.b); {
+		var ended bool
+		var perr error
+		pos, ended, perr = u.next(c.b, pos)
+		if perr != nil {
+			c.ss.abort(sqlstateProtocolViolation, "pgsketch-proxy: "+perr.Error())
+			return msgs, perr
+		}
+		if !ended {
+			continue
+		}
+		msgs++
+		typ := u.typ
+		if typ == 'Z' {
+			// Its one-byte body, the transaction status, ends at pos.
+			rs.readyFor(c.b[pos-1])
+		}
+		rs.replied(typ, !c.handover)
+		if c.handover {
+			// One message per pipe write, so the Handler never reads past
+			// the last reply it waits for.
+			if err := c.deliver(pos, true); err != nil {
+				return msgs, err
+			}
+			continue
+		}
+		if typ != 'Z' {
+			rs.noted(typ)
+			continue
+		}
+		rs.mu.Lock()
+		rs.answeredLocked()
+		grant := rs.canGrantLocked()
+		rs.mu.Unlock()
+		if !grant {
+			continue
+		}
+		// The client gets this reply before the Handler may write.
+		if err := c.deliver(pos, true); err != nil {
+			return msgs, err
+		}
+		// Check again: the waiting request may have given up meanwhile
+		// (HandoverWait) and gone upstream.
+		rs.mu.Lock()
+		if rs.canGrantLocked() {
+			c.pw = rs.grantLocked()
+			c.handover = true
+		}
+		rs.mu.Unlock()
+	}
+	return msgs, nil
+}
+
+// upstreamEnded handles the error of a read from the upstream: the session
+// going back to the event loop (errLeft), or ending: quietly when it was
+// closing or the upstream said why, else as a lost upstream.
+func (ss *session) upstreamEnded(u *upScan, err error) error {
+	rs := &ss.relay
+	if rs.leaving.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		rs.left = *u
+		return errLeft
+	}
+	rs.mu.Lock()
+	closed := rs.closed
+	rs.mu.Unlock()
+	if closed || ss.terminating.Load() {
+		ss.close()
+		return nil
+	}
+	if u.lastType == 'E' && errors.Is(err, io.EOF) {
+		// The upstream said why (e.g. FATAL terminating connection).
+		ss.close()
+		return nil
+	}
+	ss.abort(sqlstateConnectionFailure,
+		fmt.Sprintf("pgsketch-proxy lost the upstream server %s: %v", ss.srv.upstreamName, err))
+	return fmt.Errorf("%w: %w", errUpstreamGone, err)
 }
 
 // noted records what an upstream message other than ReadyForQuery changes:
