@@ -204,10 +204,10 @@ ntargets=${#targets[@]}
 
 # --- runs --------------------------------------------------------------------
 # The handed script: once per connection (pgbench keeps a client's variables
-# from one transaction to the next), a query the proxy's handler takes.
+# from one transaction to the next, starting from -D handed=0), a query the
+# proxy's handler takes.
 cat >"$work/handed.sql" <<'EOF2'
-\if :{?handed}
-\else
+\if :handed = 0
 SELECT count(DISTINCT bid) FROM pgbench_branches WHERE false;
 \set handed 1
 \endif
@@ -236,7 +236,7 @@ for round in $(seq 1 "$rounds"); do
       out=$work/run-$round-$mode-$target.log
       rpid=${relay_pid[$target]:-}
       ticks0=0; [ -z "$rpid" ] || ticks0=$(cpu_ticks "$rpid")
-      script=(-S); [ "${mode%+handed}" = "$mode" ] || script=(-f "$work/handed.sql")
+      script=(-S); [ "${mode%+handed}" = "$mode" ] || script=(-f "$work/handed.sql" -D handed=0)
       if "$pgbench" "${script[@]}" -n -M "${mode%+handed}" -c "$clients" -j "$jobs" -T "$duration" \
           -h 127.0.0.1 -p "${port[$target]}" -U postgres bench >"$out" 2>&1 &&
         tps=$(awk '/^tps = /{print $3; exit}' "$out") && [ -n "$tps" ]; then
