@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // The client's messages in the steady state, as both relay loops (the
@@ -72,4 +75,54 @@ func (f *forwardLog) sentAll(msgs []byte) {
 		f.sent(msgs[0])
 		msgs = msgs[1+int(binary.BigEndian.Uint32(msgs[1:])):]
 	}
+}
+
+// cstring splits b at its first NUL; without one, all of b is the string.
+func cstring(b []byte) (s, rest []byte) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return b, nil
+	}
+	return b[:i], b[i+1:]
+}
+
+// decodeRequest decodes a Query or an extended-protocol group. msgs is a
+// copy owned by the request: decoded messages may point into it.
+func decodeRequest(msgs []byte) (*Request, error) {
+	req := &Request{}
+	for len(msgs) > 0 {
+		if len(msgs) < 5 {
+			return nil, fmt.Errorf("%w: truncated message", ErrProtocol)
+		}
+		typ := msgs[0]
+		l := int(binary.BigEndian.Uint32(msgs[1:]))
+		body := msgs[5 : 1+l]
+		msgs = msgs[1+l:]
+		var m pgproto3.FrontendMessage
+		switch typ {
+		case 'Q':
+			m = &pgproto3.Query{}
+		case 'P':
+			m = &pgproto3.Parse{}
+		case 'B':
+			m = &pgproto3.Bind{}
+		case 'D':
+			m = &pgproto3.Describe{}
+		case 'E':
+			m = &pgproto3.Execute{}
+		case 'C':
+			m = &pgproto3.Close{}
+		case 'H':
+			m = &pgproto3.Flush{}
+		case 'S':
+			m = &pgproto3.Sync{}
+		default:
+			return nil, fmt.Errorf("%w: unexpected message %q in a request", ErrProtocol, typ)
+		}
+		if err := m.Decode(body); err != nil {
+			return nil, fmt.Errorf("%w: message %q: %v", ErrProtocol, typ, err)
+		}
+		req.Messages = append(req.Messages, m)
+	}
+	return req, nil
 }
