@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
 )
@@ -241,222 +241,6 @@ func groupKey(dst []byte, keys [][]byte) []byte {
 	return dst
 }
 
-// merge merges the rollup part and the fetch's other rows (base rows)
-// per group: the rollup's rows, the base rows, the exact statement's rows,
-// then one row per group with the estimates of its merged sketches.
-func merge(p *plan.Plan, part *rollupPart, fetch, exact *Result) (*merged, error) {
-	mg := newMerger(p, fetch, exact)
-	if err := mg.rollupRows(part); err != nil {
-		return nil, err
-	}
-	if err := mg.baseRows(fetch); err != nil {
-		return nil, err
-	}
-	if err := mg.exactRows(exact); err != nil {
-		return nil, err
-	}
-	if err := mg.estimates(exact); err != nil {
-		return nil, err
-	}
-	mg.m.groups = len(mg.order)
-	return mg.m, nil
-}
-
-// merger holds a merge under way: the groups met so far, in order, and
-// the rows (one value per key and aggregate) it adds to the merged columns.
-type merger struct {
-	p      *plan.Plan
-	nkeys  int
-	m      *merged
-	groups map[string]*group
-	order  []*group
-	kb     []byte
-	row    [][]byte
-}
-
-func newMerger(p *plan.Plan, fetch, exact *Result) *merger {
-	nkeys := len(p.Keys)
-	mg := &merger{p: p, nkeys: nkeys, groups: map[string]*group{}, row: make([][]byte, nkeys+len(p.Aggs)),
-		m: &merged{elemOIDs: make([]uint32, nkeys+len(p.Aggs)), cols: make([][][]byte, nkeys+len(p.Aggs))}}
-	for i := 0; i < nkeys; i++ {
-		mg.m.elemOIDs[i] = fetch.Fields[1+i].DataTypeOID
-	}
-	for j, a := range p.Aggs {
-		switch a.Op {
-		case plan.MergeHLL:
-			mg.m.elemOIDs[nkeys+j] = pgtype.Int8OID
-		case plan.Exact:
-			mg.m.elemOIDs[nkeys+j] = exact.Fields[a.ExactColumn].DataTypeOID
-		default:
-			mg.m.elemOIDs[nkeys+j] = fetch.Fields[a.RollupColumn].DataTypeOID
-		}
-	}
-	if nkeys == 0 {
-		mg.lookup(nil) // one group, even for no rows
-	}
-	return mg
-}
-
-// lookup returns the group of those key values, made on first use.
-func (mg *merger) lookup(keys [][]byte) *group {
-	mg.kb = groupKey(mg.kb[:0], keys)
-	g := mg.groups[string(mg.kb)]
-	if g == nil {
-		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs))}
-		mg.groups[string(mg.kb)] = g
-		mg.order = append(mg.order, g)
-	}
-	return g
-}
-
-// startRow clears the row and sets its keys.
-func (mg *merger) startRow(keys [][]byte) {
-	clear(mg.row)
-	copy(mg.row, keys)
-}
-
-// rollupRows merges the rollup half's rows: sketches into their group's,
-// the other aggregates' values into the merged columns.
-func (mg *merger) rollupRows(part *rollupPart) error {
-	for _, pr := range part.rows {
-		g := mg.lookup(pr.keys)
-		mg.startRow(pr.keys)
-		for j, a := range mg.p.Aggs {
-			switch a.Op {
-			case plan.MergeHLL:
-				if err := g.newSketch(j, a); err != nil {
-					return err
-				}
-				if pr.hll[j] != nil {
-					if err := unionFolding(&g.sketches[j], pr.hll[j]); err != nil {
-						return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-					}
-				}
-			case plan.Exact:
-			default:
-				mg.row[mg.nkeys+j] = pr.vals[j]
-			}
-		}
-		mg.m.addRow(mg.row)
-	}
-	return nil
-}
-
-// baseRows merges the base rows: each distinct value of a sketched
-// expression hashed into its group's sketch, the other aggregates' values
-// into the merged columns.
-func (mg *merger) baseRows(fetch *Result) error {
-	nkeys := mg.nkeys
-	for _, r := range fetch.Rows {
-		if len(r) != len(fetch.Fields) {
-			return fmt.Errorf("%w: fetch row of %d columns", ErrData, len(r))
-		}
-		if string(r[0]) == "rollup" {
-			return fmt.Errorf("%w: rollup row among the base rows", ErrData)
-		}
-		mg.m.baseRows = true
-		g := mg.lookup(r[1 : 1+nkeys])
-		mg.startRow(r[1 : 1+nkeys])
-		for j, a := range mg.p.Aggs {
-			switch a.Op {
-			case plan.MergeHLL:
-				if err := g.newSketch(j, a); err != nil {
-					return err
-				}
-				if err := eachTextArrayElement(r[a.BaseColumn], g.sketches[j].Add); err != nil {
-					return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-				}
-			case plan.Exact:
-			default:
-				mg.row[nkeys+j] = r[a.BaseColumn]
-			}
-		}
-		mg.m.addRow(mg.row)
-	}
-	return nil
-}
-
-// exactRows adds the exact statement's rows, if any.
-func (mg *merger) exactRows(exact *Result) error {
-	if exact == nil {
-		return nil
-	}
-	for _, r := range exact.Rows {
-		if len(r) != len(exact.Fields) {
-			return fmt.Errorf("%w: exact row of %d columns", ErrData, len(r))
-		}
-		mg.startRow(r[:mg.nkeys])
-		for j, a := range mg.p.Aggs {
-			if a.Op == plan.Exact {
-				mg.row[mg.nkeys+j] = r[a.ExactColumn]
-			}
-		}
-		mg.m.addRow(mg.row)
-	}
-	return nil
-}
-
-// estimates adds one row per group with the estimates of its sketches,
-// and a sample (for the status page) where the exact count of the same
-// expression is in the answer too.
-func (mg *merger) estimates(exact *Result) error {
-	p := mg.p
-	exactOf, exactVals := exactBeside(p, exact)
-	for _, g := range mg.order {
-		mg.startRow(g.keys)
-		for j, a := range p.Aggs {
-			if a.Op != plan.MergeHLL {
-				continue
-			}
-			est := int64(0)
-			if h := g.sketches[j]; h != nil {
-				e := h.Estimate()
-				if math.IsNaN(e) {
-					return fmt.Errorf("%w: %s: undefined sketch", ErrData, a.Measure)
-				}
-				est = int64(math.Round(e))
-				if k, ok := exactOf[j]; ok {
-					if vals := exactVals[string(groupKey(nil, g.keys))]; vals != nil && vals[k] > 0 {
-						mg.m.samples = append(mg.m.samples, Sample{Exact: float64(vals[k]), Estimate: e,
-							StdErr: 1.04 / math.Sqrt(float64(uint64(1)<<a.Log2m))})
-					}
-				}
-			}
-			mg.row[mg.nkeys+j] = binary.BigEndian.AppendUint64(nil, uint64(est))
-		}
-		mg.m.addRow(mg.row)
-	}
-	return nil
-}
-
-// exactBeside pairs each estimated aggregate with an exact count of the
-// same base expression in the answer (exactOf: estimate's index -> exact
-// one's), and reads the exact counts per group key.
-func exactBeside(p *plan.Plan, exact *Result) (exactOf map[int]int, exactVals map[string][]int64) {
-	exactOf = map[int]int{}
-	for j, a := range p.Aggs {
-		for k, b := range p.Aggs {
-			if a.Op == plan.MergeHLL && b.Op == plan.Exact && a.Base != "" && a.Base == b.Base {
-				exactOf[j] = k
-			}
-		}
-	}
-	exactVals = map[string][]int64{}
-	if exact == nil || len(exactOf) == 0 {
-		return exactOf, exactVals
-	}
-	for _, r := range exact.Rows {
-		vals := make([]int64, len(p.Aggs))
-		for k, b := range p.Aggs {
-			if b.Op == plan.Exact && b.ExactColumn >= 0 && b.ExactColumn < len(r) && len(r[b.ExactColumn]) == 8 {
-				vals[k] = int64(binary.BigEndian.Uint64(r[b.ExactColumn]))
-			}
-		}
-		exactVals[string(groupKey(nil, r[:len(p.Keys)]))] = vals
-	}
-	return exactOf, exactVals
-}
-
 // newSketch gives group g an empty sketch j of agg a if it has none.
 func (g *group) newSketch(j int, a plan.Agg) error {
 	if g.sketches[j] != nil {
@@ -502,11 +286,11 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, pa
 	}
 	var names, cols, sel, args []string
 	for i, k := range p.Keys {
-		names = append(names, quoteIdent(k.Name))
+		names = append(names, catalog.QuoteIdent(k.Name))
 		sel = append(sel, "u.c"+strconv.Itoa(i+1))
 	}
 	for j, a := range p.Aggs {
-		names = append(names, quoteIdent(a.Name))
+		names = append(names, catalog.QuoteIdent(a.Name))
 		c := "u.c" + strconv.Itoa(nkeys+j+1)
 		switch a.Op {
 		case plan.MergeHLL, plan.Exact:
@@ -550,8 +334,6 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, pa
 	st.SQL = b.String()
 	return st, nil
 }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 var (
 	typeMap = pgtype.NewMap()
