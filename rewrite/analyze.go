@@ -86,7 +86,7 @@ func (m *matcher) classify(e expr) class {
 		if _, ok := m.r.Dimension(name); ok {
 			return class{k: kRow}
 		}
-		return bad("column " + quoteIdent(name) + " is not a dimension of the rollup")
+		return bad("column " + catalog.QuoteIdent(name) + " is not a dimension of the rollup")
 	case *varFunc:
 		return m.combine(e.args)
 	case *funcCall:
@@ -269,7 +269,7 @@ func (m *matcher) fromEpoch(v view) class {
 	switch z {
 	case "native":
 		if !sameZone(m.sess.TimeZone, "UTC") {
-			return bad("to_timestamp of the epoch of " + quoteIdent(m.r.TimeColumn) + " reads its wall clock as UTC, but the session TimeZone is " + strconv.Quote(m.sess.TimeZone))
+			return bad("to_timestamp of the epoch of " + catalog.QuoteIdent(m.r.TimeColumn) + " reads its wall clock as UTC, but the session TimeZone is " + strconv.Quote(m.sess.TimeZone))
 		}
 		return class{k: kTime, v: view{zone: "native", shiftDays: v.shiftDays}}
 	case "session":
@@ -329,7 +329,7 @@ func sameZone(a, b string) bool {
 // zone3 is the explicit zone of a 3-argument date_trunc.
 func (m *matcher) calendarOK(v view, zone3 string) (bool, string) {
 	r := m.r
-	col := quoteIdent(r.TimeColumn)
+	col := catalog.QuoteIdent(r.TimeColumn)
 	if v.wall && zone3 != "" {
 		// date_trunc(unit, timestamp, zone) first turns the wall clock into
 		// an instant in the session's zone, then cuts it in zone: two
@@ -424,7 +424,7 @@ func (m *matcher) epochConstant(c class) class {
 			// epoch counts UTC seconds, whose days are the wall clock's
 			// only when that zone is UTC.
 			if !sameZone(m.sess.TimeZone, "UTC") {
-				return bad("epoch of " + quoteIdent(m.r.TimeColumn) + " converted to timestamptz in session TimeZone " + strconv.Quote(m.sess.TimeZone) + ", not UTC")
+				return bad("epoch of " + catalog.QuoteIdent(m.r.TimeColumn) + " converted to timestamptz in session TimeZone " + strconv.Quote(m.sess.TimeZone) + ", not UTC")
 			}
 		default:
 			return bad("epoch of a converted time")
@@ -456,12 +456,12 @@ func (m *matcher) classifyCast(e *castExpr) class {
 	t := e.typ
 	tn := t.names[len(t.names)-1]
 	if t.array > 0 || (len(t.names) == 2 && t.names[0] != "pg_catalog") {
-		return bad("cast of " + quoteIdent(m.r.TimeColumn) + " to an unusual type")
+		return bad("cast of " + catalog.QuoteIdent(m.r.TimeColumn) + " to an unusual type")
 	}
 	v := c.v
 	v.raw = false
 	if len(t.mods) > 0 {
-		return bad("cast of " + quoteIdent(m.r.TimeColumn) + " to " + sqlOfName(t.names) + " with a precision rounds it, which can move it across a bucket boundary")
+		return bad("cast of " + catalog.QuoteIdent(m.r.TimeColumn) + " to " + sqlOfName(t.names) + " with a precision rounds it, which can move it across a bucket boundary")
 	}
 	switch tn {
 	case "date":
@@ -487,7 +487,7 @@ func (m *matcher) classifyCast(e *castExpr) class {
 		}
 		return class{k: kTime, v: v}
 	}
-	return bad("cast of " + quoteIdent(m.r.TimeColumn) + " to " + tn + " varies within one " + string(m.r.Grain) + " bucket")
+	return bad("cast of " + catalog.QuoteIdent(m.r.TimeColumn) + " to " + tn + " varies within one " + string(m.r.Grain) + " bucket")
 }
 
 func (m *matcher) classifyOp(e *opExpr) class {
@@ -568,7 +568,7 @@ func (m *matcher) collationDependent(es ...expr) string {
 			t = strings.TrimSpace(t[:i])
 		}
 		if !noCollation[t] {
-			return "ordering or case-insensitive comparison of " + quoteIdent(name) + " (type " + d.Type + ") depends on its collation, which the rollup table's column may not share"
+			return "ordering or case-insensitive comparison of " + catalog.QuoteIdent(name) + " (type " + d.Type + ") depends on its collation, which the rollup table's column may not share"
 		}
 	}
 	return ""
@@ -592,7 +592,7 @@ func (m *matcher) collated() string {
 		walk(e, func(x expr) bool {
 			if c, ok := x.(*colRef); ok && why == "" {
 				if name, unresolved := m.column(c); unresolved == "" && slices.Contains(m.r.Collated, name) {
-					why = "column " + quoteIdent(name) + " has a collation other than the database's default, which the rollup's columns have"
+					why = "column " + catalog.QuoteIdent(name) + " has a collation other than the database's default, which the rollup's columns have"
 				}
 			}
 			return why == ""
@@ -617,7 +617,7 @@ func (m *matcher) collated() string {
 func (m *matcher) shifted(v view, d expr, minus bool) class {
 	days, ok := shiftDays(d, m.r.TimeType == catalog.Date && v.wall && v.zone == "native")
 	if !ok {
-		return bad("shift of " + quoteIdent(m.r.TimeColumn) + " by something other than whole days")
+		return bad("shift of " + catalog.QuoteIdent(m.r.TimeColumn) + " by something other than whole days")
 	}
 	if minus {
 		days = -days

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strconv"
 	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
 )
 
 // The AST of this package: the subset of PostgreSQL's raw parse tree that the
@@ -211,7 +213,7 @@ func (p *printer) expr(e expr) {
 			if part == "*" {
 				p.sb.WriteByte('*')
 			} else {
-				p.sb.WriteString(quoteIdent(part))
+				p.sb.WriteString(catalog.QuoteIdent(part))
 			}
 		}
 	case *constExpr:
@@ -237,7 +239,7 @@ func (p *printer) expr(e expr) {
 			p.sb.WriteByte(' ')
 		}
 		if e.schema != "" {
-			p.sb.WriteString("OPERATOR(" + quoteIdent(e.schema) + "." + e.op + ")")
+			p.sb.WriteString("OPERATOR(" + catalog.QuoteIdent(e.schema) + "." + e.op + ")")
 		} else {
 			p.sb.WriteString(e.op)
 		}
@@ -428,11 +430,6 @@ func constSQL(c *constExpr) string {
 	return c.val
 }
 
-// quoteIdent always quotes.
-func quoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
-
 // quoteName quotes a function or type name only when it must be: when it is
 // not a plain lower-case identifier or is a keyword that cannot name a
 // function or type.
@@ -440,14 +437,14 @@ func quoteName(s string) string {
 	if plainIdent(s) && !keywords[s] {
 		return s
 	}
-	return quoteIdent(s)
+	return catalog.QuoteIdent(s)
 }
 
 func quoteLabel(s string) string {
 	if plainIdent(s) {
 		return s
 	}
-	return quoteIdent(s)
+	return catalog.QuoteIdent(s)
 }
 
 func plainIdent(s string) bool {

@@ -220,7 +220,7 @@ func (m *matcher) resolveGroupItem(g expr) (expr, string) {
 			if _, isDim := m.r.Dimension(name); !isDim {
 				for _, t := range m.s.targets {
 					if t.name == name {
-						return nil, "GROUP BY " + quoteIdent(name) + " names a select-list alias; without the table's column list the rewriter cannot rule out a column of that name"
+						return nil, "GROUP BY " + catalog.QuoteIdent(name) + " names a select-list alias; without the table's column list the rewriter cannot rule out a column of that name"
 					}
 				}
 			}
@@ -264,7 +264,7 @@ func (m *matcher) canon(e expr) string {
 	return sqlOf(e, func(x expr) (string, bool) {
 		if c, ok := x.(*colRef); ok {
 			if name, why := m.column(c); why == "" {
-				return quoteIdent(name), true
+				return catalog.QuoteIdent(name), true
 			}
 		}
 		return "", false
@@ -279,11 +279,11 @@ func (m *matcher) side(e expr, rollup bool) string {
 			name, _ := m.column(c)
 			if rollup {
 				if name == m.r.TimeColumn {
-					return "r." + quoteIdent(catalog.BucketColumn), true
+					return "r." + catalog.QuoteIdent(catalog.BucketColumn), true
 				}
-				return "r." + quoteIdent(name), true
+				return "r." + catalog.QuoteIdent(name), true
 			}
-			return "t." + quoteIdent(name), true
+			return "t." + catalog.QuoteIdent(name), true
 		}
 		return "", false
 	})
@@ -302,7 +302,7 @@ func (m *matcher) where(e expr) string {
 	if nt, ok := e.(*nullTest); ok && !nt.not && m.usesTime(nt.arg) {
 		// Only rows whose time is NULL can pass (or none), and no rollup
 		// holds those.
-		return "WHERE " + m.canon(e) + ": tests an expression of " + quoteIdent(m.r.TimeColumn) + " for NULL; rollup buckets are never NULL"
+		return "WHERE " + m.canon(e) + ": tests an expression of " + catalog.QuoteIdent(m.r.TimeColumn) + " for NULL; rollup buckets are never NULL"
 	}
 	if b, ok := m.timeRange(e); ok {
 		m.ranges = append(m.ranges, e)
@@ -461,7 +461,7 @@ func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 		}
 		ms, ok := m.r.Measure(catalog.HLL, col)
 		if !ok {
-			return canon + ": rollup has no HLL sketch of " + quoteIdent(col)
+			return canon + ": rollup has no HLL sketch of " + catalog.QuoteIdent(col)
 		}
 		a.measure = ms
 	case countValues, sumOf, minOf, maxOf:
@@ -472,7 +472,7 @@ func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 		k := map[aggCall]catalog.Kind{countValues: catalog.Count, sumOf: catalog.Sum, minOf: catalog.Min, maxOf: catalog.Max}[kind]
 		ms, ok := m.r.Measure(k, col)
 		if !ok {
-			return canon + ": rollup stores no " + string(k) + " of " + quoteIdent(col)
+			return canon + ": rollup stores no " + string(k) + " of " + catalog.QuoteIdent(col)
 		}
 		if kind == sumOf && (ms.Type == "real" || ms.Type == "double precision") {
 			// Floating-point addition is not associative: the per-bucket
@@ -509,5 +509,5 @@ func sumType(t string) string {
 // notConstant explains why a time-valued expression cannot be a group key
 // or filter.
 func (m *matcher) notConstant() string {
-	return "uses " + quoteIdent(m.r.TimeColumn) + " in a way that varies within one " + string(m.r.Grain) + " bucket"
+	return "uses " + catalog.QuoteIdent(m.r.TimeColumn) + " in a way that varies within one " + string(m.r.Grain) + " bucket"
 }

@@ -48,7 +48,7 @@ func chooseMerge(p *Plan, hll catalog.Extension, setting Merge) {
 		f.ServerCols = slices.Clone(f.Cols)
 		for _, a := range p.Aggs {
 			if a.Op == MergeHLL {
-				s, col := quoteIdent(hll.Schema)+".", "r."+quoteIdent(a.Measure)
+				s, col := catalog.QuoteIdent(hll.Schema)+".", "r."+catalog.QuoteIdent(a.Measure)
 				f.ServerCols[a.RollupColumn] = "CASE WHEN count(" + col + ") > 0 THEN ARRAY[" + s + "hll_send(" + s + "hll_union_agg(CAST(" + col + " AS " + s + "hll)))] END"
 			}
 		}
@@ -96,7 +96,7 @@ func (m *matcher) rowsPerGroup(p *Plan) (float64, string) {
 	var how string
 	for _, k := range m.keys {
 		if m.truncatesToGrain(k.e) {
-			buckets, how = 1, "the GROUP BY truncates "+quoteIdent(m.r.TimeColumn)+" to the rollup's "+string(m.r.Grain)
+			buckets, how = 1, "the GROUP BY truncates "+catalog.QuoteIdent(m.r.TimeColumn)+" to the rollup's "+string(m.r.Grain)
 		} else if u, ok := m.truncUnit(k.e); ok && buckets == 0 && grainHours[u] >= grainHours[string(grain)] {
 			buckets = grainHours[u] / grainHours[string(grain)]
 			how = "GROUP BY date_trunc('" + u + "', ...) over " + string(grain) + " buckets"
@@ -117,10 +117,10 @@ func (m *matcher) rowsPerGroup(p *Plan) (float64, string) {
 			continue
 		}
 		if d.DistinctValues <= 0 {
-			return 0, "rows per group unknown: no statistics of dimension " + quoteIdent(d.Column)
+			return 0, "rows per group unknown: no statistics of dimension " + catalog.QuoteIdent(d.Column)
 		}
 		n *= d.DistinctValues
-		dims = append(dims, strconv.FormatFloat(d.DistinctValues, 'f', -1, 64)+" values of "+quoteIdent(d.Column))
+		dims = append(dims, strconv.FormatFloat(d.DistinctValues, 'f', -1, 64)+" values of "+catalog.QuoteIdent(d.Column))
 	}
 	what := "rollup rows"
 	if p.Level != nil {

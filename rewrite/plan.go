@@ -80,7 +80,7 @@ func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
 		case a.kind == countRows || a.kind == countValues:
 			ag.Op, ag.Type, ag.Measure = AddCounts, "bigint", a.measure.Column
 			ag.RollupColumn, ag.BaseColumn = col(), col()
-			c.rollup = append(c.rollup, "CAST(sum(r."+quoteIdent(a.measure.Column)+") AS bigint)")
+			c.rollup = append(c.rollup, "CAST(sum(r."+catalog.QuoteIdent(a.measure.Column)+") AS bigint)")
 			if a.kind == countRows {
 				c.base = append(c.base, "count(*)")
 			} else {
@@ -89,12 +89,12 @@ func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
 		case a.kind == countDistinct || a.kind == approxCountDistinct:
 			ms := a.measure
 			if !printableType(ms.Type) {
-				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + quoteIdent(ms.Expression) + " is not a plain type name"
+				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + catalog.QuoteIdent(ms.Expression) + " is not a plain type name"
 			}
 			ag.Op, ag.Type, ag.Measure = MergeHLL, "bigint", ms.Column
 			ag.Log2m, ag.Regwidth, ag.Hash = ms.Log2m, ms.Regwidth, ms.Hash
 			ag.RollupColumn = col()
-			c.rollup = append(c.rollup, "array_agg(r."+quoteIdent(ms.Column)+")")
+			c.rollup = append(c.rollup, "array_agg(r."+catalog.QuoteIdent(ms.Column)+")")
 			c.base = append(c.base, "CAST(NULL AS bytea[])")
 			ag.BaseColumn = col()
 			c.rollup = append(c.rollup, "CAST(NULL AS "+ms.Type+"[])")
@@ -118,7 +118,7 @@ func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
 			if !printableType(ag.Type) {
 				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " is not a plain type name"
 			}
-			c.rollup = append(c.rollup, "CAST("+a.kind.String()+"(r."+quoteIdent(ms.Column)+") AS "+ag.Type+")")
+			c.rollup = append(c.rollup, "CAST("+a.kind.String()+"(r."+catalog.QuoteIdent(ms.Column)+") AS "+ag.Type+")")
 			c.base = append(c.base, "CAST("+a.kind.String()+"("+m.side(a.arg, false)+") AS "+ag.Type+")")
 		}
 		p.Aggs = append(p.Aggs, ag)
@@ -151,8 +151,8 @@ func (m *matcher) fetchStatement(p *Plan, c fetchCols) {
 	for _, rg := range m.ranges {
 		ranges = append(ranges, m.side(rg, false))
 	}
-	tcol := "t." + quoteIdent(r.TimeColumn)
-	bucket := "r." + quoteIdent(catalog.BucketColumn)
+	tcol := "t." + catalog.QuoteIdent(r.TimeColumn)
+	bucket := "r." + catalog.QuoteIdent(catalog.BucketColumn)
 	before, notBefore := m.splitSQL(tcol)
 	switch {
 	case len(p.Time.Lower) > 0:
@@ -270,7 +270,7 @@ func (m *matcher) level() *catalog.Level {
 // construction).
 func (m *matcher) levelFrom(p *Plan, l catalog.Level) string {
 	floor, next := m.bucketSQL(l.Grain)
-	bucket := "r." + quoteIdent(catalog.BucketColumn)
+	bucket := "r." + catalog.QuoteIdent(catalog.BucketColumn)
 	upto := floor(p.Time.BucketsTo) // the last level bucket ends at or before it
 	in, out := bucket+" < "+upto, bucket+" >= "+upto
 	if len(p.Time.Lower) > 0 {
@@ -316,7 +316,7 @@ func (m *matcher) splitSQL(tcol string) (before, notBefore func(x string) string
 // hence a day's margin around it.
 func (m *matcher) dirtyArm(p *Plan, bcols, ranges []string, groupBy string) string {
 	floor, next := m.bucketSQL(m.r.Grain)
-	tcol := "t." + quoteIdent(m.r.TimeColumn)
+	tcol := "t." + catalog.QuoteIdent(m.r.TimeColumn)
 	lo := "pgsketch_d.lo"
 	from, to := lo, next(lo)+" - interval '1 microsecond'"
 	if m.r.TimeType == catalog.Timestamptz && m.r.TimeZone != "UTC" {

@@ -86,7 +86,7 @@ func resolveTable(fi fromItem, snap *catalog.Snapshot, sess Session) (string, []
 			return t.String(), rs
 		}
 	}
-	return quoteIdent(fi.name) + " (search_path " + strings.Join(searchPath(sess), ", ") + ")", nil
+	return catalog.QuoteIdent(fi.name) + " (search_path " + strings.Join(searchPath(sess), ", ") + ")", nil
 }
 
 // searchPath splits a search_path setting into schema names.

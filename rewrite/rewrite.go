@@ -152,8 +152,54 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, st
 	}
 	// Find the aggregates first: a query without an approximable one is
 	// not the rewriter's business, whatever else it does.
-	var acd, cd bool
-	var bad string
+	acd, cd, bad := findAggs(s)
+	if !acd && !cd && bad != "" {
+		return nil, "query uses " + bad
+	}
+	if !acd && !cd {
+		return nil, "no COUNT(DISTINCT ...) or APPROX_COUNT_DISTINCT(...) aggregate in the query"
+	}
+	if !acd && !sess.Approx {
+		return nil, "pgsketch.approx is off and the query has no APPROX_COUNT_DISTINCT"
+	}
+	// fallback is the plan when no rollup answers: for APPROX_COUNT_DISTINCT
+	// the query with exact counts instead (a Substitute), else none.
+	fallback := func(reason string) (*built, string) {
+		if !acd {
+			return nil, reason
+		}
+		p, why := substitutePlan(s, reason)
+		if p == nil {
+			return nil, why
+		}
+		return &built{Plan: p}, why
+	}
+	if bad != "" {
+		return fallback("query uses " + bad)
+	}
+	if why := unanswerable(s, sess); why != "" {
+		return fallback(why)
+	}
+	fi := s.from[0]
+	table, rollups := resolveTable(fi, snap, sess)
+	if len(rollups) == 0 {
+		return fallback("no rollup reads table " + table)
+	}
+	best, why := bestRollup(s, fi, rollups, sess)
+	if best == nil {
+		return fallback(why)
+	}
+	if fi.schema == "" {
+		best.Guard = fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
+			catalog.QuoteLiteral(catalog.QuoteIdent(fi.name)), catalog.QuoteLiteral(best.Source.String()))
+	}
+	return best, ""
+}
+
+// findAggs reports whether the select list, HAVING or ORDER BY call
+// APPROX_COUNT_DISTINCT (acd) or COUNT(DISTINCT ...) (cd), and names the
+// first construct there the rewriter does not handle (bad).
+func findAggs(s *selectStmt) (acd, cd bool, bad string) {
 	var allExprs []expr
 	for _, t := range s.targets {
 		if !t.star {
@@ -183,31 +229,17 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, st
 			return true
 		})
 	}
-	if !acd && !cd && bad != "" {
-		return nil, "query uses " + bad
-	}
-	if !acd && !cd {
-		return nil, "no COUNT(DISTINCT ...) or APPROX_COUNT_DISTINCT(...) aggregate in the query"
-	}
-	if !acd && !sess.Approx {
-		return nil, "pgsketch.approx is off and the query has no APPROX_COUNT_DISTINCT"
-	}
-	fallback := func(reason string) (*built, string) {
-		if !acd {
-			return nil, reason
-		}
-		p, why := substitutePlan(s, reason)
-		if p == nil {
-			return nil, why
-		}
-		return &built{Plan: p}, why
-	}
-	if bad != "" {
-		return fallback("query uses " + bad)
-	}
+	return acd, cd, bad
+}
+
+// unanswerable says why no rollup can answer s whatever the catalog holds
+// (a *, LIMIT or OFFSET not constant, a function the rewriter does not
+// know, pg_catalog not first on the search_path, not one plain table), or
+// "".
+func unanswerable(s *selectStmt, sess Session) string {
 	for _, t := range s.targets {
 		if t.star {
-			return fallback("select list has *")
+			return "select list has *"
 		}
 	}
 	for _, c := range []struct {
@@ -215,33 +247,35 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, st
 		e    expr
 	}{{"LIMIT", s.limit}, {"OFFSET", s.offset}} {
 		if why := constantClause(c.e); why != "" {
-			return fallback(c.what + " " + why)
+			return c.what + " " + why
 		}
 	}
 	if why := unknownFunctions(s); why != "" {
-		return fallback(why)
+		return why
 	}
 	if why := pgCatalogFirst(sess); why != "" {
-		return fallback(why)
+		return why
 	}
 	switch len(s.from) {
 	case 0:
-		return fallback("query has no FROM clause")
+		return "query has no FROM clause"
 	case 1:
 	default:
-		return fallback(fmt.Sprintf("FROM lists %d tables; joins are not rewritten", len(s.from)))
+		return fmt.Sprintf("FROM lists %d tables; joins are not rewritten", len(s.from))
 	}
 	fi := s.from[0]
 	if fi.unsupported != "" {
-		return fallback("FROM has " + fi.unsupported)
+		return "FROM has " + fi.unsupported
 	}
 	if fi.only {
-		return fallback("FROM ONLY reads the table without its inheritance children and partitions, which its rollups include")
+		return "FROM ONLY reads the table without its inheritance children and partitions, which its rollups include"
 	}
-	table, rollups := resolveTable(fi, snap, sess)
-	if len(rollups) == 0 {
-		return fallback("no rollup reads table " + table)
-	}
+	return ""
+}
+
+// bestRollup matches s against each of the rollups of its table and
+// returns the plan of the one with the fewest rows, or why none answers.
+func bestRollup(s *selectStmt, fi fromItem, rollups []*catalog.Rollup, sess Session) (*built, string) {
 	var best *built
 	var reasons []string
 	for _, r := range rollups {
@@ -255,14 +289,7 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, st
 		}
 	}
 	if best == nil {
-		if len(reasons) == 1 {
-			return fallback(reasons[0])
-		}
-		return fallback(strings.Join(reasons, "; "))
-	}
-	if fi.schema == "" {
-		best.Guard = fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
-			catalog.QuoteLiteral(quoteIdent(fi.name)), catalog.QuoteLiteral(best.Source.String()))
+		return nil, strings.Join(reasons, "; ")
 	}
 	return best, ""
 }

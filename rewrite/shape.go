@@ -24,7 +24,7 @@ func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) 
 		if name == "" {
 			name = figureColname(t.e)
 		}
-		b.WriteString(" AS " + quoteIdent(name))
+		b.WriteString(" AS " + catalog.QuoteIdent(name))
 	}
 	if from != "" {
 		b.WriteString(" FROM " + from)
@@ -52,7 +52,7 @@ func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) 
 			}
 			if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && s.outputName(c.parts[0]) {
 				// An output column name: it still names one.
-				b.WriteString(quoteIdent(c.parts[0]))
+				b.WriteString(catalog.QuoteIdent(c.parts[0]))
 			} else if c, ok := o.e.(*constExpr); ok && c.kind == "int" {
 				b.WriteString(c.val)
 			} else {
@@ -108,7 +108,7 @@ func (m *matcher) shapeSQL() (string, string) {
 				c := m.canon(x)
 				for _, a := range m.aggs {
 					if a.canon == c {
-						return GroupsRelation + "." + quoteIdent(a.name), true
+						return GroupsRelation + "." + catalog.QuoteIdent(a.name), true
 					}
 				}
 				if why == "" {
@@ -121,7 +121,7 @@ func (m *matcher) shapeSQL() (string, string) {
 			c := m.canon(e)
 			for _, k := range m.keys {
 				if k.canon == c {
-					return GroupsRelation + "." + quoteIdent(k.name), true
+					return GroupsRelation + "." + catalog.QuoteIdent(k.name), true
 				}
 			}
 		}
@@ -176,11 +176,11 @@ func substitutePlan(s *selectStmt, reason string) (*Plan, string) {
 			t = "ONLY "
 		}
 		if f.schema != "" {
-			t += quoteIdent(f.schema) + "."
+			t += catalog.QuoteIdent(f.schema) + "."
 		}
-		t += quoteIdent(f.name)
+		t += catalog.QuoteIdent(f.name)
 		if f.alias != "" {
-			t += " AS " + quoteIdent(f.alias)
+			t += " AS " + catalog.QuoteIdent(f.alias)
 		}
 		from = append(from, t)
 	}
