@@ -210,7 +210,53 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 	if jitOff {
 		ps = &sessionState(c.s).prepared
 	}
-	fresh := make([]bool, len(sts))
+	fresh := c.sendMany(sts, name, jitOff, ps)
+	if c.noSync {
+		c.s.Frontend.Send(&pgproto3.Flush{})
+	}
+	if err := c.s.Frontend.Flush(); err != nil {
+		return fail(err)
+	}
+	var retry []int
+	defer func() {
+		// The client dropped the proxy's statements: forget them all,
+		// and run those that failed again, prepared anew, once the
+		// batch's replies are read (the statements are independent reads).
+		if len(retry) == 0 {
+			return
+		}
+		ps.reset()
+		for _, i := range retry {
+			var f []func(pgproto3.BackendMessage) error
+			if i < len(each) {
+				f = each[i : i+1]
+			}
+			errs[i] = c.runMany(ctx, sts[i:i+1], f)[0]
+		}
+	}()
+	for i := range sts {
+		var f func(pgproto3.BackendMessage) error
+		if i < len(each) {
+			f = each[i]
+		}
+		var missing bool
+		if missing, errs[i] = c.readOne(replyFilter(f, jitOff), ps, sts[i], fresh[i]); errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
+			return fail(errs[i])
+		}
+		if missing {
+			retry = append(retry, i)
+		}
+	}
+	return errs
+}
+
+// sendMany sends the statements of runMany: each under name (the unnamed
+// statement and portal, or the proxy's own in the extended protocol), or
+// prepared once per session in ps; with noJIT first when jitOff, and a Sync
+// after each unless the session must not sync. fresh says which it
+// prepares now.
+func (c *sessionConn) sendMany(sts []exec.Statement, name string, jitOff bool, ps *preparedStmts) (fresh []bool) {
+	fresh = make([]bool, len(sts))
 	for i, st := range sts {
 		if c.ext {
 			// A statement left by an earlier failure would make the Parse fail.
@@ -260,78 +306,51 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 			c.s.Frontend.Send(&pgproto3.Sync{})
 		}
 	}
+	return fresh
+}
+
+// replyFilter hands f the replies of one statement of runMany but the
+// protocol's acknowledgements and, when jitOff, noJIT's row and
+// CommandComplete, which come first.
+func replyFilter(f func(pgproto3.BackendMessage) error, jitOff bool) func(pgproto3.BackendMessage) error {
+	skip := jitOff
+	return func(msg pgproto3.BackendMessage) error {
+		switch msg.(type) {
+		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
+			*pgproto3.EmptyQueryResponse:
+			return nil
+		case *pgproto3.DataRow:
+			if skip {
+				return nil
+			}
+		case *pgproto3.CommandComplete:
+			if skip {
+				skip = false
+				return nil
+			}
+		}
+		if f == nil {
+			return nil
+		}
+		return f(msg)
+	}
+}
+
+// readOne reads the replies of one statement of runMany through filter.
+// missing reports a statement prepared earlier in the session that the
+// client dropped (DEALLOCATE, DISCARD ALL): runMany runs it again.
+func (c *sessionConn) readOne(filter func(pgproto3.BackendMessage) error, ps *preparedStmts, st exec.Statement, fresh bool) (missing bool, err error) {
 	if c.noSync {
-		c.s.Frontend.Send(&pgproto3.Flush{})
-	}
-	if err := c.s.Frontend.Flush(); err != nil {
-		return fail(err)
-	}
-	var retry []int
-	defer func() {
-		// The client dropped the proxy's statements: forget them all,
-		// and run those that failed again, prepared anew, once the
-		// batch's replies are read (the statements are independent reads).
-		if len(retry) == 0 {
-			return
-		}
-		ps.reset()
-		for _, i := range retry {
-			var f []func(pgproto3.BackendMessage) error
-			if i < len(each) {
-				f = each[i : i+1]
-			}
-			errs[i] = c.runMany(ctx, sts[i:i+1], f)[0]
-		}
-	}()
-	for i := range sts {
-		var f func(pgproto3.BackendMessage) error
-		if i < len(each) {
-			f = each[i]
-		}
-		skip := jitOff // noJIT's row and CommandComplete come first
-		filter := func(msg pgproto3.BackendMessage) error {
-			switch msg.(type) {
-			case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
-				*pgproto3.EmptyQueryResponse:
-				return nil
-			case *pgproto3.DataRow:
-				if skip {
-					return nil
-				}
-			case *pgproto3.CommandComplete:
-				if skip {
-					skip = false
-					return nil
-				}
-			}
-			if f == nil {
-				return nil
-			}
-			return f(msg)
-		}
-		if !c.noSync {
-			errs[i] = c.finish(filter)
-			if errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
-				return fail(errs[i])
-			}
-			if ps != nil && fresh[i] && errs[i] != nil {
-				ps.forget(sts[i]) // it may not have been prepared
-			}
-			if ps != nil && !fresh[i] && isMissingStatement(errs[i]) {
-				retry = append(retry, i)
-			}
-			continue
-		}
 		if c.failed {
-			errs[i] = errDiscarding // the upstream skipped it
-			continue
+			return false, errDiscarding // the upstream skipped it
 		}
-		errs[i] = c.readOwed(filter)
-		if errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
-			return fail(errs[i])
-		}
+		return false, c.readOwed(filter)
 	}
-	return errs
+	err = c.finish(filter)
+	if ps != nil && fresh && err != nil {
+		ps.forget(st) // it may not have been prepared
+	}
+	return ps != nil && !fresh && isMissingStatement(err), err
 }
 
 // readOwed reads the replies of one statement sent without Sync: there is

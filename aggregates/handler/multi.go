@@ -56,70 +56,16 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 			return true, "", err // cannot fail but for a lost session
 		}
 	}
+	t := &textRun{h: h, c: c, s: s, v: v, start: start}
 	failed := false
-	// stale is set once a statement of the text ran upstream: it may have
-	// changed what the plans above were made with (SET, RESET, SET ROLE,
-	// set_config() in any function it called, DISCARD, a rollup created or
-	// dropped), so the statements after it are planned again with what
-	// the session holds then, as PostgreSQL runs each with the settings in
-	// effect when it starts. Reading the session's state back is the only
-	// sure way: no scan of the text can tell what a function call sets.
-	// It is read back only before a statement the prefilter lets through;
-	// relayed stays set, so every later statement is planned with what was
-	// read last.
-	stale, relayed := false, false
 	for i, sq := range stmts {
-		try := planned[i]
-		if relayed {
-			try = rewrite.Prefilter(sq.SQL)
-			if try && stale {
-				var err error
-				if v, err = h.reread(ctx, c); err != nil {
-					if !isPgError(err) {
-						return true, "", err
-					}
-					s.Send(errorResponse(err)) // a cancel, say
-					failed = true
-					break
-				}
-				stale = false
-			}
-			try = try && v.snap != nil
-		}
-		var vd verdict
 		var err error
-		if try {
-			vd, err = h.answer(ctx, c, v, statement{sql: sq.SQL, inText: true})
+		if failed, err = t.statement(ctx, sq.SQL, planned[i]); err != nil {
+			return true, "", err
 		}
-		if err != nil {
-			if !isPgError(err) && !errors.Is(err, exec.ErrData) {
-				return true, "", err
-			}
-			if clientVisible(err) || c.txStatus == 'E' {
-				// A cancel, say, or an error that aborted the transaction.
-				s.Send(errorResponse(err))
-				failed = true
-				break
-			}
-			// As for a single statement: run rolled back to its
-			// savepoint, and PostgreSQL answers the statement itself.
-			h.Log.Info("rollup answer failed: statement passed through", "err", err)
-			vd = verdict{pass: "the rollup answer failed"}
+		if failed {
+			break
 		}
-		if vd.ans == nil {
-			stale, relayed = true, true
-			errored, err := relayStatement(c, s, sq.SQL)
-			if err != nil {
-				return true, "", err
-			}
-			if errored {
-				failed = true
-				break
-			}
-			continue
-		}
-		sendAnswer(s, vd)
-		h.recordAnswered(sq.SQL, vd.plan, vd.ans, start)
 	}
 	if implicit {
 		end := "COMMIT"
@@ -135,6 +81,73 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 	}
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
 	return true, "", s.Flush()
+}
+
+// textRun is a multi-statement text under way, statement by statement.
+type textRun struct {
+	h     *Handler
+	c     *sessionConn
+	s     *wire.Session
+	v     view
+	start time.Time
+	// stale is set once a statement of the text ran upstream: it may have
+	// changed what the plans above were made with (SET, RESET, SET ROLE,
+	// set_config() in any function it called, DISCARD, a rollup created or
+	// dropped), so the statements after it are planned again with what
+	// the session holds then, as PostgreSQL runs each with the settings in
+	// effect when it starts. Reading the session's state back is the only
+	// sure way: no scan of the text can tell what a function call sets.
+	// It is read back only before a statement the prefilter lets through;
+	// relayed stays set, so every later statement is planned with what was
+	// read last.
+	stale, relayed bool
+}
+
+// statement answers one statement of the text from its rollup, or sends it
+// upstream alone; planned says the plan made before the text ran answers
+// it. failed reports an error sent to the client, which ends the text.
+func (t *textRun) statement(ctx context.Context, sql string, planned bool) (failed bool, err error) {
+	h, c, s := t.h, t.c, t.s
+	try := planned
+	if t.relayed {
+		try = rewrite.Prefilter(sql)
+		if try && t.stale {
+			if t.v, err = h.reread(ctx, c); err != nil {
+				if !isPgError(err) {
+					return false, err
+				}
+				s.Send(errorResponse(err)) // a cancel, say
+				return true, nil
+			}
+			t.stale = false
+		}
+		try = try && t.v.snap != nil
+	}
+	var vd verdict
+	if try {
+		vd, err = h.answer(ctx, c, t.v, statement{sql: sql, inText: true})
+	}
+	if err != nil {
+		if !isPgError(err) && !errors.Is(err, exec.ErrData) {
+			return false, err
+		}
+		if clientVisible(err) || c.txStatus == 'E' {
+			// A cancel, say, or an error that aborted the transaction.
+			s.Send(errorResponse(err))
+			return true, nil
+		}
+		// As for a single statement: run rolled back to its savepoint,
+		// and PostgreSQL answers the statement itself.
+		h.Log.Info("rollup answer failed: statement passed through", "err", err)
+		vd = verdict{pass: "the rollup answer failed"}
+	}
+	if vd.ans == nil {
+		t.stale, t.relayed = true, true
+		return relayStatement(c, s, sql)
+	}
+	sendAnswer(s, vd)
+	h.recordAnswered(sql, vd.plan, vd.ans, t.start)
+	return false, nil
 }
 
 // reread reads the session's settings and the catalog again, inside the

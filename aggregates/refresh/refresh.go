@@ -168,6 +168,84 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 		}
 	}()
 
+	job, err := beginRefresh(ctx, conn, name, opt)
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: %w", name, err)
+	}
+	res.From, res.To = string(job.lo), string(job.hi)
+	g, err := job.read(ctx, conn, opt, start)
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: %w", name, err)
+	}
+	res.RowsRead = g.rows
+	if g.rows == 0 {
+		res.RowsRead = g.tuples.Load()
+	}
+
+	if zone := job.zone; zone != nil {
+		// Local bucket starts become the instants date_trunc(grain, t, zone) gives.
+		if g.instants, err = instants(ctx, conn, g.localBuckets(), string(zone)); err != nil {
+			return res, fmt.Errorf("refresh %s: bucket starts: %w", name, err)
+		}
+	}
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(g.writeTo(pw)) }()
+	res.Written, err = conn.CopyFrom(ctx, pr, job.writeSQL)
+	pr.Close()
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: write rollup rows: %w", name, err)
+	}
+
+	var loArg, hiArg any
+	if job.lo != nil {
+		loArg = string(job.lo)
+	}
+	if job.hi != nil {
+		hiArg = string(job.hi)
+	}
+	if res.Levels, err = rebuildLevels(ctx, conn, name, loArg, hiArg); err != nil {
+		return res, fmt.Errorf("refresh %s: %w", name, err)
+	}
+	if err := analyze(ctx, conn, name, res.Written); err != nil {
+		return res, fmt.Errorf("refresh %s: analyze: %w", name, err)
+	}
+	rows, err := conn.Query(ctx, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
+		name, loArg, job.ranged)
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: finish: %w", name, err)
+	}
+	if len(rows) == 1 && len(rows[0]) == 3 {
+		res.Version, _ = strconv.ParseInt(string(rows[0][0]), 10, 64)
+		res.Watermark = string(rows[0][1])
+		res.RollupRows, _ = strconv.ParseInt(string(rows[0][2]), 10, 64)
+	}
+	if err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return res, fmt.Errorf("refresh %s: commit: %w", name, err)
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// refreshJob is what pgsketch.refresh_begin decided for a refresh: the
+// bucket range it rebuilds (lo, hi: NULL for open ends), the statements
+// that read the base rows (one per stream) and write the rollup rows, and
+// how the rows read are laid out and bucketed.
+type refreshJob struct {
+	name     string
+	lo, hi   []byte
+	readSQL  []string
+	writeSQL string
+	ndims    int
+	fields   []field
+	bk       bucketer
+	zone     []byte // the zone of local buckets, or nil
+	ranged   string
+}
+
+// beginRefresh calls pgsketch.refresh_begin inside the refresh's
+// transaction and reads its answer.
+func beginRefresh(ctx context.Context, conn Conn, name string, opt Options) (*refreshJob, error) {
 	var from, to any
 	if opt.From != "" {
 		from = opt.From
@@ -183,47 +261,48 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 		bucket_zone, time_kind, grain
 		FROM pgsketch.refresh_begin($1, $2, $3, $4, $5)`, name, strconv.FormatBool(opt.Full), from, to, strconv.Itoa(parts))
 	if err != nil {
-		return res, fmt.Errorf("refresh %s: %w", name, err)
+		return nil, err
 	}
 	if len(rows) != 1 || len(rows[0]) != 10 {
-		return res, fmt.Errorf("refresh %s: refresh_begin returned %d rows", name, len(rows))
+		return nil, fmt.Errorf("refresh_begin returned %d rows", len(rows))
 	}
 	row := rows[0]
-	lo, hi, writeSQL := row[0], row[1], string(row[5])
-	res.From, res.To = string(lo), string(hi)
-	var readSQL []string
-	if err := json.Unmarshal(row[2], &readSQL); err != nil || len(readSQL) == 0 {
-		return res, fmt.Errorf("refresh %s: read statements: %v", name, err)
+	job := &refreshJob{name: name, lo: row[0], hi: row[1], writeSQL: string(row[5]), ranged: string(row[6]), zone: row[7]}
+	if err := json.Unmarshal(row[2], &job.readSQL); err != nil || len(job.readSQL) == 0 {
+		return nil, fmt.Errorf("read statements: %v", err)
 	}
-	ndims, err := strconv.Atoi(string(row[3]))
-	if err != nil {
-		return res, fmt.Errorf("refresh %s: ndims: %w", name, err)
+	if job.ndims, err = strconv.Atoi(string(row[3])); err != nil {
+		return nil, fmt.Errorf("ndims: %w", err)
 	}
 	var kinds []string
 	if err := json.Unmarshal(row[4], &kinds); err != nil {
-		return res, fmt.Errorf("refresh %s: fields: %w", name, err)
+		return nil, fmt.Errorf("fields: %w", err)
 	}
-	fields, err := parseFields(kinds)
-	if err != nil {
-		return res, fmt.Errorf("refresh %s: %w", name, err)
+	if job.fields, err = parseFields(kinds); err != nil {
+		return nil, err
 	}
 	var grain catalog.Grain // none: the times are bucket starts already
 	if string(row[9]) != "none" {
 		if grain, err = catalog.ParseGrain(string(row[9])); err != nil {
-			return res, fmt.Errorf("refresh %s: %w", name, err)
+			return nil, err
 		}
 	}
-	bk := bucketer{grain: grain, date: string(row[8]) == "date"}
+	job.bk = bucketer{grain: grain, date: string(row[8]) == "date"}
+	return job, nil
+}
 
+// read reads the base rows into groups, one stream per read statement
+// (merged at the end), reporting progress every opt.ProgressEvery.
+func (job *refreshJob) read(ctx context.Context, conn Conn, opt Options, start time.Time) (*groups, error) {
 	estimate := int64(0)
 	if opt.Progress != nil {
-		for _, q := range readSQL {
+		for _, q := range job.readSQL {
 			estimate += planRows(ctx, conn, q)
 		}
 	}
-	streams := make([]*groups, len(readSQL))
+	streams := make([]*groups, len(job.readSQL))
 	for i := range streams {
-		streams[i] = newGroups(ndims, fields, bk)
+		streams[i] = newGroups(job.ndims, job.fields, job.bk)
 	}
 	stop := make(chan struct{})
 	ticked := make(chan struct{})
@@ -241,76 +320,29 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 				case <-stop:
 					return
 				case <-t.C:
-					opt.Progress(Progress{Rollup: name, Rows: tuples(streams), Estimate: estimate, Elapsed: time.Since(start)})
+					opt.Progress(Progress{Rollup: job.name, Rows: tuples(streams), Estimate: estimate, Elapsed: time.Since(start)})
 				}
 			}
 		}()
 	} else {
 		close(ticked)
 	}
-	rerr := readStreams(ctx, conn, opt.Dial, readSQL, streams)
+	rerr := readStreams(ctx, conn, opt.Dial, job.readSQL, streams)
 	close(stop)
 	<-ticked
 	if rerr != nil {
-		return res, fmt.Errorf("refresh %s: read base rows: %w", name, rerr)
+		return nil, fmt.Errorf("read base rows: %w", rerr)
 	}
 	g := streams[0]
 	for _, o := range streams[1:] {
 		if err := g.merge(o); err != nil {
-			return res, fmt.Errorf("refresh %s: merge streams: %w", name, err)
+			return nil, fmt.Errorf("merge streams: %w", err)
 		}
-	}
-	res.RowsRead = g.rows
-	if g.rows == 0 {
-		res.RowsRead = g.tuples.Load()
 	}
 	if opt.Progress != nil {
-		opt.Progress(Progress{Rollup: name, Rows: g.tuples.Load(), Estimate: estimate, Elapsed: time.Since(start), Done: true})
+		opt.Progress(Progress{Rollup: job.name, Rows: g.tuples.Load(), Estimate: estimate, Elapsed: time.Since(start), Done: true})
 	}
-
-	if zone := row[7]; zone != nil {
-		// Local bucket starts become the instants date_trunc(grain, t, zone) gives.
-		if g.instants, err = instants(ctx, conn, g.localBuckets(), string(zone)); err != nil {
-			return res, fmt.Errorf("refresh %s: bucket starts: %w", name, err)
-		}
-	}
-
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(g.writeTo(pw)) }()
-	res.Written, err = conn.CopyFrom(ctx, pr, writeSQL)
-	pr.Close()
-	if err != nil {
-		return res, fmt.Errorf("refresh %s: write rollup rows: %w", name, err)
-	}
-
-	var loArg, hiArg any
-	if lo != nil {
-		loArg = string(lo)
-	}
-	if hi != nil {
-		hiArg = string(hi)
-	}
-	if res.Levels, err = rebuildLevels(ctx, conn, name, loArg, hiArg); err != nil {
-		return res, fmt.Errorf("refresh %s: %w", name, err)
-	}
-	if err := analyze(ctx, conn, name, res.Written); err != nil {
-		return res, fmt.Errorf("refresh %s: analyze: %w", name, err)
-	}
-	rows, err = conn.Query(ctx, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
-		name, loArg, string(row[6]))
-	if err != nil {
-		return res, fmt.Errorf("refresh %s: finish: %w", name, err)
-	}
-	if len(rows) == 1 && len(rows[0]) == 3 {
-		res.Version, _ = strconv.ParseInt(string(rows[0][0]), 10, 64)
-		res.Watermark = string(rows[0][1])
-		res.RollupRows, _ = strconv.ParseInt(string(rows[0][2]), 10, 64)
-	}
-	if err := conn.Exec(ctx, "COMMIT"); err != nil {
-		return res, fmt.Errorf("refresh %s: commit: %w", name, err)
-	}
-	res.Elapsed = time.Since(start)
-	return res, nil
+	return g, nil
 }
 
 func tuples(gs []*groups) int64 {

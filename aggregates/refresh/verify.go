@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -58,79 +59,17 @@ func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []
 	if !r.Refreshed() {
 		return nil, fmt.Errorf("verify %s: the rollup has never been refreshed", name)
 	}
-	rt := r.Table.String()
-	// Evenly spread materialized buckets, but for those the change log
-	// lists: they are stale by design until a refresh, and queries read
-	// them from the base table.
-	logged := "bucket"
-	if r.TimeType != catalog.Timestamptz {
-		logged = "(bucket::timestamp AT TIME ZONE 'UTC')"
-	}
-	rows, err = conn.Query(ctx, fmt.Sprintf(`
-		WITH b AS (SELECT DISTINCT bucket FROM %s
-		            WHERE %s NOT IN (SELECT l.bucket FROM pgsketch.rollup_dirty l WHERE l.rollup = $2)),
-		     n AS (SELECT bucket, row_number() OVER (ORDER BY bucket) AS i, count(*) OVER () AS c FROM b)
-		SELECT bucket FROM n WHERE c <= $1::int OR (i - 1) %% ceil(c::numeric / $1::int)::int = 0 ORDER BY bucket`, rt, logged),
-		strconv.Itoa(buckets), name)
+	bucketList, err := pickBuckets(ctx, conn, r, buckets)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: pick buckets: %w", name, err)
-	}
-	var bucketList []string
-	for _, row := range rows {
-		bucketList = append(bucketList, catalog.QuoteLiteral(string(row[0])))
 	}
 	if len(bucketList) == 0 {
 		return nil, nil
 	}
-	bucketType := map[catalog.TimeType]string{catalog.Date: "date", catalog.Timestamp: "timestamp",
-		catalog.Timestamptz: "timestamptz"}[r.TimeType]
-	if bucketType == "" {
-		return nil, fmt.Errorf("verify %s: time column %s has type %q", name, r.TimeColumn, r.TimeType)
+	q, hlls, err := recomputeSQL(r, bucketList)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", name, err)
 	}
-	tc := catalog.QuoteIdent(r.TimeColumn)
-	var bucketExpr string
-	switch r.TimeType {
-	case catalog.Timestamptz:
-		bucketExpr = fmt.Sprintf("date_trunc(%s, %s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc, catalog.QuoteLiteral(r.TimeZone))
-	case catalog.Timestamp:
-		bucketExpr = fmt.Sprintf("date_trunc(%s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc)
-	default:
-		bucketExpr = fmt.Sprintf("date_trunc(%s, %s::timestamp)::date", catalog.QuoteLiteral(string(r.Grain)), tc)
-	}
-	var dims, joinOn []string
-	for _, d := range r.Dimensions {
-		q := catalog.QuoteIdent(d.Column)
-		dims = append(dims, q)
-		joinOn = append(joinOn, fmt.Sprintf("r.%s IS NOT DISTINCT FROM e.%s", q, q))
-	}
-	var hlls []catalog.Measure
-	var exactCols, rollCols []string
-	for _, m := range r.Measures {
-		if m.Kind == catalog.HLL {
-			hlls = append(hlls, m)
-			exactCols = append(exactCols, fmt.Sprintf("count(DISTINCT %s) AS %s", catalog.QuoteIdent(m.Expression), catalog.QuoteIdent("x_"+m.Column)))
-			rollCols = append(rollCols, fmt.Sprintf("r.%s, e.%s", catalog.QuoteIdent(m.Column), catalog.QuoteIdent("x_"+m.Column)))
-		}
-	}
-	if len(hlls) == 0 {
-		return nil, fmt.Errorf("verify %s: the rollup has no sketches", name)
-	}
-	keyCols := append([]string{"bucket"}, dims...)
-	keyText := make([]string, len(keyCols))
-	for i, k := range keyCols {
-		keyText[i] = fmt.Sprintf("coalesce(r.%s::text, 'NULL')", k)
-	}
-	q := fmt.Sprintf(`
-		WITH e AS (SELECT %s AS bucket%s, count(*) AS x_rows, %s FROM %s
-		            WHERE %s IN (%s) GROUP BY 1%s)
-		SELECT concat_ws(E'\t', %s), r.row_count, e.x_rows, %s
-		  FROM %s r JOIN e ON r.bucket = e.bucket%s
-		 WHERE r.bucket IN (%s) ORDER BY 1`,
-		bucketExpr, prefixComma(dims), strings.Join(exactCols, ", "), r.Source.String(),
-		bucketExpr, strings.Join(withType(bucketList, bucketType), ", "), groupPositions(len(dims)),
-		strings.Join(keyText, ", "), strings.Join(rollCols, ", "),
-		rt, prefixAnd(joinOn),
-		strings.Join(withType(bucketList, bucketType), ", "))
 	rows, err = conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: recompute: %w", name, err)
@@ -158,6 +97,88 @@ func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []
 		}
 	}
 	return checks, nil
+}
+
+// pickBuckets picks up to n evenly spread materialized buckets of r, but
+// for those the change log lists: they are stale by design until a
+// refresh, and queries read them from the base table. It returns them as
+// SQL literals.
+func pickBuckets(ctx context.Context, conn Conn, r *catalog.Rollup, n int) ([]string, error) {
+	logged := "bucket"
+	if r.TimeType != catalog.Timestamptz {
+		logged = "(bucket::timestamp AT TIME ZONE 'UTC')"
+	}
+	rows, err := conn.Query(ctx, fmt.Sprintf(`
+		WITH b AS (SELECT DISTINCT bucket FROM %s
+		            WHERE %s NOT IN (SELECT l.bucket FROM pgsketch.rollup_dirty l WHERE l.rollup = $2)),
+		     n AS (SELECT bucket, row_number() OVER (ORDER BY bucket) AS i, count(*) OVER () AS c FROM b)
+		SELECT bucket FROM n WHERE c <= $1::int OR (i - 1) %% ceil(c::numeric / $1::int)::int = 0 ORDER BY bucket`,
+		r.Table.String(), logged), strconv.Itoa(n), r.Name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, row := range rows {
+		out = append(out, catalog.QuoteLiteral(string(row[0])))
+	}
+	return out, nil
+}
+
+// recomputeSQL is the statement that recomputes the picked buckets from
+// the base table beside the stored rows: per row, its key as text, the
+// stored and the exact row count, then each sketch and its exact distinct
+// count (hlls, in order).
+func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Measure, error) {
+	bucketType := map[catalog.TimeType]string{catalog.Date: "date", catalog.Timestamp: "timestamp",
+		catalog.Timestamptz: "timestamptz"}[r.TimeType]
+	if bucketType == "" {
+		return "", nil, fmt.Errorf("time column %s has type %q", r.TimeColumn, r.TimeType)
+	}
+	tc := catalog.QuoteIdent(r.TimeColumn)
+	var bucketExpr string
+	switch r.TimeType {
+	case catalog.Timestamptz:
+		bucketExpr = fmt.Sprintf("date_trunc(%s, %s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc, catalog.QuoteLiteral(r.TimeZone))
+	case catalog.Timestamp:
+		bucketExpr = fmt.Sprintf("date_trunc(%s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc)
+	default:
+		bucketExpr = fmt.Sprintf("date_trunc(%s, %s::timestamp)::date", catalog.QuoteLiteral(string(r.Grain)), tc)
+	}
+	var dims, joinOn []string
+	for _, d := range r.Dimensions {
+		q := catalog.QuoteIdent(d.Column)
+		dims = append(dims, q)
+		joinOn = append(joinOn, fmt.Sprintf("r.%s IS NOT DISTINCT FROM e.%s", q, q))
+	}
+	var hlls []catalog.Measure
+	var exactCols, rollCols []string
+	for _, m := range r.Measures {
+		if m.Kind == catalog.HLL {
+			hlls = append(hlls, m)
+			exactCols = append(exactCols, fmt.Sprintf("count(DISTINCT %s) AS %s", catalog.QuoteIdent(m.Expression), catalog.QuoteIdent("x_"+m.Column)))
+			rollCols = append(rollCols, fmt.Sprintf("r.%s, e.%s", catalog.QuoteIdent(m.Column), catalog.QuoteIdent("x_"+m.Column)))
+		}
+	}
+	if len(hlls) == 0 {
+		return "", nil, errors.New("the rollup has no sketches")
+	}
+	keyCols := append([]string{"bucket"}, dims...)
+	keyText := make([]string, len(keyCols))
+	for i, k := range keyCols {
+		keyText[i] = fmt.Sprintf("coalesce(r.%s::text, 'NULL')", k)
+	}
+	q := fmt.Sprintf(`
+		WITH e AS (SELECT %s AS bucket%s, count(*) AS x_rows, %s FROM %s
+		            WHERE %s IN (%s) GROUP BY 1%s)
+		SELECT concat_ws(E'\t', %s), r.row_count, e.x_rows, %s
+		  FROM %s r JOIN e ON r.bucket = e.bucket%s
+		 WHERE r.bucket IN (%s) ORDER BY 1`,
+		bucketExpr, prefixComma(dims), strings.Join(exactCols, ", "), r.Source.String(),
+		bucketExpr, strings.Join(withType(bucketList, bucketType), ", "), groupPositions(len(dims)),
+		strings.Join(keyText, ", "), strings.Join(rollCols, ", "),
+		r.Table.String(), prefixAnd(joinOn),
+		strings.Join(withType(bucketList, bucketType), ", "))
+	return q, hlls, nil
 }
 
 // Summary condenses checks: how many, the largest error in standard
