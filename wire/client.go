@@ -23,7 +23,7 @@ type clientRelay struct {
 	ss  *session
 	ctx context.Context
 	h   Handler
-	tr  statementTracker
+	tr  *statementTracker // the session's
 	fwd forwardLog
 	// out holds the bytes for the upstream; stream counts the bytes still
 	// to relay raw of a message too big to hold.
@@ -42,11 +42,12 @@ type clientRelay struct {
 
 // quiet reports whether the session may go back to the event loop: the
 // Handler served a request (so the loop's first reason to hand it over is
-// behind it), nothing is held or streaming, no COPY is under way, and the
-// Handler holds no statement or portal the loop would not route to it.
+// behind it), nothing is held or streaming, and no COPY is under way. (The
+// loop hands the session over again for a message naming a statement or
+// portal the Handler owns: see fastSession.requests.)
 func (c *clientRelay) quiet() bool {
-	if !c.served || len(c.out) > 0 || c.stream > 0 || c.groupStart >= 0 ||
-		len(c.tr.stmts) > 0 || len(c.tr.portals) > 0 || len(c.tr.marks) > 0 || !c.ss.srv.loops.takes(c.ss) {
+	if !c.served || len(c.out) > 0 || c.stream > 0 || c.groupStart >= 0 || len(c.tr.marks) > 0 ||
+		!c.ss.srv.loops.takes(c.ss) {
 		return false
 	}
 	rs := &c.ss.relay
@@ -62,7 +63,7 @@ func (c *clientRelay) quiet() bool {
 func (ss *session) clientLoop(ctx context.Context, h0 handoff, owing *int) error {
 	cfg := &ss.srv.cfg
 	c := &clientRelay{ss: ss, ctx: ctx, h: cfg.Handler, out: h0.toUp, groupStart: -1,
-		tr:  statementTracker{stmts: map[string]bool{}, portals: map[string]bool{}},
+		tr:  &ss.tracker,
 		fwd: forwardLog{rs: &ss.relay, owing: h0.owing}}
 	buf := make([]byte, max(readBufSize, len(h0.clientBuf)))
 	r, w := 0, copy(buf, h0.clientBuf)  // unread bytes are buf[r:w]

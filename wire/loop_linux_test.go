@@ -220,6 +220,42 @@ func TestLoopForwardsAtOnce(t *testing.T) {
 	}
 }
 
+// A session whose statement the Handler owns goes back to the loop all the
+// same: the loop hands it over again for a message naming that statement,
+// and relays the rest.
+func TestLoopOwnedStatement(t *testing.T) {
+	sess, client, up, _ := newLoopRelay(t, loopServer(t, interceptX{}))
+	waitInLoop(t, sess)
+	served := bytes.Join([][]byte{msg('I', ""), msg('Z', "I")}, nil)
+	client.Write(bytes.Join([][]byte{msg('P', "s\x00x\x00\x00\x00"), msg('S', "")}, nil))
+	if got := readN(t, client, len(served)); !bytes.Equal(got, served) {
+		t.Fatalf("client got %q, want the served Parse's %q", got, served)
+	}
+	waitInLoop(t, sess)
+	for round := range 2 {
+		q := msg('Q', "select 1\x00")
+		client.Write(q)
+		if got := readN(t, up, len(q)); !bytes.Equal(got, q) {
+			t.Fatalf("round %d: upstream got %q, want %q", round, got, q)
+		}
+		reply := bytes.Join([][]byte{msg('C', "SELECT 1\x00"), msg('Z', "I")}, nil)
+		up.Write(reply)
+		if got := readN(t, client, len(reply)); !bytes.Equal(got, reply) {
+			t.Fatalf("round %d: client got %q, want %q", round, got, reply)
+		}
+		client.Write(bytes.Join([][]byte{msg('B', "\x00s\x00\x00\x00\x00\x00\x00\x00"), msg('E', "\x00\x00\x00\x00\x00"), msg('S', "")}, nil))
+		if got := readN(t, client, len(served)); !bytes.Equal(got, served) {
+			t.Fatalf("round %d: client got %q, want the served Bind's %q", round, got, served)
+		}
+		waitInLoop(t, sess)
+	}
+	// Nothing of the statement the Handler owns reached the upstream.
+	up.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _ := up.Read(make([]byte, 64)); n > 0 {
+		t.Errorf("upstream got %d more bytes", n)
+	}
+}
+
 // A client that does not read makes the session leave the loop when its
 // socket is full; nothing is lost or reordered.
 func TestLoopClientSocketFull(t *testing.T) {

@@ -92,12 +92,18 @@ func (fs *fastSession) requests() (end int, msgs int64, why string) {
 			if len(body) > 0 && cfg.Handler.Intercept(body[:len(body)-1]) {
 				return end, msgs, "request for the handler"
 			}
+			fs.ss.tracker.loopWants(typ, body)
 		case 'P':
 			_, rest := cstring(body)
 			if query, _ := cstring(rest); len(query) <= cfg.InspectSize && cfg.Handler.Intercept(query) {
 				return end, msgs, "request for the handler"
 			}
-		case 'B', 'D', 'E', 'C', 'S', 'H':
+			fs.ss.tracker.loopWants(typ, body)
+		case 'B', 'D', 'E', 'C':
+			if fs.ss.tracker.loopWants(typ, body) {
+				return end, msgs, "request for the handler's statement or portal"
+			}
+		case 'S', 'H':
 		default:
 			return end, msgs, "client message " + strconv.QuoteRune(rune(typ))
 		}

@@ -61,10 +61,14 @@ type session struct {
 	relay relayState
 	// handlerState is the Handler's, used only on the session goroutine.
 	handlerState any
+	// tracker knows the statements and portals the Handler owns; used by
+	// whichever side (event loop or client loop) reads the client.
+	tracker statementTracker
 }
 
 func newSession(s *Server, c net.Conn) *session {
-	ss := &session{srv: s, client: c, log: s.cfg.Logger.With("client", c.RemoteAddr().String())}
+	ss := &session{srv: s, client: c, log: s.cfg.Logger.With("client", c.RemoteAddr().String()),
+		tracker: statementTracker{stmts: map[string]bool{}, portals: map[string]bool{}}}
 	ss.clientBoundary.Store(true)
 	ss.relay.ready.Store('I')
 	return ss

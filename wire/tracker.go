@@ -111,6 +111,45 @@ func (tr *statementTracker) streamed(typ byte, head []byte) (conflict bool) {
 	return false
 }
 
+// loopWants is the event loop's question, with no open group: whether the
+// Handler wants the Bind, Describe, Execute or Close with this body (one
+// naming a statement or portal it owns); a Parse or Bind it does not want
+// forgets the name it replaces, as wants does. A Parse the loop asks
+// Handler.Intercept about itself.
+func (tr *statementTracker) loopWants(typ byte, body []byte) bool {
+	if len(tr.stmts) == 0 && len(tr.portals) == 0 {
+		return false
+	}
+	switch typ {
+	case 'P':
+		name, _ := cstring(body)
+		delete(tr.stmts, string(name))
+	case 'B':
+		portal, rest := cstring(body)
+		stmt, _ := cstring(rest)
+		if tr.stmts[string(stmt)] {
+			return true
+		}
+		delete(tr.portals, string(portal))
+	case 'D', 'C':
+		if len(body) < 1 {
+			return false
+		}
+		name, _ := cstring(body[1:])
+		if body[0] == 'S' {
+			return tr.stmts[string(name)]
+		}
+		return tr.portals[string(name)]
+	case 'E':
+		portal, _ := cstring(body)
+		return tr.portals[string(portal)]
+	case 'Q': // a Query drops the unnamed statement and portal
+		delete(tr.stmts, "")
+		delete(tr.portals, "")
+	}
+	return false
+}
+
 // wants updates the tracker with an extended-protocol message and reports
 // whether the Handler wants it.
 func (tr *statementTracker) wants(h Handler, typ byte, body []byte, inspectSize int) bool {
