@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -475,71 +474,4 @@ func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (in
 		return n, fmt.Errorf("copy aborted: %w", rerr)
 	}
 	return n, err
-}
-
-// preparedStmts are the proxy's own statements prepared upstream in one
-// session, by SQL and parameter types, the most recently used first; at
-// most maxPrepared are kept (the oldest is closed to make room).
-type preparedStmts struct {
-	byKey map[string]string
-	order []string // keys, least recently used first
-	next  int
-}
-
-// maxPrepared bounds the proxy's prepared statements per session.
-const maxPrepared = 64
-
-// preparedPrefix starts their names (reserved with internalName).
-const preparedPrefix = internalName + "_"
-
-// name returns the statement name for st: fresh when it must be prepared
-// now; evicted, when set, names a statement to close first.
-func (p *preparedStmts) name(st exec.Statement) (name string, fresh bool, evicted string) {
-	key := p.key(st)
-	if p.byKey == nil {
-		p.byKey = map[string]string{}
-	}
-	if n, ok := p.byKey[key]; ok {
-		if i := slices.Index(p.order, key); i >= 0 {
-			p.order = append(slices.Delete(p.order, i, i+1), key)
-		}
-		return n, false, ""
-	}
-	if len(p.order) >= maxPrepared {
-		old := p.order[0]
-		evicted = p.byKey[old]
-		delete(p.byKey, old)
-		p.order = p.order[1:]
-	}
-	p.next++
-	name = preparedPrefix + strconv.Itoa(p.next)
-	p.byKey[key] = name
-	p.order = append(p.order, key)
-	return name, true, evicted
-}
-
-// forget forgets st's statement.
-func (p *preparedStmts) forget(st exec.Statement) {
-	key := p.key(st)
-	delete(p.byKey, key)
-	if i := slices.Index(p.order, key); i >= 0 {
-		p.order = slices.Delete(p.order, i, i+1)
-	}
-}
-
-func (p *preparedStmts) key(st exec.Statement) string {
-	return st.SQL + "\x00" + fmt.Sprint(st.ParamOIDs)
-}
-
-// reset forgets every prepared statement (the client dropped them).
-func (p *preparedStmts) reset() {
-	clear(p.byKey)
-	p.order = p.order[:0]
-}
-
-// isMissingStatement reports PostgreSQL's "prepared statement does not
-// exist".
-func isMissingStatement(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "26000"
 }
