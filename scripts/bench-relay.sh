@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
     --baseline) baseline=$2; shift ;;
     --handed) handed=1 ;;
     --keep-going) keep_going=1 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR == 1 {next} !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "bench-relay: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
