@@ -35,14 +35,13 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 	if c.txStatus == 'E' {
 		return false, "the transaction is aborted", nil
 	}
-	planned := make([]bool, len(stmts))
+	planned := make([]verdict, len(stmts))
 	answerable := 0
 	for i, sq := range stmts {
 		if sq.Control {
 			return false, "the text holds a transaction control statement or COPY among several statements", nil
 		}
-		if h.decide(v, statement{sql: sq.SQL, inText: true}).plan != nil {
-			planned[i] = true
+		if planned[i] = h.decide(v, statement{sql: sq.SQL, inText: true}); planned[i].plan != nil {
 			answerable++
 		}
 	}
@@ -104,14 +103,20 @@ type textRun struct {
 }
 
 // statement answers one statement of the text from its rollup, or sends it
-// upstream alone; planned says the plan made before the text ran answers
-// it. failed reports an error sent to the client, which ends the text.
-func (t *textRun) statement(ctx context.Context, sql string, planned bool) (failed bool, err error) {
+// upstream alone; planned is decide's verdict on it before the text ran,
+// which holds until a statement of the text runs upstream. failed reports
+// an error sent to the client, which ends the text.
+func (t *textRun) statement(ctx context.Context, sql string, planned verdict) (failed bool, err error) {
 	h, c, s := t.h, t.c, t.s
-	try := planned
-	if t.relayed {
-		try = rewrite.Prefilter(sql)
-		if try && t.stale {
+	st := statement{sql: sql, inText: true}
+	var vd verdict
+	switch {
+	case !t.relayed:
+		if planned.plan != nil {
+			vd, err = h.carryOut(ctx, c, t.v, st, planned)
+		}
+	case rewrite.Prefilter(sql):
+		if t.stale {
 			if t.v, err = h.reread(ctx, c); err != nil {
 				if !isPgError(err) {
 					return false, err
@@ -121,11 +126,9 @@ func (t *textRun) statement(ctx context.Context, sql string, planned bool) (fail
 			}
 			t.stale = false
 		}
-		try = try && t.v.snap != nil
-	}
-	var vd verdict
-	if try {
-		vd, err = h.answer(ctx, c, t.v, statement{sql: sql, inText: true})
+		if t.v.snap != nil {
+			vd, err = h.answer(ctx, c, t.v, st)
+		}
 	}
 	if err != nil {
 		if !isPgError(err) && !errors.Is(err, exec.ErrData) {

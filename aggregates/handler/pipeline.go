@@ -110,7 +110,11 @@ func (h *Handler) decide(v view, s statement) verdict {
 // back to its savepoint unless the client must see the error
 // (clientVisible).
 func (h *Handler) answer(ctx context.Context, c *sessionConn, v view, s statement) (verdict, error) {
-	vd := h.decide(v, s)
+	return h.carryOut(ctx, c, v, s, h.decide(v, s))
+}
+
+// carryOut is answer for a verdict decide already gave for s in view v.
+func (h *Handler) carryOut(ctx context.Context, c *sessionConn, v view, s statement, vd verdict) (verdict, error) {
 	p := vd.plan
 	switch {
 	case p == nil || p.Kind == rewrite.Substitute:
