@@ -1,9 +1,13 @@
 // Package sketch holds the probabilistic data structures behind pgsketch's
-// approximate answers. Today that is HLL, a HyperLogLog sketch that counts
-// distinct values. The package knows nothing of PostgreSQL, SQL or the wire
-// protocol: callers hash a value's canonical text (see Add) or pass their own
-// 64-bit hash (AddHash), merge sketches (Union, Fold), estimate (Estimate,
-// StdError) and store them as bytes (MarshalBinary, UnmarshalBinary).
+// approximate answers: HLL, a HyperLogLog sketch that counts distinct
+// values, and Theta (with CompactTheta), a KMV sketch whose union,
+// intersection and difference count overlaps of sets. The package knows
+// nothing of PostgreSQL, SQL or the wire protocol: callers hash a value's
+// canonical text (see Add) or pass their own 64-bit hash (AddHash), merge
+// sketches (Union, Fold; ThetaUnion, ThetaIntersect, ThetaANotB), estimate
+// (Estimate, StdError; LowerBound, UpperBound) and store them as bytes
+// (MarshalBinary, UnmarshalBinary). The sections below describe HLL first,
+// then Theta.
 //
 // # Compatibility
 //
@@ -117,4 +121,86 @@
 // of classic HyperLogLog (the extension's hll_cardinality uses the classic
 // one, so the two differ slightly). StdError reports the relative standard
 // error 1.04/√m that goes with every approximate answer.
+//
+// # Theta sketches (Apache DataSketches)
+//
+// Theta, CompactTheta and the functions ThetaUnion, ThetaIntersect and
+// ThetaANotB implement the Theta sketch of Apache DataSketches, with its
+// default seed 9001 (ThetaSeed). A value is hashed with MurmurHash3 x64 128
+// and the first 64-bit half of the result shifted right by one bit is its
+// hash, in [0, 2^63-1]: a Java long or a Go int64 is hashed as its 8
+// little-endian bytes, a string as its UTF-8 bytes (empty strings and byte
+// arrays are ignored). A sketch keeps the distinct hashes below a threshold
+// theta; theta starts at 2^63-1 (1.0) and is lowered so that about k =
+// 2^lgK hashes are kept. The estimate is the number of hashes kept divided
+// by theta as a fraction. The update sketch (Theta) follows the library's
+// QuickSelect sketch to the letter (table sizes, the counts at which it
+// grows and at which it lowers theta), so for the same values it keeps
+// exactly the hashes the Java and C++ libraries keep; the set operations
+// give the libraries' results. The confidence bounds are the libraries'
+// except for sketches retaining at most 120 hashes with a small theta,
+// where we compute exact binomial bounds and they use an approximation
+// (theta_bounds.go has the details).
+//
+// # Theta sketch byte layout
+//
+// A CompactTheta is written in the compact format of DataSketches, serial
+// version 3: a preamble of 1 to 3 little-endian 64-bit words ("longs"),
+// followed by the retained hashes as little-endian 64-bit words in
+// ascending order.
+//
+//	byte 0       number of preamble longs: 1, 2 or 3
+//	byte 1       serial version, 3
+//	byte 2       family, 3 (compact Theta sketch)
+//	bytes 3, 4   unused in compact sketches, written as 0
+//	byte 5       flags: bit 0 big-endian (never set), bit 1 read-only,
+//	             bit 2 empty, bit 3 compact, bit 4 ordered,
+//	             bit 5 single item; bits 6 and 7 are 0
+//	bytes 6, 7   seed hash: the low 16 bits of the first half of
+//	             MurmurHash3 x64 128 (seed 0) of the seed's 8 bytes,
+//	             0x93cc for seed 9001
+//	bytes 8..11  (2 or 3 preamble longs) number of hashes, uint32
+//	bytes 12..15 (2 or 3 preamble longs) unused, written as 0 (the
+//	             sampling probability p of an update sketch)
+//	bytes 16..23 (3 preamble longs) theta, as an integer below 2^63
+//	then         the hashes, 8 bytes each
+//
+// The preamble length depends on the state. An empty sketch (no value was
+// ever added; theta 1.0) is the first word alone, flags 0x1e. In exact mode
+// (theta 1.0) a single hash follows the first word directly (1 preamble
+// long, flags 0x3a), and more hashes come after the count word (2
+// preamble longs, flags 0x1a). In estimation mode (theta below 1.0) the
+// preamble has all 3 longs, whatever the number of hashes, even 0. So the
+// default sketch of the integers 0 to 8191 (4342 hashes, theta
+// 0x440ec2999509db88) starts
+//
+//	03 03 03 00 00 1a cc 93  f6 10 00 00 00 00 00 00  88 db 09 95 99 c2 0e 44 ...
+//
+// The Java and C++ libraries read this format; so do the Python and other
+// bindings of the C++ library. Serial version 4, the libraries' compressed
+// form (deltas of the sorted hashes bit-packed), is not written, and it is
+// refused when read: have the writer use its uncompressed serialization.
+//
+// UnmarshalBinary also reads the older serial versions. Version 2 has the
+// same first word and the same preamble layout, but its flags are not
+// trusted (only a set big-endian bit is refused) and an empty sketch is
+// recognized as one with no hashes and theta 1.0 (1 preamble long, or a
+// count of 0). Version 1 always has 3 preamble longs, no seed hash (seed
+// 9001 is assumed), and its hashes may be in any order. Whatever the
+// version, the result is canonical: hashes sorted, and a sketch with no
+// hashes and theta 1.0 is empty. Re-marshaling writes version 3.
+//
+// Decoding untrusted bytes never panics. Input is rejected, with an error
+// wrapping an exported sentinel and the receiver unchanged, when it is
+// shorter than its preamble and hashes (ErrTruncated) or has bytes after
+// them (ErrCorrupt); has a serial version other than 1, 2 or 3
+// (ErrVersion) or a family other than 3 (ErrType); has a preamble length
+// outside 1..3, the big-endian flag, no compact flag (version 3), the
+// single-item flag with more than one preamble long or on an empty sketch,
+// or the empty flag with a non-zero count (ErrCorrupt); holds a non-empty
+// sketch whose seed hash is not 9001's (ErrIncompatible; the seed hash of
+// an empty sketch is not checked, as in the libraries); or has theta 0 or
+// at least 2^63, a hash that is 0 or not below theta, a duplicate hash, or
+// hashes out of order although flagged ordered (ErrCorrupt). The count is
+// checked against the length before anything is allocated.
 package sketch
