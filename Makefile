@@ -35,6 +35,11 @@ lint:
 accuracy:
 	$(GO) run ./scripts/accuracy
 
+## accuracy-theta: INTERSECT and EXCEPT answers from Theta sketches against exact counts, by Jaccard index
+.PHONY: accuracy-theta
+accuracy-theta:
+	$(GO) run ./scripts/thetaaccuracy
+
 ## bench: the benchmarks recorded in docs/benchmarks.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./sketch/

@@ -61,6 +61,10 @@ const (
 	// HLL is a HyperLogLog sketch (postgresql-hll storage format, bytea) of
 	// the distinct non-NULL values of the expression.
 	HLL Kind = "hll"
+	// Theta is a Theta sketch (Apache DataSketches compact serialization,
+	// bytea) of the distinct non-NULL values of the expression, whose set
+	// operations count overlaps.
+	Theta Kind = "theta"
 	// Count is count(expression); with expression "*" the bucket's row count.
 	Count Kind = "count"
 	// Sum, Min and Max are the partial aggregates of the expression.
@@ -80,19 +84,28 @@ type Measure struct {
 	// Type is the PostgreSQL type of Expression in the base table
 	// (format_type spelling, e.g. "bigint", "numeric(12,2)"); empty for "*".
 	Type string
-	// Log2m, Regwidth and Hash describe an HLL measure; zero otherwise.
+	// Log2m, Regwidth and Hash describe a sketch measure; zero otherwise.
+	// Log2m is log2 of the sketch size: registers of an HLL measure,
+	// nominal entries (lg_k) of a Theta measure, which has no Regwidth.
 	Log2m    int
 	Regwidth int
 	Hash     string
 }
 
-// StdErr is the relative standard error of an HLL measure's estimates,
-// 1.04/√m; 0 for other kinds.
+// StdErr is the relative standard error of a sketch measure's distinct
+// count estimates: 1.04/√m for HLL, 1/√(k−1) for a Theta sketch (of a
+// union; intersections and differences have more, see the sketch); 0 for
+// other kinds.
 func (m Measure) StdErr() float64 {
-	if m.Kind != HLL || m.Log2m <= 0 {
+	switch {
+	case m.Log2m <= 0:
 		return 0
+	case m.Kind == HLL:
+		return 1.04 / math.Sqrt(float64(uint64(1)<<m.Log2m))
+	case m.Kind == Theta:
+		return 1 / math.Sqrt(float64(uint64(1)<<m.Log2m)-1)
 	}
-	return 1.04 / math.Sqrt(float64(uint64(1)<<m.Log2m))
+	return 0
 }
 
 // Table names a relation by schema and name, both unquoted.
@@ -129,6 +142,9 @@ type Rollup struct {
 	SourceRLS bool
 	// SourceColumns are the base table's column names, in order.
 	SourceColumns []string
+	// NotNull are the base table's columns declared NOT NULL (absent from
+	// catalogs older than Theta measures: then none is known to be).
+	NotNull []string
 	// Table is the rollup table: one row per (bucket, dimensions...).
 	Table Table
 	// TimeColumn is the base table's time column and TimeType its type.

@@ -20,6 +20,7 @@ type jsonRollup struct {
 	SourceOID    uint32   `json:"source_oid"`
 	SourceRLS    bool     `json:"source_rls"`
 	SourceCols   []string `json:"source_columns"`
+	NotNull      []string `json:"not_null_columns"`
 	TimeColumn   string   `json:"time_column"`
 	TimeType     string   `json:"time_type"`
 	Grain        string   `json:"grain"`
@@ -69,6 +70,7 @@ func Parse(b []byte) (*Snapshot, error) {
 			SourceOID:     j.SourceOID,
 			SourceRLS:     j.SourceRLS,
 			SourceColumns: j.SourceCols,
+			NotNull:       j.NotNull,
 			TimeColumn:    j.TimeColumn,
 			TimeType:      TimeType(j.TimeType),
 			TimeZone:      j.TimeZone,

@@ -102,8 +102,18 @@ type (
 		// fn names the function call the construct applies to (FILTER,
 		// OVER, WITHIN GROUP, ...), if any.
 		fn string
+		// sub is set for a subquery the overlap planner reads: x IN
+		// (SELECT ...) or EXISTS (SELECT ...).
+		sub *subquery
 	}
 )
+
+// subquery is x IN (SELECT ...) (test set) or EXISTS (SELECT ...) (test
+// nil).
+type subquery struct {
+	test expr
+	sel  *selectStmt
+}
 
 func (*colRef) isExpr()      {}
 func (*constExpr) isExpr()   {}
@@ -136,6 +146,18 @@ type selectStmt struct {
 	// unsupported names the first construct (WITH, UNION, window, ...)
 	// the rewriter does not handle; empty if none.
 	unsupported string
+	// A set operation (unsupported is then set too: only the overlap
+	// planner reads these): setOp is INTERSECT, EXCEPT or UNION, setAll
+	// its ALL, larg and rarg its arms; setExtra names what the operation
+	// adds around its arms (ORDER BY, LIMIT, WITH), which the overlap
+	// planner does not handle.
+	setOp      string
+	setAll     bool
+	larg, rarg *selectStmt
+	setExtra   string
+	// sketch is the kind of sketch that answers the statement's distinct
+	// counts: HLL unless the overlap planner plans an arm (Theta).
+	sketch catalog.Kind
 }
 
 // eachExpr calls f on each top-level expression of the statement, in
@@ -166,6 +188,9 @@ type fromItem struct {
 	schema, name, alias string
 	only                bool
 	unsupported         string // join, subquery, function, ...
+	// sub is a subquery in FROM (unsupported is then set too: only the
+	// overlap planner reads it).
+	sub *selectStmt
 }
 
 type sortItem struct {

@@ -182,16 +182,18 @@ func TestScan(t *testing.T) {
 
 func TestPrefilter(t *testing.T) {
 	for sql, want := range map[string]bool{
-		"SELECT count(DISTINCT x) FROM t":             true,
-		"select COUNT ( distinct x ) from t":          true,
-		"SELECT APPROX_COUNT_DISTINCT(x)":             true,
-		"SELECT pgsketch.rollups()":                   true,
-		"SELECT * FROM users WHERE id = $1":           false,
-		"SELECT count(*) FROM t":                      false,
-		"SELECT DISTINCT x FROM t":                    false,
-		"":                                            false,
-		"BEGIN":                                       false,
-		"UPDATE accounts SET n = n + 1 WHERE id = $1": false,
+		"SELECT count(DISTINCT x) FROM t":                                    true,
+		"select COUNT ( distinct x ) from t":                                 true,
+		"SELECT APPROX_COUNT_DISTINCT(x)":                                    true,
+		"SELECT pgsketch.rollups()":                                          true,
+		"SELECT * FROM users WHERE id = $1":                                  false,
+		"SELECT count(*) FROM t":                                             false,
+		"SELECT DISTINCT x FROM t":                                           false,
+		"SELECT count(*) FROM (SELECT a FROM t INTERSECT SELECT a FROM u) x": true,
+		"SELECT a FROM t EXCEPT SELECT a FROM u":                             false,
+		"":                                                                   false,
+		"BEGIN":                                                              false,
+		"UPDATE accounts SET n = n + 1 WHERE id = $1":                        false,
 	} {
 		if got := Prefilter(sql); got != want {
 			t.Errorf("Prefilter(%q) = %v, want %v", sql, got, want)

@@ -197,6 +197,9 @@ func testCatalog() *catalog.Snapshot {
 	hll := func(col, typ string) catalog.Measure {
 		return catalog.Measure{Column: "distinct_" + col, Kind: catalog.HLL, Expression: col, Type: typ, Log2m: 14, Regwidth: 5, Hash: "xxhash64"}
 	}
+	theta := func(col, typ string) catalog.Measure {
+		return catalog.Measure{Column: "theta_" + col, Kind: catalog.Theta, Expression: col, Type: typ, Log2m: 12, Hash: "murmur3_128_9001"}
+	}
 	part := func(k catalog.Kind, col, typ string) catalog.Measure {
 		return catalog.Measure{Column: string(k) + "_" + col, Kind: k, Expression: col, Type: typ}
 	}
@@ -210,7 +213,8 @@ func testCatalog() *catalog.Snapshot {
 			Measures: []catalog.Measure{rows, hll("user_id", "bigint"), hll("session_id", "uuid"),
 				part(catalog.Sum, "revenue", "numeric(12,2)"), part(catalog.Min, "revenue", "numeric(12,2)"),
 				part(catalog.Max, "revenue", "numeric(12,2)"), part(catalog.Count, "revenue", "bigint"),
-				part(catalog.Sum, "quantity", "integer")},
+				part(catalog.Sum, "quantity", "integer"), theta("user_id", "bigint"), theta("session_id", "uuid")},
+			NotNull:   []string{"user_id", "session_id", "created_at"},
 			Watermark: wm, Version: 7, Rows: 54000,
 			Levels: []catalog.Level{
 				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_month"}},
@@ -230,7 +234,7 @@ func testCatalog() *catalog.Snapshot {
 			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "visits_daily"},
 			TimeColumn: "visited_at", TimeType: catalog.Timestamp, Grain: catalog.Day, TimeZone: "UTC",
 			Dimensions: []catalog.Dimension{{Column: "site", Type: "text"}},
-			Measures:   []catalog.Measure{rows, hll("visitor_id", "bigint")},
+			Measures:   []catalog.Measure{rows, hll("visitor_id", "bigint"), theta("visitor_id", "bigint")},
 			Watermark:  wm, Version: 4, Rows: 900,
 		},
 		{
@@ -246,7 +250,7 @@ func testCatalog() *catalog.Snapshot {
 			Table:      catalog.Table{Schema: "analytics", Name: "pageviews_weekly"},
 			TimeColumn: "viewed_at", TimeType: catalog.Timestamp, Grain: catalog.Week, TimeZone: "UTC",
 			Dimensions: []catalog.Dimension{{Column: "path", Type: "text"}, {Column: "referrer", Type: "text"}},
-			Measures:   []catalog.Measure{rows, hll("visitor_id", "text")},
+			Measures:   []catalog.Measure{rows, hll("visitor_id", "text"), theta("visitor_id", "text")},
 			Watermark:  time.Date(2024, 5, 27, 0, 0, 0, 0, time.UTC), Version: 3, Rows: 8000,
 		},
 		{

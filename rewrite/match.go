@@ -459,9 +459,14 @@ func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 		if why != "" {
 			return why
 		}
-		ms, ok := m.r.Measure(catalog.HLL, col)
+		kind := m.s.sketch
+		if kind == "" {
+			kind = catalog.HLL
+		}
+		ms, ok := m.r.Measure(kind, col)
 		if !ok {
-			return canon + ": rollup has no HLL sketch of " + catalog.QuoteIdent(col)
+			return canon + ": rollup has no " + map[catalog.Kind]string{catalog.HLL: "HLL", catalog.Theta: "Theta"}[kind] +
+				" sketch of " + catalog.QuoteIdent(col)
 		}
 		a.measure = ms
 	case countValues, sumOf, minOf, maxOf:

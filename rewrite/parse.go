@@ -174,6 +174,20 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 	switch {
 	case s.GetOp() != pg.SetOperation_SETOP_NONE && s.GetOp() != pg.SetOperation_SET_OPERATION_UNDEFINED:
 		out.unsupported = "a set operation (UNION, INTERSECT, EXCEPT)"
+		out.setOp = map[pg.SetOperation]string{pg.SetOperation_SETOP_UNION: "UNION",
+			pg.SetOperation_SETOP_INTERSECT: "INTERSECT", pg.SetOperation_SETOP_EXCEPT: "EXCEPT"}[s.GetOp()]
+		out.setAll = s.GetAll()
+		out.larg, out.rarg = convSelect(s.GetLarg()), convSelect(s.GetRarg())
+		switch {
+		case s.GetWithClause() != nil:
+			out.setExtra = "a WITH clause"
+		case len(s.GetSortClause()) > 0:
+			out.setExtra = "ORDER BY"
+		case s.GetLimitCount() != nil || s.GetLimitOffset() != nil:
+			out.setExtra = "LIMIT or OFFSET"
+		case len(s.GetLockingClause()) > 0:
+			out.setExtra = "a locking clause"
+		}
 		return out
 	case s.GetWithClause() != nil:
 		out.unsupported = "a WITH clause"
@@ -288,7 +302,18 @@ func convFrom(n *pg.Node) fromItem {
 	case n.GetJoinExpr() != nil:
 		return fromItem{unsupported: "a JOIN"}
 	case n.GetRangeSubselect() != nil:
-		return fromItem{unsupported: "a subquery in FROM"}
+		rs := n.GetRangeSubselect()
+		fi := fromItem{unsupported: "a subquery in FROM"}
+		if sel := rs.GetSubquery().GetSelectStmt(); sel != nil && !rs.GetLateral() {
+			fi.sub = convSelect(sel)
+			if a := rs.GetAlias(); a != nil {
+				fi.alias = a.GetAliasname()
+				if len(a.GetColnames()) > 0 {
+					fi.sub = nil
+				}
+			}
+		}
+		return fi
 	case n.GetRangeFunction() != nil:
 		return fromItem{unsupported: "a function in FROM"}
 	case n.GetRangeTableSample() != nil:
@@ -445,7 +470,17 @@ func conv(n *pg.Node) expr {
 	case *pg.Node_AArrayExpr:
 		return &arrayExpr{elems: convList(v.AArrayExpr.GetElements())}
 	case *pg.Node_SubLink:
-		return &unsupported{what: "a subquery"}
+		sl := v.SubLink
+		u := &unsupported{what: "a subquery"}
+		sel := sl.GetSubselect().GetSelectStmt()
+		switch {
+		case sel == nil:
+		case sl.GetSubLinkType() == pg.SubLinkType_EXISTS_SUBLINK:
+			u.sub = &subquery{sel: convSelect(sel)}
+		case sl.GetSubLinkType() == pg.SubLinkType_ANY_SUBLINK && sl.GetTestexpr() != nil && isEquals(sl.GetOperName()):
+			u.sub = &subquery{test: conv(sl.GetTestexpr()), sel: convSelect(sel)}
+		}
+		return u
 	case *pg.Node_RowExpr:
 		return &unsupported{what: "a row constructor"}
 	case *pg.Node_CollateClause:
@@ -614,4 +649,10 @@ func convAExpr(a *pg.A_Expr) expr {
 		return &unsupported{what: "SIMILAR TO"}
 	}
 	return &unsupported{what: "an unusual operator expression"}
+}
+
+// isEquals reports whether a subquery's operator is IN's (none) or = ANY's.
+func isEquals(name []*pg.Node) bool {
+	op, ok := strs(name)
+	return ok && (len(op) == 0 || len(op) == 1 && op[0] == "=")
 }

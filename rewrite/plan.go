@@ -92,6 +92,12 @@ func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
 				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + catalog.QuoteIdent(ms.Expression) + " is not a plain type name"
 			}
 			ag.Op, ag.Type, ag.Measure = MergeHLL, "bigint", ms.Column
+			if ms.Kind == catalog.Theta {
+				ag.Op = MergeTheta
+				if ag.ValueForm = thetaForm(ms.Type); ag.ValueForm == "" {
+					return c, a.canon + ": no Theta sketch is answered for values of type " + strconv.Quote(ms.Type)
+				}
+			}
 			ag.Log2m, ag.Regwidth, ag.Hash = ms.Log2m, ms.Regwidth, ms.Hash
 			ag.RollupColumn = col()
 			c.rollup = append(c.rollup, "array_agg(r."+catalog.QuoteIdent(ms.Column)+")")
@@ -554,4 +560,22 @@ func strictMinMax(fn string, xs []string) string {
 		return mm
 	}
 	return "CASE WHEN " + strings.Join(nulls, " OR ") + " THEN NULL ELSE " + mm + " END"
+}
+
+// thetaForm is how the executor hashes the base rows' values of a Theta
+// measure over a column of type t (as the refresher does: an integer's
+// little-endian bytes of its width, a string's bytes), or "" for a type
+// it does not (a domain, whose name does not say its base type).
+func thetaForm(t string) string {
+	switch {
+	case t == "smallint":
+		return "int2"
+	case t == "integer":
+		return "int4"
+	case t == "bigint":
+		return "int8"
+	case t == "text" || t == "character varying" || strings.HasPrefix(t, "character varying("):
+		return "text"
+	}
+	return ""
 }

@@ -19,13 +19,15 @@ type (
 const (
 	FromRollup = plan.FromRollup
 	Substitute = plan.Substitute
+	Overlap    = plan.Overlap
 
-	MergeHLL  = plan.MergeHLL
-	AddCounts = plan.AddCounts
-	AddSums   = plan.AddSums
-	TakeMin   = plan.TakeMin
-	TakeMax   = plan.TakeMax
-	Exact     = plan.Exact
+	MergeHLL   = plan.MergeHLL
+	MergeTheta = plan.MergeTheta
+	AddCounts  = plan.AddCounts
+	AddSums    = plan.AddSums
+	TakeMin    = plan.TakeMin
+	TakeMax    = plan.TakeMax
+	Exact      = plan.Exact
 
 	MergeProxy  = plan.MergeProxy
 	MergeServer = plan.MergeServer

@@ -22,10 +22,12 @@ const (
 )
 
 // Prefilter reports whether sql could be rewritten at all: whether it
-// mentions COUNT and DISTINCT, APPROX_COUNT_DISTINCT, or pgsketch, in any
-// letter case. It allocates nothing and runs in time linear in len(sql).
+// mentions COUNT and DISTINCT, APPROX_COUNT_DISTINCT, COUNT and INTERSECT or
+// EXCEPT, or pgsketch, in any letter case. It allocates nothing and runs in
+// time linear in len(sql).
 func Prefilter(sql string) bool {
-	return containsFold(sql, "distinct") && containsFold(sql, "count") ||
+	return containsFold(sql, "count") && (containsFold(sql, "distinct") ||
+		containsFold(sql, "intersect") || containsFold(sql, "except")) ||
 		containsFold(sql, "pgsketch")
 }
 

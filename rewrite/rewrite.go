@@ -53,7 +53,7 @@ var panicHook func(sql string)
 // with reason "internal error: ...".
 func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if !Prefilter(sql) {
-		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT or pgsketch in the text"}
+		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT, count over INTERSECT or EXCEPT, or pgsketch in the text"}
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -90,13 +90,29 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if p.other != "" {
 		return Result{Reason: "statement is " + p.other + ", not a single SELECT"}
 	}
-	b, reason := planSelect(p.sel, snap, sess)
+	var b *built
+	var reason string
+	if overlapShape(p.sel) {
+		b, reason = planOverlap(p.sel, snap, sess)
+	} else {
+		b, reason = planSelect(p.sel, snap, sess)
+	}
 	if b == nil {
 		return Result{Reason: reason}
 	}
 	pl := b.Plan
 	pl.Explain = p.explain
-	pl.Params = maxParam(p.sel)
+	for _, q := range append([]*Plan{pl}, pl.Arms...) {
+		finish(q, maxParam(p.sel), snap, sess)
+	}
+	return Result{Plan: pl}
+}
+
+// finish completes a plan the planner made for a statement whose highest
+// parameter is $params: the session, the merge strategy, and the
+// parameters each statement binds.
+func finish(pl *Plan, params int, snap *catalog.Snapshot, sess Session) {
+	pl.Params = params
 	pl.Session = sess
 	if pl.Kind == FromRollup {
 		setting, ok := ParseMerge(string(sess.Merge))
@@ -111,7 +127,6 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	}{{pl.FetchSQL, &pl.FetchParams}, {pl.ExactSQL, &pl.ExactParams}, {pl.ShapeSQL, &pl.ShapeParams}, {pl.SubstituteSQL, &pl.SubstituteParams}} {
 		*q.out = paramsIn(q.sql)
 	}
-	return Result{Plan: pl}
 }
 
 // paramsIn lists the $n parameters a statement references, ascending,
@@ -132,17 +147,28 @@ func paramsIn(sql string) []int {
 }
 
 func maxParam(s *selectStmt) int {
-	max := 0
+	top := 0
 	visit := func(e expr) {
 		walk(e, func(x expr) bool {
-			if p, ok := x.(*paramRef); ok && p.n > max {
-				max = p.n
+			if p, ok := x.(*paramRef); ok && p.n > top {
+				top = p.n
 			}
 			return true
 		})
 	}
 	s.eachExpr(visit)
-	return max
+	// The statements of a set operation and of subqueries in FROM (read
+	// only by the overlap planner) bind the same parameters.
+	subs := []*selectStmt{s.larg, s.rarg}
+	for _, f := range s.from {
+		subs = append(subs, f.sub)
+	}
+	for _, sub := range subs {
+		if sub != nil {
+			top = max(top, maxParam(sub))
+		}
+	}
+	return top
 }
 
 // planSelect matches a SELECT against the rollups of its table.

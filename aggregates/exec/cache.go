@@ -120,9 +120,10 @@ type rollupPart struct {
 }
 
 type partRow struct {
-	keys [][]byte
-	hll  []*sketch.HLL // per agg; nil for other ops or no sketch
-	vals [][]byte      // per agg; the fetched value for other ops
+	keys  [][]byte
+	hll   []*sketch.HLL          // per agg; nil for other ops or no sketch
+	theta []*sketch.CompactTheta // per MergeTheta agg: the union of the row's sketches; else nil
+	vals  [][]byte               // per agg; the fetched value for other ops
 }
 
 // buildPart decodes and merges the rollup rows of a fetch. The result
@@ -152,6 +153,18 @@ func buildPart(p *plan.Plan, rows [][][]byte) (*rollupPart, error) {
 				}
 				if pr.hll[j] = h; h != nil {
 					part.size += hllSize(h)
+				}
+			case plan.MergeTheta:
+				u, err := mergeThetas(r[a.RollupColumn], a)
+				if err != nil {
+					return nil, err
+				}
+				if u != nil {
+					if pr.theta == nil {
+						pr.theta = make([]*sketch.CompactTheta, len(p.Aggs))
+					}
+					pr.theta[j] = u
+					part.size += int64(u.NumRetained())*8 + 64
 				}
 			case plan.Exact:
 			default:

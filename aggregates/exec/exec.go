@@ -75,6 +75,8 @@ type Answer struct {
 	// computed (COUNT(DISTINCT x) beside APPROX_COUNT_DISTINCT(x)) with the
 	// estimate, for the status page's error chart.
 	Samples []Sample
+	// Overlap is set for an Overlap plan's answer.
+	Overlap *Overlap
 }
 
 // Sample is one group's exact distinct count and its estimate.
@@ -87,6 +89,10 @@ type Sample struct {
 // Notice is the text of the NoticeResponse sent with a plan's answer.
 func (a *Answer) Notice(p *plan.Plan) string {
 	n := p.Notice
+	if o := a.Overlap; o != nil {
+		n = fmt.Sprintf("pgsketch: count(*) of the %s estimated from the Theta sketches of rollup %s: %.0f, 95%% interval %.0f to %.0f (relative error %s; arms %.0f and %.0f)",
+			p.SetOp, p.Rollup, o.Estimate, o.Lower, o.Upper, percent(o.RelErr()), o.Arms[0], o.Arms[1])
+	}
 	if n == "" {
 		n = "pgsketch: answered from rollup " + p.Rollup
 	}
@@ -129,7 +135,11 @@ func Run(ctx context.Context, q Querier, p *plan.Plan, params Params, resultForm
 // the parameters that decides the rows the fetch's rollup half returns:
 // the database, the role, the session's settings.
 func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
-	if p.Kind != plan.FromRollup {
+	switch p.Kind {
+	case plan.FromRollup:
+	case plan.Overlap:
+		return runOverlap(ctx, q, p, params, resultFormats, cache, scope)
+	default:
 		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
 	}
 	f, err := runFetch(ctx, q, p, params, cache, scope)
@@ -224,6 +234,7 @@ func (m *merged) addRow(vals [][]byte) {
 type group struct {
 	keys     [][]byte
 	sketches []*sketch.HLL // per agg; nil for other ops
+	thetas   []thetaMerge  // per agg; used by MergeTheta aggs
 }
 
 // groupKey encodes key values so that equal keys (NULLs equal) give equal
@@ -293,7 +304,7 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, pa
 		names = append(names, catalog.QuoteIdent(a.Name))
 		c := "u.c" + strconv.Itoa(nkeys+j+1)
 		switch a.Op {
-		case plan.MergeHLL, plan.Exact:
+		case plan.MergeHLL, plan.MergeTheta, plan.Exact:
 			sel = append(sel, "max("+c+")")
 		case plan.AddCounts:
 			sel = append(sel, "CAST(COALESCE(sum("+c+"), 0) AS bigint)")

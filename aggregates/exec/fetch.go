@@ -43,8 +43,8 @@ func runFetch(ctx context.Context, q Querier, p *plan.Plan, params Params, cache
 		fetchFormats[i] = 1
 	}
 	for _, a := range p.Aggs {
-		if a.Op == plan.MergeHLL {
-			fetchFormats[a.BaseColumn] = 0 // canonical text, hashed here
+		if a.Op == plan.MergeHLL || a.Op == plan.MergeTheta {
+			fetchFormats[a.BaseColumn] = 0 // text, hashed here
 		}
 	}
 	f := &fetched{strategy: plan.MergeProxy}

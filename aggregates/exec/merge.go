@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -53,7 +54,7 @@ func newMerger(p *plan.Plan, fetch, exact *Result) *merger {
 	}
 	for j, a := range p.Aggs {
 		switch a.Op {
-		case plan.MergeHLL:
+		case plan.MergeHLL, plan.MergeTheta:
 			mg.m.elemOIDs[nkeys+j] = pgtype.Int8OID
 		case plan.Exact:
 			mg.m.elemOIDs[nkeys+j] = exact.Fields[a.ExactColumn].DataTypeOID
@@ -72,7 +73,7 @@ func (mg *merger) lookup(keys [][]byte) *group {
 	mg.kb = groupKey(mg.kb[:0], keys)
 	g := mg.groups[string(mg.kb)]
 	if g == nil {
-		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs))}
+		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs)), thetas: make([]thetaMerge, len(mg.p.Aggs))}
 		mg.groups[string(mg.kb)] = g
 		mg.order = append(mg.order, g)
 	}
@@ -101,6 +102,10 @@ func (mg *merger) rollupRows(part *rollupPart) error {
 					if err := unionFolding(&g.sketches[j], pr.hll[j]); err != nil {
 						return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 					}
+				}
+			case plan.MergeTheta:
+				if pr.theta != nil && pr.theta[j] != nil {
+					g.thetas[j].parts = append(g.thetas[j].parts, pr.theta[j])
 				}
 			case plan.Exact:
 			default:
@@ -134,6 +139,16 @@ func (mg *merger) baseRows(fetch *Result) error {
 					return err
 				}
 				if err := eachTextArrayElement(r[a.BaseColumn], g.sketches[j].Add); err != nil {
+					return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+				}
+			case plan.MergeTheta:
+				var addErr error
+				err := eachTextArrayElement(r[a.BaseColumn], func(v []byte) {
+					if addErr == nil {
+						addErr = g.thetas[j].addValue(a, v)
+					}
+				})
+				if err = cmp.Or(err, addErr); err != nil {
 					return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 				}
 			case plan.Exact:
@@ -175,6 +190,15 @@ func (mg *merger) estimates(exact *Result) error {
 	for _, g := range mg.order {
 		mg.startRow(g.keys)
 		for j, a := range p.Aggs {
+			if a.Op == plan.MergeTheta {
+				u, err := g.thetas[j].result(a)
+				if err != nil {
+					return err
+				}
+				g.thetas[j].parts, g.thetas[j].upd = []*sketch.CompactTheta{u}, nil
+				mg.row[mg.nkeys+j] = binary.BigEndian.AppendUint64(nil, uint64(math.Round(u.Estimate())))
+				continue
+			}
 			if a.Op != plan.MergeHLL {
 				continue
 			}

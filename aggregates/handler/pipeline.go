@@ -95,9 +95,15 @@ func (h *Handler) decide(v view, s statement) verdict {
 		return verdict{pass: "only rollup answers are served within a text of several statements"}
 	case p.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
 		return verdict{pass: "PostgreSQL described the EXPLAIN otherwise"}
-	case p.Kind == rewrite.FromRollup && !p.Explain:
-		if why := hashable(p, v.snap, v.st.exec); why != "" {
-			return verdict{pass: why}
+	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap) && !p.Explain:
+		plans := []*rewrite.Plan{p}
+		if p.Kind == rewrite.Overlap {
+			plans = p.Arms
+		}
+		for _, q := range plans {
+			if why := hashable(q, v.snap, v.st.exec); why != "" {
+				return verdict{pass: why}
+			}
 		}
 	}
 	return verdict{plan: p}
@@ -193,7 +199,7 @@ func hashable(p *rewrite.Plan, snap *catalog.Snapshot, st exec.Settings) string 
 		return "rollup " + p.Rollup + " is not in the catalog"
 	}
 	for _, a := range p.Aggs {
-		if a.Op != rewrite.MergeHLL {
+		if a.Op != rewrite.MergeHLL && a.Op != rewrite.MergeTheta {
 			continue
 		}
 		for _, m := range r.Measures {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -28,6 +29,12 @@ const ApproxSetting = "pgsketch.approx"
 // supplies Handler.Merge while it is unset or empty.
 const MergeSetting = "pgsketch.merge"
 
+// MaxOverlapErrorSetting is the session variable bounding the relative
+// error of an overlap (INTERSECT, EXCEPT) answered from Theta sketches, in
+// per cent ("10", "2.5%"): a larger one is counted exactly instead. A
+// placeholder setting like ApproxSetting; unset or empty, 10.
+const MaxOverlapErrorSetting = "pgsketch.max_overlap_error"
+
 // settingsSQL reads, without any chance of an error outside an aborted
 // transaction, what the rewriter and the executor need of the session, and
 // whether the role may read the catalog.
@@ -38,7 +45,7 @@ const settingsSQL = `SELECT current_setting('search_path'), current_setting('Tim
  COALESCE(has_schema_privilege(to_regnamespace('pgsketch'), 'USAGE')
    AND has_function_privilege(to_regprocedure('pgsketch.catalog()'), 'EXECUTE')
    AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false),
- current_setting('` + MergeSetting + `', true)`
+ current_setting('` + MergeSetting + `', true), current_setting('` + MaxOverlapErrorSetting + `', true)`
 
 // savepoint protects the client's transaction block from errors of the
 // statements the proxy runs: on one, the proxy rolls back to it and lets
@@ -54,6 +61,9 @@ type sessionSettings struct {
 	// badMerge is a pgsketch.merge value that is not a strategy: a plan
 	// is refused rather than run (rw.Merge is then auto).
 	badMerge string
+	// badOverlap is a pgsketch.max_overlap_error value that is not a
+	// percentage in (0, 100]: an overlap plan is refused rather than run.
+	badOverlap string
 }
 
 func parseBool(s string) (v, ok bool) {
@@ -76,7 +86,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	if errs[0] != nil {
 		return sessionSettings{}, errs[0]
 	}
-	if len(rows[0]) != 1 || len(rows[0][0]) != 11 {
+	if len(rows[0]) != 1 || len(rows[0][0]) != 12 {
 		return sessionSettings{}, errProtocol
 	}
 	r := rows[0][0]
@@ -99,6 +109,14 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	}
 	if st.rw.Merge == "" {
 		st.rw.Merge = rewrite.MergeAuto
+	}
+	if v := strings.TrimSpace(string(r[11])); v != "" {
+		pct, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(v, "%")), 64)
+		if err == nil && pct > 0 && pct <= 100 {
+			st.rw.MaxOverlapError = pct / 100
+		} else {
+			st.badOverlap = v
+		}
 	}
 	es.catalogOK = st.catalogOK
 	if len(sqls) == 2 {
@@ -152,6 +170,9 @@ func mergeRefusal(ctx context.Context, c *sessionConn, st sessionSettings, p *re
 	case st.badMerge != "":
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MergeSetting, st.badMerge),
 			"Available values: auto, proxy, server.")
+	case st.badOverlap != "" && p.Kind == rewrite.Overlap:
+		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MaxOverlapErrorSetting, st.badOverlap),
+			"A percentage above 0 and at most 100, such as 10 or 2.5%.")
 	case p.Merge == rewrite.MergeServer && p.ServerFetchSQL == "":
 		return refuse(ctx, c, "55000", MergeSetting+" is server, but this database has no hll extension to merge sketches with",
 			"CREATE EXTENSION hll, or SET "+MergeSetting+" = auto.")

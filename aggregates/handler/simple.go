@@ -107,13 +107,18 @@ func (h *Handler) failed(c *sessionConn, s *wire.Session, p *rewrite.Plan, err e
 // refusedNotice is the NOTICE telling the client why its query was run
 // exactly when the fetch statement refused the rollup (pgsketch's
 // capture_check: the change capture is not in place, or too many buckets
-// changed), or nil for any other error.
+// changed) or the executor refused its answer (an overlap too uncertain),
+// or nil for any other error.
 func refusedNotice(err error) *pgproto3.NoticeResponse {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "55000" || !strings.HasPrefix(pe.Message, "pgsketch: ") {
-		return nil
+	var re *exec.Refused
+	switch {
+	case errors.As(err, &re):
+		return notice(re.Error() + "; answered exactly by PostgreSQL")
+	case errors.As(err, &pe) && pe.Code == "55000" && strings.HasPrefix(pe.Message, "pgsketch: "):
+		return notice(pe.Message + "; answered exactly by PostgreSQL")
 	}
-	return notice(pe.Message + "; answered exactly by PostgreSQL")
+	return nil
 }
 
 func notice(msg string) *pgproto3.NoticeResponse {

@@ -88,7 +88,7 @@ func (st *fastState) init(g *groups) {
 // integer or text), the values feedFast reads and the lean shape carries.
 func (g *groups) rawForms() bool {
 	for _, f := range g.fields {
-		if f.kind == "hll" && f.form != "int2" && f.form != "int4" && f.form != "int8" && f.form != "text" {
+		if f.sketched() && f.form != "int2" && f.form != "int4" && f.form != "int8" && f.form != "text" {
 			return false
 		}
 	}
@@ -98,7 +98,7 @@ func (g *groups) rawForms() bool {
 // addTuple consumes one tuple read by copyReader: a lean base row is
 // widened to the flagged shape for add.
 func (g *groups) addTuple(f [][]byte) error {
-	if !g.lean || len(f) != 1+g.ndims+len(g.hllIdx) {
+	if !g.lean || len(f) != 1+g.ndims+len(g.sketchIdx) {
 		return g.add(f)
 	}
 	w := append(g.wide[:0], []byte{1})
@@ -106,7 +106,7 @@ func (g *groups) addTuple(f [][]byte) error {
 	for range g.fields {
 		w = append(w, nil)
 	}
-	for j, i := range g.hllIdx {
+	for j, i := range g.sketchIdx {
 		w[2+g.ndims+i] = f[1+g.ndims+j]
 	}
 	g.wide = w
@@ -286,6 +286,12 @@ func (g *groups) newGroup(key string) *group {
 		pending: make([]*hashSet, len(g.fields)), flushAt: make([]int, len(g.fields)),
 		partials: make([][]byte, len(g.fields))}
 	for i, fd := range g.fields {
+		if fd.kind == "theta" {
+			if grp.thetas == nil {
+				grp.thetas = make([]*thetaState, len(g.fields))
+			}
+			grp.thetas[i] = newThetaState(fd.log2m)
+		}
 		if fd.kind == "hll" {
 			grp.sketches[i], _ = sketch.NewHLL(fd.log2m, fd.regwidth) // checked by parseFields
 			grp.pending[i] = &hashSet{cache: &g.slots}

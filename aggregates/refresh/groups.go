@@ -19,13 +19,21 @@ import (
 // field is one measure column of refresh_begin's read_sql and write_sql,
 // in position order.
 type field struct {
-	kind     string // hll, count, sum, min, max
-	log2m    int
+	kind     string // hll, theta, count, sum, min, max
+	log2m    int    // hll: log2 of the registers; theta: lg_k
 	regwidth int
-	form     string // hll only: int2, int4, int8 (binary) or text (canonical text), or sketch (a rollup's, to union)
+	// form says what a sketched measure's values are: int2, int4, int8
+	// (binary), text (hll: the canonical text; theta: the string's bytes),
+	// or sketch (a rollup's, to unite).
+	form string
 }
 
-// parseFields reads refresh_begin's fields: "hll:14:5:int8", "count", "sum", ...
+// sketched reports whether the field is a sketch built from base rows
+// rather than a partial aggregate that PostgreSQL computes.
+func (f field) sketched() bool { return f.kind == "hll" || f.kind == "theta" }
+
+// parseFields reads refresh_begin's fields: "hll:14:5:int8", "theta:12:text",
+// "count", "sum", ...
 func parseFields(ss []string) ([]field, error) {
 	out := make([]field, len(ss))
 	for i, s := range ss {
@@ -48,6 +56,23 @@ func parseFields(ss []string) ([]field, error) {
 				return nil, fmt.Errorf("measure %d: unknown value form %q", i+1, f.form)
 			}
 			if _, err := sketch.NewHLL(f.log2m, f.regwidth); err != nil {
+				return nil, fmt.Errorf("measure %d: %w", i+1, err)
+			}
+		case "theta":
+			var err error
+			if len(parts) == 3 {
+				f.log2m, err = strconv.Atoi(parts[1])
+				f.form = parts[2]
+			}
+			if len(parts) != 3 || err != nil {
+				return nil, fmt.Errorf("measure %d: bad sketch parameters %q", i+1, s)
+			}
+			switch f.form {
+			case "int2", "int4", "int8", "text", "sketch":
+			default:
+				return nil, fmt.Errorf("measure %d: unknown value form %q", i+1, f.form)
+			}
+			if _, err := sketch.NewTheta(f.log2m); err != nil {
 				return nil, fmt.Errorf("measure %d: %w", i+1, err)
 			}
 		case "count", "sum", "min", "max":
@@ -77,6 +102,7 @@ type group struct {
 	key      string
 	rows     int64         // base rows streamed (the row count when there is no partials row)
 	sketches []*sketch.HLL // per field; nil for non-hll fields
+	thetas   []*thetaState // per field; nil for non-theta fields
 	pending  []*hashSet    // per hll field: hashes not yet added, while the sketch is exact; else nil
 	flushAt  []int         // per hll field: the size of pending that adds it
 	partials [][]byte      // per field: the partials row's value; nil for NULL and hll fields
@@ -105,6 +131,7 @@ type groups struct {
 	// feedFast reads them.
 	lean, fast bool
 	hllIdx     []int // the hll measures' positions in fields
+	sketchIdx  []int // the sketched (hll and theta) measures' positions in fields
 	slots      slotCache
 	wide       [][]byte
 	fs         fastState
@@ -112,13 +139,18 @@ type groups struct {
 
 func newGroups(ndims int, fields []field, b bucketer) *groups {
 	g := &groups{ndims: ndims, fields: fields, bucket: b, m: make(map[string]*group)}
+	theta := false
 	for i, f := range fields {
 		if f.kind == "hll" {
 			g.hllIdx = append(g.hllIdx, i)
 		}
+		if f.sketched() {
+			g.sketchIdx = append(g.sketchIdx, i)
+		}
+		theta = theta || f.kind == "theta"
 	}
 	g.lean = g.rawForms()
-	g.fast = g.lean
+	g.fast = g.lean && !theta // feedFast sketches hll measures only
 	return g
 }
 
@@ -178,7 +210,13 @@ func (g *groups) add(f [][]byte) error {
 		grp.rows++
 		for i, fd := range g.fields {
 			v := vals[i]
-			if fd.kind != "hll" || v == nil {
+			if !fd.sketched() || v == nil {
+				continue
+			}
+			if fd.kind == "theta" {
+				if err := grp.thetas[i].add(fd.form, v); err != nil {
+					return fmt.Errorf("measure %d: %w", i+1, err)
+				}
 				continue
 			}
 			if fd.form == "sketch" { // a level's rows: the rollup's sketches
@@ -200,7 +238,7 @@ func (g *groups) add(f [][]byte) error {
 	}
 	grp.partial = true
 	for i, fd := range g.fields {
-		if fd.kind != "hll" && vals[i] != nil {
+		if !fd.sketched() && vals[i] != nil {
 			grp.partials[i] = slices.Clone(vals[i])
 		}
 	}
@@ -280,6 +318,11 @@ func (g *groups) merge(o *groups) error {
 		}
 		mine.rows += og.rows
 		for i, fd := range g.fields {
+			if fd.kind == "theta" {
+				if err := mine.thetas[i].absorb(og.thetas[i]); err != nil {
+					return err
+				}
+			}
 			if fd.kind != "hll" {
 				continue
 			}
@@ -347,6 +390,12 @@ func (g *groups) writeTo(w io.Writer) error {
 			case fd.kind == "hll":
 				grp.flush(i)
 				sk, err := grp.sketches[i].MarshalBinary()
+				if err != nil {
+					return err
+				}
+				buf = appendField(buf, sk)
+			case fd.kind == "theta":
+				sk, err := grp.thetas[i].marshal()
 				if err != nil {
 					return err
 				}

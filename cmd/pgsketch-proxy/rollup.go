@@ -127,6 +127,8 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	tz := f.String("tz", "UTC", "time zone whose calendar cuts the buckets of a timestamptz column")
 	dims := f.String("dims", "", "comma-separated dimension columns")
 	distinct := f.String("distinct", "", "comma-separated columns to sketch for COUNT(DISTINCT)")
+	theta := f.String("theta", "", "comma-separated columns to keep Theta sketches of, for overlaps (INTERSECT, EXCEPT, IN): smallint, integer, bigint, text or varchar")
+	thetaLgK := f.Int("theta-lgk", 12, "Theta sketch nominal entries 2^lgk (5..16); up to 8·2^lgk bytes per rollup row")
 	f.Bool("count", true, "store the row count per bucket (always on: every rollup has row_count)")
 	sum := f.String("sum", "", "comma-separated columns to store SUM partials of")
 	minCols := f.String("min", "", "comma-separated columns to store MIN partials of")
@@ -163,9 +165,10 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	var rel string
 	err = tx.QueryRow(ctx, `SELECT pgsketch.create_rollup($1, $2, $3, grain => $4, time_zone => $5,
 		dimensions => $6, distinct_columns => $7, sum_columns => $8, min_columns => $9, max_columns => $10,
-		log2m => $11, regwidth => $12, late_window => $13::interval)::text`,
+		log2m => $11, regwidth => $12, late_window => $13::interval, theta_columns => $14, theta_lgk => $15)::text`,
 		name, *table, *timeCol, *grain, *tz, nonNil(splitList(*dims)), nonNil(splitList(*distinct)),
-		nonNil(splitList(*sum)), nonNil(splitList(*minCols)), nonNil(splitList(*maxCols)), *log2m, *regwidth, lateArg).Scan(&rel)
+		nonNil(splitList(*sum)), nonNil(splitList(*minCols)), nonNil(splitList(*maxCols)), *log2m, *regwidth, lateArg,
+		nonNil(splitList(*theta)), *thetaLgK).Scan(&rel)
 	if err != nil {
 		return explain(err)
 	}

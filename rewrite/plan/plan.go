@@ -17,6 +17,11 @@ const (
 	// answers its APPROX_COUNT_DISTINCT, which is then counted exactly
 	// rather than failing with "function does not exist".
 	Substitute Kind = "substitute"
+	// Overlap plans count the distinct values of a set operation of two
+	// sets (SetOp of Arms[0] and Arms[1]) from Theta sketches: each arm is
+	// a FromRollup plan of one MergeTheta aggregate without keys, whose
+	// merged sketch the executor takes (its ShapeSQL is not run).
+	Overlap Kind = "overlap"
 )
 
 // Op is how the executor merges one output aggregate across the rows of a
@@ -29,6 +34,11 @@ const (
 	// half's column (an array of distinct values, hashed per DESIGN §2.2),
 	// and estimates: a bigint.
 	MergeHLL Op = "hll"
+	// MergeTheta unions Theta sketches (Apache DataSketches compact
+	// serialization) as MergeHLL unions HLL ones, the base half's values
+	// hashed as Agg.ValueForm says; the merged sketch is an Overlap plan
+	// arm's result.
+	MergeTheta Op = "theta"
 	// AddCounts adds the column over all rows: a bigint, 0 for no rows
 	// (COUNT(*), COUNT(x)).
 	AddCounts Op = "count"
@@ -134,6 +144,13 @@ type Plan struct {
 	ShapeSQL string
 	// SubstituteSQL is the statement a Substitute plan runs instead.
 	SubstituteSQL string
+	// SetOp (INTERSECT or EXCEPT), Arms and OutputName describe an
+	// Overlap plan: the answer is one row of one bigint column named
+	// OutputName, the estimated number of distinct values in
+	// Arms[0] SetOp Arms[1].
+	SetOp      string
+	Arms       []*Plan
+	OutputName string
 	// Guard, when set, is a query returning true when the unqualified table
 	// of the query resolves to Source in the session; the executor checks
 	// it (once per search_path) and passes through on false.
@@ -215,9 +232,14 @@ type Agg struct {
 	RollupColumn, BaseColumn, ExactColumn int
 	// Type is the SQL type of the merged value.
 	Type string
-	// Log2m, Regwidth and Hash describe the sketches merged by MergeHLL.
+	// Log2m, Regwidth and Hash describe the sketches merged by MergeHLL;
+	// Log2m (the lg_k) and Hash those merged by MergeTheta.
 	Log2m, Regwidth int
 	Hash            string
+	// ValueForm says how MergeTheta hashes a base row's value, given as
+	// its text: int2, int4 or int8 (the integer's 2, 4 or 8 little-endian
+	// bytes) or text (the string's bytes).
+	ValueForm string
 }
 
 // Bound is one bound on the time column from the query's WHERE clause.

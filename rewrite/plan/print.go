@@ -16,6 +16,25 @@ func (p *Plan) String() string {
 		w("sql: %s", p.SubstituteSQL)
 		return strings.TrimSuffix(b.String(), "\n")
 	}
+	if p.Kind == Overlap {
+		w("overlap: %s = the distinct values of set 1 %s set 2, counted from Theta sketches", catalog.QuoteIdent(p.OutputName), p.SetOp)
+		if p.Explain {
+			w("explain: yes")
+		}
+		if p.Params > 0 {
+			w("parameters: $1 to $%d, bound in each set's statements", p.Params)
+		}
+		for i, a := range p.Arms {
+			w("set %d:", i+1)
+			for _, line := range strings.Split(a.String(), "\n") {
+				w("  %s", line)
+			}
+		}
+		if p.Guard != "" {
+			w("guard: %s", p.Guard)
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	w("rollup: %s (table %s, grain %s, time zone %s, version %d)", p.Rollup, p.Table, p.Grain, p.TimeZone, p.Version)
 	w("source: %s", p.Source)
 	if p.Explain {
@@ -28,6 +47,8 @@ func (p *Plan) String() string {
 		switch a.Op {
 		case MergeHLL:
 			w("agg %s: %s = hll merge of %s (log2m %d, regwidth %d, hash %s) + base %s", a.Name, a.Expr, a.Measure, a.Log2m, a.Regwidth, a.Hash, a.Base)
+		case MergeTheta:
+			w("agg %s: %s = theta union of %s (lg_k %d, hash %s) + base %s (%s)", a.Name, a.Expr, a.Measure, a.Log2m, a.Hash, a.Base, a.ValueForm)
 		case Exact:
 			w("agg %s: %s = exact", a.Name, a.Expr)
 		default:
@@ -95,6 +116,9 @@ func (p *Plan) String() string {
 // SQL returns every statement the plan would run, for checks.
 func (p *Plan) SQL() []string {
 	var out []string
+	for _, a := range p.Arms {
+		out = append(out, a.SQL()...)
+	}
 	for _, s := range []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard} {
 		if s != "" {
 			out = append(out, s)

@@ -15,4 +15,8 @@ type Session struct {
 	// Merge is pgsketch.merge: where the rollup's sketches are merged
 	// ("" is MergeAuto).
 	Merge Merge
+	// MaxOverlapError is pgsketch.max_overlap_error as a fraction: an
+	// Overlap answer whose relative error would be larger is refused, and
+	// the query runs exactly (0 is the executor's default).
+	MaxOverlapError float64
 }

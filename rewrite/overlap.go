@@ -1,0 +1,307 @@
+package rewrite
+
+import (
+	"slices"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// Overlaps: the number of distinct values two sets of one column share
+// (INTERSECT) or the first holds and the second does not (EXCEPT), asked
+// in either of two forms:
+//
+//	SELECT count(*) [AS n] FROM (SELECT col FROM t WHERE a
+//	                             INTERSECT | EXCEPT
+//	                             SELECT col FROM t WHERE b) [AS] x
+//
+//	SELECT count(DISTINCT col) [AS n] FROM t WHERE b AND
+//	       col [NOT] IN (SELECT col FROM t WHERE a)
+//	       | [NOT] EXISTS (SELECT 1 FROM t u WHERE u.col = t.col AND a)
+//
+// (the second form is b INTERSECT a, or b EXCEPT a with NOT), answered from
+// Theta sketches: each set is planned as SELECT count(DISTINCT col) FROM t
+// WHERE ... over a rollup's Theta measure of col (the usual matching rules:
+// its filters on dimensions, its time range split between whole buckets
+// and base rows), and the executor intersects or subtracts the two merged
+// sketches.
+//
+// What decides that the rewrite is equivalent: INTERSECT and EXCEPT
+// without ALL return distinct values, which is what sketches hold; they
+// treat NULLs as equal, NOT IN over a set holding a NULL is never true, and
+// sketches skip NULLs: so the column must be declared NOT NULL. ALL counts
+// multiplicities, which no sketch holds: passed through. So is count(*)
+// over an IN filter, which counts rows, not values.
+
+// overlapShape reports whether s has the outer shape of an overlap,
+// whatever its sets: count(*) alone over one subquery in FROM holding a set
+// operation, or a distinct count over one table filtered by a subquery.
+// Only then does planOverlap decide.
+func overlapShape(s *selectStmt) bool {
+	if len(s.targets) != 1 || s.targets[0].star || len(s.from) != 1 {
+		return false
+	}
+	f, ok := s.targets[0].e.(*funcCall)
+	if !ok {
+		return false
+	}
+	switch classifyAgg(f) {
+	case countRows:
+		return f.star && s.from[0].sub != nil && s.from[0].sub.setOp != ""
+	case countDistinct:
+		_, sub, _ := subqueryFilter(s.where)
+		return sub != nil
+	}
+	return false
+}
+
+// overlap is the question an overlap statement asks: the distinct values
+// of col in arms[0] op arms[1], each arm a SELECT of col from one table.
+type overlap struct {
+	op   string // INTERSECT or EXCEPT
+	col  string
+	arms [2]*selectStmt
+}
+
+// planOverlap plans an overlap statement (overlapShape holds), or says
+// why it is not answered.
+func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+	var ov overlap
+	var why string
+	if s.from[0].sub != nil {
+		ov, why = setOperation(s)
+	} else {
+		ov, why = filteredBySubquery(s)
+	}
+	switch {
+	case why != "":
+		return nil, why
+	case !sess.Approx:
+		return nil, "pgsketch.approx is off"
+	}
+	var arms [2]*built
+	guard := ""
+	for i, arm := range ov.arms {
+		q := &selectStmt{
+			targets: []target{{e: &funcCall{name: []string{"count"}, args: []expr{&colRef{parts: []string{ov.col}}}, distinct: true}}},
+			from:    arm.from, where: arm.where, sketch: catalog.Theta,
+		}
+		b, why := planSelect(q, snap, sess)
+		if b == nil || b.Kind != FromRollup {
+			return nil, "set " + string(rune('1'+i)) + " of the " + ov.op + ": " + why
+		}
+		r, ok := snap.Rollup(b.Rollup)
+		if !ok || !slices.Contains(r.NotNull, ov.col) {
+			return nil, "column " + catalog.QuoteIdent(ov.col) + " is not declared NOT NULL: " + ov.op + " and IN compare NULLs otherwise than Theta sketches, which skip them"
+		}
+		if i > 0 && b.Source != arms[0].Source {
+			return nil, "the sets of the " + ov.op + " are read from different tables"
+		}
+		if b.Guard != "" {
+			guard = b.Guard // the same for both arms: one table name
+		}
+		arms[i] = b
+	}
+	name := s.targets[0].name
+	if name == "" {
+		name = "count"
+	}
+	p := &Plan{Kind: Overlap, SetOp: ov.op, Arms: []*Plan{arms[0].Plan, arms[1].Plan}, OutputName: name,
+		Rollup: arms[0].Rollup, Source: arms[0].Source, Guard: guard}
+	return &built{Plan: p, rows: arms[0].rows + arms[1].rows}, ""
+}
+
+// setOperation reads count(*) over (a INTERSECT|EXCEPT b).
+func setOperation(s *selectStmt) (overlap, string) {
+	sub := s.from[0].sub
+	switch {
+	case s.where != nil || len(s.groupBy) > 0 || s.having != nil || len(s.orderBy) > 0 || s.limit != nil || s.offset != nil || s.distinct:
+		return overlap{}, "an overlap count with WHERE, GROUP BY, HAVING, ORDER BY, LIMIT or DISTINCT around it"
+	case sub.setOp == "UNION":
+		return overlap{}, "a count over UNION: a distinct count of a union is answered as COUNT(DISTINCT ...) with OR"
+	case sub.setAll:
+		return overlap{}, sub.setOp + " ALL counts duplicates, which no sketch holds"
+	case sub.setExtra != "":
+		return overlap{}, "the " + sub.setOp + " has " + sub.setExtra
+	}
+	ov := overlap{op: sub.setOp, arms: [2]*selectStmt{sub.larg, sub.rarg}}
+	for i, arm := range ov.arms {
+		c, why := armColumn(arm)
+		if why != "" {
+			return overlap{}, "arm " + string(rune('1'+i)) + " of the " + sub.setOp + ": " + why
+		}
+		if i > 0 && c != ov.col {
+			return overlap{}, "the arms of the " + sub.setOp + " select different columns"
+		}
+		ov.col = c
+	}
+	return ov, ""
+}
+
+// filteredBySubquery reads count(DISTINCT col) FROM t WHERE b AND col [NOT]
+// IN (SELECT col ...) or [NOT] EXISTS (SELECT ... WHERE u.col = t.col ...).
+func filteredBySubquery(s *selectStmt) (overlap, string) {
+	f := s.targets[0].e.(*funcCall)
+	outer, ok := f.args[0].(*colRef)
+	switch {
+	case len(s.groupBy) > 0 || s.having != nil || len(s.orderBy) > 0 || s.limit != nil || s.offset != nil || s.distinct:
+		return overlap{}, "a distinct count filtered by a subquery, with GROUP BY, HAVING, ORDER BY, LIMIT or DISTINCT"
+	case s.from[0].unsupported != "":
+		return overlap{}, "a distinct count filtered by a subquery, over " + s.from[0].unsupported
+	case !ok:
+		return overlap{}, "a distinct count of an expression filtered by a subquery"
+	}
+	col, why := ownColumn(outer, s.from[0])
+	if why != "" {
+		return overlap{}, why
+	}
+	rest, sq, not := subqueryFilter(s.where)
+	op := "INTERSECT"
+	if not {
+		op = "EXCEPT"
+	}
+	inner := sq.sel
+	var innerCol string
+	if sq.test != nil {
+		test, ok := sq.test.(*colRef)
+		if !ok {
+			return overlap{}, "IN tests an expression, not the counted column"
+		}
+		if c, why := ownColumn(test, s.from[0]); why != "" || c != col {
+			return overlap{}, "IN tests another column than the one counted"
+		}
+		if innerCol, why = armColumn(inner); why != "" {
+			return overlap{}, "the IN subquery: " + why
+		}
+	} else {
+		if inner, innerCol, why = correlated(inner, s.from[0], col); why != "" {
+			return overlap{}, "the EXISTS subquery: " + why
+		}
+	}
+	if innerCol != col {
+		return overlap{}, "the subquery selects another column than the one counted"
+	}
+	b := &selectStmt{from: s.from, where: andOf(rest)}
+	return overlap{op: op, col: col, arms: [2]*selectStmt{b, inner}}, ""
+}
+
+// subqueryFilter finds, among the conjuncts of a WHERE clause, the one
+// subquery test (x IN (SELECT ...), EXISTS (...), or NOT of either) and
+// returns the other conjuncts; sub is nil when there is not exactly one.
+func subqueryFilter(where expr) (rest []expr, sub *subquery, not bool) {
+	for _, c := range conjuncts(where) {
+		u, _ := c.(*unsupported)
+		n := false
+		if b, ok := c.(*boolExpr); ok && b.op == "NOT" && len(b.args) == 1 {
+			u, _ = b.args[0].(*unsupported)
+			n = true
+		}
+		if u == nil || u.sub == nil {
+			rest = append(rest, c)
+			continue
+		}
+		if sub != nil {
+			return nil, nil, false
+		}
+		sub, not = u.sub, n
+	}
+	return rest, sub, not
+}
+
+// correlated reads EXISTS (SELECT ... FROM t u WHERE u.col = outer.col AND
+// a): the arm SELECT col FROM t u WHERE a, and col. The correlation must
+// name the outer table by its alias (or name) and the inner one by its own.
+func correlated(s *selectStmt, outer fromItem, col string) (*selectStmt, string, string) {
+	switch {
+	case s.setOp != "" || s.unsupported != "":
+		return nil, "", "it is not a plain SELECT"
+	case len(s.from) != 1 || s.from[0].unsupported != "":
+		return nil, "", "it reads other than one table"
+	case len(s.groupBy) > 0 || s.having != nil || s.limit != nil || s.offset != nil:
+		return nil, "", "it has GROUP BY, HAVING, LIMIT or OFFSET"
+	}
+	inner := s.from[0]
+	if refName(inner) == refName(outer) {
+		return nil, "", "the inner table has the outer table's name: alias one of them"
+	}
+	var rest []expr
+	found := false
+	for _, c := range conjuncts(s.where) {
+		if o, ok := c.(*opExpr); ok && o.op == "=" && o.schema == "" && !found {
+			l, lok := o.l.(*colRef)
+			r, rok := o.r.(*colRef)
+			if lok && rok {
+				for _, pair := range [][2]*colRef{{l, r}, {r, l}} {
+					if qualifiedBy(pair[0], inner, col) && qualifiedBy(pair[1], outer, col) {
+						found = true
+					}
+				}
+				if found {
+					continue
+				}
+			}
+		}
+		rest = append(rest, c)
+	}
+	if !found {
+		return nil, "", "no condition " + refName(inner) + "." + col + " = " + refName(outer) + "." + col
+	}
+	return &selectStmt{from: s.from, where: andOf(rest)}, col, ""
+}
+
+// refName is how a FROM item is referred to: its alias, else its name.
+func refName(f fromItem) string {
+	if f.alias != "" {
+		return f.alias
+	}
+	return f.name
+}
+
+// qualifiedBy reports whether c is column col qualified by f's reference name.
+func qualifiedBy(c *colRef, f fromItem, col string) bool {
+	return len(c.parts) == 2 && c.parts[0] == refName(f) && c.parts[1] == col
+}
+
+// ownColumn returns the column c names of table f (unqualified, or
+// qualified by f's reference name).
+func ownColumn(c *colRef, f fromItem) (string, string) {
+	switch {
+	case len(c.parts) == 1:
+		return c.parts[0], ""
+	case len(c.parts) == 2 && c.parts[0] == refName(f):
+		return c.parts[1], ""
+	}
+	return "", "a column qualified otherwise than by its table"
+}
+
+// andOf is the conjunction of es (nil for none).
+func andOf(es []expr) expr {
+	switch len(es) {
+	case 0:
+		return nil
+	case 1:
+		return es[0]
+	}
+	return &boolExpr{op: "AND", args: es}
+}
+
+// armColumn returns the column an arm of an overlap selects, or why the
+// arm is not one: SELECT [DISTINCT] col FROM one table [WHERE ...].
+func armColumn(s *selectStmt) (string, string) {
+	switch {
+	case s == nil || s.setOp != "":
+		return "", "a nested set operation"
+	case s.unsupported != "":
+		return "", "uses " + s.unsupported
+	case len(s.targets) != 1 || s.targets[0].star:
+		return "", "selects other than one column"
+	case len(s.from) != 1 || s.from[0].unsupported != "":
+		return "", "reads other than one table"
+	case len(s.groupBy) > 0 || s.having != nil || len(s.orderBy) > 0 || s.limit != nil || s.offset != nil:
+		return "", "has GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET"
+	}
+	c, ok := s.targets[0].e.(*colRef)
+	if !ok {
+		return "", "selects an expression, not a column"
+	}
+	return ownColumn(c, s.from[0])
+}
