@@ -158,6 +158,10 @@ type selectStmt struct {
 	// sketch is the kind of sketch that answers the statement's distinct
 	// counts: HLL unless the overlap planner plans an arm (Theta).
 	sketch catalog.Kind
+	// ctes are the WITH clause's common table expressions by name
+	// (unsupported is then set too: only the retention planner reads
+	// them).
+	ctes map[string]*selectStmt
 }
 
 // eachExpr calls f on each top-level expression of the statement, in
@@ -188,9 +192,16 @@ type fromItem struct {
 	schema, name, alias string
 	only                bool
 	unsupported         string // join, subquery, function, ...
-	// sub is a subquery in FROM (unsupported is then set too: only the
-	// overlap planner reads it).
-	sub *selectStmt
+	// sub is a subquery in FROM, and join an inner JOIN (unsupported is
+	// then set too: only the overlap and retention planners read them).
+	sub  *selectStmt
+	join *joinItem
+}
+
+// joinItem is l [INNER] JOIN r ON on.
+type joinItem struct {
+	l, r fromItem
+	on   expr
 }
 
 type sortItem struct {

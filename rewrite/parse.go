@@ -191,7 +191,9 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		return out
 	case s.GetWithClause() != nil:
 		out.unsupported = "a WITH clause"
-		return out
+		out.ctes = convWith(s.GetWithClause())
+	}
+	switch {
 	case len(s.GetValuesLists()) > 0:
 		out.unsupported = "VALUES"
 		return out
@@ -300,7 +302,16 @@ func convFrom(n *pg.Node) fromItem {
 		}
 		return fi
 	case n.GetJoinExpr() != nil:
-		return fromItem{unsupported: "a JOIN"}
+		j := n.GetJoinExpr()
+		fi := fromItem{unsupported: "a JOIN"}
+		if j.GetJointype() == pg.JoinType_JOIN_INNER && !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil {
+			l, r := convFrom(j.GetLarg()), convFrom(j.GetRarg())
+			fi.join = &joinItem{l: l, r: r}
+			if q := j.GetQuals(); q != nil {
+				fi.join.on = conv(q)
+			}
+		}
+		return fi
 	case n.GetRangeSubselect() != nil:
 		rs := n.GetRangeSubselect()
 		fi := fromItem{unsupported: "a subquery in FROM"}
@@ -655,4 +666,24 @@ func convAExpr(a *pg.A_Expr) expr {
 func isEquals(name []*pg.Node) bool {
 	op, ok := strs(name)
 	return ok && (len(op) == 0 || len(op) == 1 && op[0] == "=")
+}
+
+// convWith converts a WITH clause's common table expressions, for the
+// planners that read them (the statement is unsupported for the others).
+// A recursive WITH, a CTE with column aliases or one that is not a SELECT
+// gives none.
+func convWith(w *pg.WithClause) map[string]*selectStmt {
+	if w.GetRecursive() {
+		return nil
+	}
+	out := map[string]*selectStmt{}
+	for _, n := range w.GetCtes() {
+		c := n.GetCommonTableExpr()
+		sel := c.GetCtequery().GetSelectStmt()
+		if c == nil || sel == nil || len(c.GetAliascolnames()) > 0 || c.GetSearchClause() != nil || c.GetCycleClause() != nil {
+			return nil
+		}
+		out[c.GetCtename()] = convSelect(sel)
+	}
+	return out
 }

@@ -20,6 +20,7 @@ const (
 	FromRollup = plan.FromRollup
 	Substitute = plan.Substitute
 	Overlap    = plan.Overlap
+	Retention  = plan.Retention
 
 	MergeHLL   = plan.MergeHLL
 	MergeTheta = plan.MergeTheta
@@ -35,6 +36,7 @@ const (
 
 	PartColumn     = plan.PartColumn
 	GroupsRelation = plan.GroupsRelation
+	CellsRelation  = plan.CellsRelation
 	InfoPrefix     = plan.InfoPrefix
 )
 

@@ -92,9 +92,12 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	}
 	var b *built
 	var reason string
-	if overlapShape(p.sel) {
+	switch {
+	case overlapShape(p.sel):
 		b, reason = planOverlap(p.sel, snap, sess)
-	} else {
+	case retentionShape(p.sel):
+		b, reason = planRetention(p.sel, snap, sess)
+	default:
 		b, reason = planSelect(p.sel, snap, sess)
 	}
 	if b == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	endian "encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -348,5 +350,78 @@ func TestOverlapThroughProxy(t *testing.T) {
 	var pe *pgconn.PgError
 	if _, err := simple.query(ctx, tiny); !errors.As(err, &pe) || pe.Code != "22023" {
 		t.Errorf("bad max_overlap_error: %v", err)
+	}
+}
+
+// TestRetentionThroughProxy: retention grids written as self-joins of
+// DISTINCT (week, user) sets, answered from per-week Theta sketches: the
+// same cells as PostgreSQL's answer, each estimate close to the exact
+// count, the uncertain cells counted exactly (and equal), the NOTICE
+// saying how many.
+func TestRetentionThroughProxy(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 300_000, 60)
+	ctx := context.Background()
+	mustExec(t, conn, `CREATE INDEX ON events (created_at)`)
+	createRollup(t, conn, "ret", `grain => 'day', dimensions => '{country,device}', theta_columns => '{user_id}'`)
+	refreshRollup(t, conn, "ret", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		direct, nc := connectMode(t, db.DSN, mode), connectMode(t, p.URL(db.DSN), mode)
+		for _, sql := range []string{
+			`WITH act AS (SELECT DISTINCT date_trunc('week', created_at) AS week, user_id FROM events)
+			 SELECT a.week AS cohort, b.week, count(*) AS retained FROM act a JOIN act b ON a.user_id = b.user_id
+			 AND b.week = a.week + interval '1 week' GROUP BY 1, 2 ORDER BY 1, 2`,
+			`SELECT a.w, b.w, count(DISTINCT a.user_id) FROM
+			   (SELECT DISTINCT date_trunc('week', created_at) AS w, user_id FROM events WHERE country = 'US') a,
+			   (SELECT DISTINCT user_id, date_trunc('week', created_at) AS w FROM events) b
+			 WHERE a.user_id = b.user_id AND b.w >= a.w GROUP BY a.w, b.w ORDER BY 1, 2`,
+		} {
+			want, err := direct.query(ctx, sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := nc.query(ctx, sql)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, sql)
+			}
+			if len(got.notices) != 1 || !strings.Contains(got.notices[0], "retention grid from the Theta sketches of rollup ret") {
+				t.Fatalf("notices %q\n%s\n%s", got.notices, sql, p.Log())
+			}
+			t.Log(got.notices[0])
+			if len(got.rows) != len(want.rows) || len(want.rows) < 8 {
+				t.Fatalf("%d cells, PostgreSQL has %d", len(got.rows), len(want.rows))
+			}
+			for i := range want.fields {
+				if got.fields[i].Name != want.fields[i].Name || got.fields[i].DataTypeOID != want.fields[i].DataTypeOID {
+					t.Errorf("column %d: %s/%d, PostgreSQL's %s/%d", i, got.fields[i].Name, got.fields[i].DataTypeOID, want.fields[i].Name, want.fields[i].DataTypeOID)
+				}
+			}
+			within := 0
+			for i, w := range want.rows {
+				g := got.rows[i]
+				if g[0] != w[0] || g[1] != w[1] {
+					t.Fatalf("cell %d is (%s, %s), PostgreSQL's (%s, %s)", i, g[0], g[1], w[0], w[1])
+				}
+				e, _ := strconv.ParseFloat(g[2], 64)
+				x, _ := strconv.ParseFloat(w[2], 64)
+				if d := math.Abs(e-x) / x; d <= 0.10 {
+					within++
+				} else if d > 0.15 {
+					t.Errorf("cell (%s, %s): %v, exact %v", w[0], w[1], e, x)
+				}
+			}
+			if within < len(want.rows)*9/10 {
+				t.Errorf("%d of %d cells within 10%%", within, len(want.rows))
+			}
+			// Allowed almost no error, every cell is counted exactly.
+			mustExec(t, nc.Conn, "SET pgsketch.max_overlap_error = '0.0001%'")
+			got, err = nc.query(ctx, sql)
+			mustExec(t, nc.Conn, "RESET pgsketch.max_overlap_error")
+			if err != nil || !strings.Contains(got.notices[0], " 0 cell(s) estimated, ") ||
+				fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+				t.Errorf("all cells exact: %v %q\n got %v\nwant %v", err, got.notices, got.rows, want.rows)
+			}
+		}
 	}
 }

@@ -75,8 +75,10 @@ type Answer struct {
 	// computed (COUNT(DISTINCT x) beside APPROX_COUNT_DISTINCT(x)) with the
 	// estimate, for the status page's error chart.
 	Samples []Sample
-	// Overlap is set for an Overlap plan's answer.
-	Overlap *Overlap
+	// Overlap is set for an Overlap plan's answer, Retention for a
+	// Retention plan's.
+	Overlap   *Overlap
+	Retention *Retention
 }
 
 // Sample is one group's exact distinct count and its estimate.
@@ -89,6 +91,9 @@ type Sample struct {
 // Notice is the text of the NoticeResponse sent with a plan's answer.
 func (a *Answer) Notice(p *plan.Plan) string {
 	n := p.Notice
+	if r := a.Retention; r != nil {
+		n = retentionNotice(p, r)
+	}
 	if o := a.Overlap; o != nil {
 		n = fmt.Sprintf("pgsketch: count(*) of the %s estimated from the Theta sketches of rollup %s: %.0f, 95%% interval %.0f to %.0f (relative error %s; arms %.0f and %.0f)",
 			p.SetOp, p.Rollup, o.Estimate, o.Lower, o.Upper, percent(o.RelErr()), o.Arms[0], o.Arms[1])
@@ -139,6 +144,8 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 	case plan.FromRollup:
 	case plan.Overlap:
 		return runOverlap(ctx, q, p, params, resultFormats, cache, scope)
+	case plan.Retention:
+		return runRetention(ctx, q, p, params, resultFormats, cache, scope)
 	default:
 		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
 	}

@@ -95,9 +95,9 @@ func (h *Handler) decide(v view, s statement) verdict {
 		return verdict{pass: "only rollup answers are served within a text of several statements"}
 	case p.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
 		return verdict{pass: "PostgreSQL described the EXPLAIN otherwise"}
-	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap) && !p.Explain:
+	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention) && !p.Explain:
 		plans := []*rewrite.Plan{p}
-		if p.Kind == rewrite.Overlap {
+		if len(p.Arms) > 0 {
 			plans = p.Arms
 		}
 		for _, q := range plans {

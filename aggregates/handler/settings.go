@@ -170,7 +170,7 @@ func mergeRefusal(ctx context.Context, c *sessionConn, st sessionSettings, p *re
 	case st.badMerge != "":
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MergeSetting, st.badMerge),
 			"Available values: auto, proxy, server.")
-	case st.badOverlap != "" && p.Kind == rewrite.Overlap:
+	case st.badOverlap != "" && (p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention):
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MaxOverlapErrorSetting, st.badOverlap),
 			"A percentage above 0 and at most 100, such as 10 or 2.5%.")
 	case p.Merge == rewrite.MergeServer && p.ServerFetchSQL == "":

@@ -22,7 +22,17 @@ const (
 	// a FromRollup plan of one MergeTheta aggregate without keys, whose
 	// merged sketch the executor takes (its ShapeSQL is not run).
 	Overlap Kind = "overlap"
+	// Retention plans answer a grid of overlaps between the periods of two
+	// sets: each arm is a FromRollup plan of one key (the period) and one
+	// MergeTheta aggregate, whose merged sketches per period the executor
+	// takes; PeriodCondSQL, CellSQL and ShapeSQL do the rest.
+	Retention Kind = "retention"
 )
+
+// CellsRelation is the relation a Retention plan's ShapeSQL and
+// PeriodCondSQL read: columns pgsketch_a (set 1's period), pgsketch_b (set
+// 2's) and pgsketch_n (the count, bigint).
+const CellsRelation = "pgsketch_cells"
 
 // Op is how the executor merges one output aggregate across the rows of a
 // group (rollup rows and base rows alike).
@@ -151,6 +161,11 @@ type Plan struct {
 	SetOp      string
 	Arms       []*Plan
 	OutputName string
+	// PeriodCondSQL is a Retention plan's condition on a pair of periods,
+	// over CellsRelation's pgsketch_a and pgsketch_b ("true" for none);
+	// CellSQL counts cells exactly: it binds $1 and $2, arrays of set 1's
+	// and set 2's periods, and returns one row (a, b, count) per pair.
+	PeriodCondSQL, CellSQL string
 	// Guard, when set, is a query returning true when the unqualified table
 	// of the query resolves to Source in the session; the executor checks
 	// it (once per search_path) and passes through on false.

@@ -16,6 +16,25 @@ func (p *Plan) String() string {
 		w("sql: %s", p.SubstituteSQL)
 		return strings.TrimSuffix(b.String(), "\n")
 	}
+	if p.Kind == Retention {
+		w("retention grid: cells (set 1's period, set 2's period) = the distinct values in both, counted from Theta sketches")
+		if p.Explain {
+			w("explain: yes")
+		}
+		w("pairs: %s", p.PeriodCondSQL)
+		for i, a := range p.Arms {
+			w("set %d:", i+1)
+			for _, line := range strings.Split(a.String(), "\n") {
+				w("  %s", line)
+			}
+		}
+		w("cells counted exactly: %s", p.CellSQL)
+		w("shape: %s", p.ShapeSQL)
+		if p.Guard != "" {
+			w("guard: %s", p.Guard)
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	if p.Kind == Overlap {
 		w("overlap: %s = the distinct values of set 1 %s set 2, counted from Theta sketches", catalog.QuoteIdent(p.OutputName), p.SetOp)
 		if p.Explain {
@@ -119,7 +138,7 @@ func (p *Plan) SQL() []string {
 	for _, a := range p.Arms {
 		out = append(out, a.SQL()...)
 	}
-	for _, s := range []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard} {
+	for _, s := range []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard, p.CellSQL} {
 		if s != "" {
 			out = append(out, s)
 		}
