@@ -308,6 +308,19 @@ func TestOverlapThroughProxy(t *testing.T) {
 	check(extended, `SELECT count(*) FROM (SELECT user_id FROM events WHERE created_at >= $1 AND created_at < $2
 		INTERSECT SELECT user_id FROM events WHERE created_at >= $2) x`, "2026-01-05", "2026-02-07")
 
+	// EXPLAIN shows both sets' plans and the estimate the answer would have.
+	ex, err := simple.query(ctx, "EXPLAIN "+answered[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []string
+	for _, r := range ex.rows {
+		text = append(text, r[0])
+	}
+	if all := strings.Join(text, "\n"); !strings.Contains(all, "set 2:") || !regexp.MustCompile(`estimate: \d+, 95% interval \d+ to \d+ .*answered from the sketches`).MatchString(all) {
+		t.Errorf("EXPLAIN:\n%s", all)
+	}
+
 	// A changed bucket is read from the base table: its new users count.
 	mustExec(t, conn, `INSERT INTO events (id, created_at, user_id, country, device, amount)
 		SELECT 20000000 + i, timestamptz '2026-01-15 10:00', 500000000 + i, 'DE', 'web', 1 FROM generate_series(1, 3000) i;
@@ -340,6 +353,9 @@ func TestOverlapThroughProxy(t *testing.T) {
 		if block {
 			mustExec(t, simple.Conn, "SELECT 1; COMMIT")
 		}
+	}
+	if ex, err := simple.query(ctx, "EXPLAIN "+tiny); err != nil || !strings.Contains(fmt.Sprint(ex.rows), "counted exactly by PostgreSQL") {
+		t.Errorf("EXPLAIN of the tiny overlap: %v %v", ex, err)
 	}
 	// Allowed a larger error, the same query is answered from sketches.
 	mustExec(t, simple.Conn, "SET pgsketch.max_overlap_error = '100%'")

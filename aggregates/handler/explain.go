@@ -2,6 +2,8 @@ package handler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -33,6 +35,9 @@ func sendExplain(lines []string, c *sessionConn, s *wire.Session) error {
 // stays as it was.
 func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params) ([]string, error) {
 	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
+	if p.Kind == rewrite.Overlap && !c.noSync {
+		return h.explainOverlap(ctx, c, p, params, lines)
+	}
 	if p.Kind != rewrite.FromRollup {
 		return lines, nil
 	}
@@ -82,6 +87,32 @@ func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.P
 				return nil, err
 			}
 		}
+	}
+	return lines, nil
+}
+
+// explainOverlap adds to an overlap's EXPLAIN what its answer would be:
+// the sketches are merged (a cheap read of the rollup and the edges), and
+// the estimate, its 95 % interval and whether the proxy would answer it or
+// count it exactly are shown. Nothing is counted exactly.
+func (h *Handler) explainOverlap(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params, lines []string) ([]string, error) {
+	st, err := h.settings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := h.run(ctx, c, st, p, params, nil)
+	var re *exec.Refused
+	switch {
+	case err == nil:
+		o := ans.Overlap
+		lines = append(lines, fmt.Sprintf("estimate: %.0f, 95%% interval %.0f to %.0f (relative error %.2g%%): answered from the sketches",
+			o.Estimate, o.Lower, o.Upper, 100*o.RelErr()))
+	case errors.As(err, &re):
+		lines = append(lines, "estimate: "+strings.TrimPrefix(re.Error(), "pgsketch: ")+": counted exactly by PostgreSQL")
+	case isPgError(err) && !clientCancelled(err) && !clientVisible(err):
+		lines = append(lines, "estimate: not available ("+err.Error()+")")
+	default:
+		return nil, err
 	}
 	return lines, nil
 }
