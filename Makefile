@@ -69,6 +69,12 @@ bench-rollup: deps
 bench-query: deps
 	./scripts/bench-query.sh $(BENCH_QUERY_ARGS)
 
+## bench-overlap: a Theta column's build cost and storage, and INTERSECT / EXCEPT / NOT IN counts through the proxy
+## (cold and warm) against exact, 20 M events (docs/benchmarks.md); BENCH_OVERLAP_ARGS="--keep DIR" reuses the data
+.PHONY: bench-overlap
+bench-overlap: deps
+	./scripts/bench-overlap.sh $(BENCH_OVERLAP_ARGS)
+
 ## bench-capture: change capture's cost to writers (1 M-row INSERT ... SELECT, 10000 one-row INSERTs, with and
 ## without the triggers) and to queries with changed buckets (docs/benchmarks.md); BENCH_CAPTURE_ARGS="--rows 20000000"
 .PHONY: bench-capture

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/internal/demodata"
+	"github.com/pgsketch/pgsketch/migrations"
+)
+
+const (
+	hllRollup   = "events_daily_hll"
+	thetaRollup = "events_daily_theta"
+)
+
+// dataInfo describes the database the queries run on.
+type dataInfo struct {
+	pgVersion    string
+	eventsBytes  int64
+	sharedBufs   string
+	workMem      string
+	regenerated  bool
+	generateTime time.Duration
+}
+
+// setup brings the catalog up to date and makes the events table (unless
+// it already holds the rows asked for) and its index on created_at.
+func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) (dataInfo, error) {
+	var d dataInfo
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
+		return d, fmt.Errorf("the hll extension is needed: %w", err)
+	}
+	if err := migrateUp(dsn); err != nil {
+		return d, err
+	}
+	spec := demodata.Default
+	spec.Table, spec.Rows, spec.Days, spec.Users = "events", o.rows, o.days, o.users
+	mark := fmt.Sprintf("demodata rows=%d days=%d users=%d", o.rows, o.days, o.users)
+	var have string
+	_ = conn.QueryRow(ctx, "SELECT coalesce(obj_description(to_regclass('events'), 'pg_class'), '')").Scan(&have)
+	if have != mark {
+		fmt.Printf("generating %d events over %d days...\n", o.rows, o.days)
+		t0 := time.Now()
+		if err := dropRollupsOnEvents(ctx, conn); err != nil {
+			return d, err
+		}
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS events; "+spec.CreateSQL()+
+			"COMMENT ON TABLE events IS '"+mark+"'"); err != nil {
+			return d, err
+		}
+		d.regenerated, d.generateTime = true, time.Since(t0)
+		fmt.Printf("generated in %s\n", d.generateTime.Round(time.Second))
+	}
+	if _, err := conn.Exec(ctx, "CREATE INDEX IF NOT EXISTS events_created_at ON events (created_at)"); err != nil {
+		return d, err
+	}
+	err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('shared_buffers'),
+		current_setting('work_mem'), pg_total_relation_size('events')`).Scan(&d.pgVersion, &d.sharedBufs, &d.workMem, &d.eventsBytes)
+	if err != nil {
+		return d, err
+	}
+	fmt.Printf("PostgreSQL %s (shared_buffers %s, work_mem %s); events: %d rows, %s with its indexes\n",
+		d.pgVersion, d.sharedBufs, d.workMem, o.rows, mb(d.eventsBytes))
+	return d, nil
+}
+
+func migrateUp(dsn string) error {
+	m, err := migrations.Open(dsn, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return m.Up()
+}
+
+// dropRollupsOnEvents drops every rollup of the events table, so that the
+// table can be dropped.
+func dropRollupsOnEvents(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `SELECT name FROM pgsketch.rollup_defs
+		WHERE source_schema = 'public' AND source_table = 'events' ORDER BY name`)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1)", n); err != nil {
+			return err
+		}
+		fmt.Printf("dropped rollup %s of the old events table\n", n)
+	}
+	return nil
+}
+
+// rollupKind is one of the two rollups whose builds are compared.
+type rollupKind struct {
+	name, measures, args string
+}
+
+func rollupKinds(lgK int) [2]rollupKind {
+	base := `grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}', log2m => 14, regwidth => 5`
+	return [2]rollupKind{
+		{hllRollup, "hll(user_id), log2m 14, regwidth 5", base},
+		{thetaRollup, fmt.Sprintf("the same + theta(user_id), lg_k %d", lgK), fmt.Sprintf("%s, theta_columns => '{user_id}', theta_lgk => %d", base, lgK)},
+	}
+}
+
+// buildInfo is what the builds measured; builds is empty with --skip-build.
+type buildInfo struct {
+	kinds  [2]rollupKind
+	builds [2][]time.Duration
+	rows   [2]int64
+	bytes  [2]int64
+	// Average octet_length and pg_column_size (stored, maybe compressed)
+	// of the Theta rollup's two sketch columns: hll, then theta.
+	avgLen, avgStored [2]float64
+	streams           int
+	skipped           bool
+}
+
+// buildRollups builds the HLL-only and the HLL + Theta rollup
+// o.buildRounds times each, alternating which goes first, measures them
+// and drops the HLL-only one.
+func buildRollups(ctx context.Context, conn *pgx.Conn, dsn string, o options) (*buildInfo, error) {
+	bi := &buildInfo{kinds: rollupKinds(o.lgK), streams: o.streams}
+	if o.skipBuild && isBuilt(ctx, conn, thetaRollup) {
+		fmt.Printf("reusing the built rollup %s (--skip-build)\n", thetaRollup)
+		bi.skipped = true
+		return bi, measureTheta(ctx, conn, bi)
+	}
+	fmt.Println("warming the events table's pages (one untimed sequential scan)...")
+	if _, err := conn.Exec(ctx, "SELECT count(*) FROM events"); err != nil {
+		return nil, err
+	}
+	for round := range o.buildRounds {
+		order := []int{0, 1}
+		if round%2 == 1 {
+			order = []int{1, 0}
+		}
+		for _, k := range order {
+			d, err := build(ctx, conn, dsn, bi.kinds[k], o.streams)
+			if err != nil {
+				return nil, err
+			}
+			bi.builds[k] = append(bi.builds[k], d)
+			if err := conn.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass), (SELECT count(*) FROM "+bi.kinds[k].name+")",
+				bi.kinds[k].name).Scan(&bi.bytes[k], &bi.rows[k]); err != nil {
+				return nil, err
+			}
+			fmt.Printf("build round %d: %s in %s: %d rows, %s\n", round+1, bi.kinds[k].name, ms(d), bi.rows[k], mb(bi.bytes[k]))
+		}
+	}
+	if err := measureTheta(ctx, conn, bi); err != nil {
+		return nil, err
+	}
+	_, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup('"+hllRollup+"')")
+	return bi, err
+}
+
+func isBuilt(ctx context.Context, conn *pgx.Conn, name string) bool {
+	var built bool
+	_ = conn.QueryRow(ctx, "SELECT watermark IS NOT NULL FROM pgsketch.rollup_defs WHERE name = $1", name).Scan(&built)
+	return built
+}
+
+// build creates the rollup anew and builds it with a full refresh, timed,
+// then vacuums and analyzes it (not timed).
+func build(ctx context.Context, conn *pgx.Conn, dsn string, k rollupKind, streams int) (time.Duration, error) {
+	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup('"+k.name+"', if_exists => true)"); err != nil {
+		return 0, err
+	}
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if _, err := conn.Exec(ctx, "SELECT pgsketch.create_rollup('"+k.name+"', 'events', 'created_at', "+k.args+")"); err != nil {
+		return 0, err
+	}
+	if _, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, k.name,
+		refresh.Options{Full: true, Streams: streams, Dial: refresh.DialPgConn(dsn)}); err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	_, err := conn.Exec(ctx, "VACUUM ANALYZE "+k.name)
+	return d, err
+}
+
+// measureTheta reads the sizes of the Theta rollup's sketches.
+func measureTheta(ctx context.Context, conn *pgx.Conn, bi *buildInfo) error {
+	return conn.QueryRow(ctx, `SELECT avg(octet_length(distinct_user_id)), avg(octet_length(theta_user_id)),
+		avg(pg_column_size(distinct_user_id)), avg(pg_column_size(theta_user_id)),
+		count(*), pg_total_relation_size('`+thetaRollup+`') FROM `+thetaRollup).
+		Scan(&bi.avgLen[0], &bi.avgLen[1], &bi.avgStored[0], &bi.avgStored[1], &bi.rows[1], &bi.bytes[1])
+}
+
+// mb is a size in MB (2^20 bytes), or GB from 1 GB.
+func mb(b int64) string {
+	if b >= 1<<30 {
+		return fmt.Sprintf("%.2f GB", float64(b)/(1<<30))
+	}
+	return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
+}
+
+// setupLevels gives the Theta rollup exactly the levels listed (comma-
+// separated), builds the new ones and prints what they cost.
+func setupLevels(ctx context.Context, conn *pgx.Conn, dsn, levels string) error {
+	want := map[string]bool{}
+	for _, g := range strings.Split(levels, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			want[g] = true
+		}
+	}
+	rows, err := conn.Query(ctx, "SELECT grain FROM pgsketch.rollup_levels WHERE rollup = $1", thetaRollup)
+	if err != nil {
+		return err
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	var added []string
+	for _, g := range have {
+		if !want[g] {
+			if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup_level($1, $2)", thetaRollup, g); err != nil {
+				return err
+			}
+		}
+		delete(want, g)
+	}
+	for g := range want {
+		if _, err := conn.Exec(ctx, "SELECT pgsketch.add_rollup_level($1, $2)", thetaRollup, g); err != nil {
+			return err
+		}
+		added = append(added, g)
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, thetaRollup, refresh.Options{Streams: 2, Dial: refresh.DialPgConn(dsn)})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("levels %s added and built in %s (the refresh that built them: %s)\n", strings.Join(added, ","), ms(time.Since(t0)), res)
+	for _, g := range added {
+		var n, bytes int64
+		if err := conn.QueryRow(ctx, "SELECT count(*), pg_total_relation_size($1::regclass) FROM "+thetaRollup+"_"+g, thetaRollup+"_"+g).Scan(&n, &bytes); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+thetaRollup+"_"+g); err != nil {
+			return err
+		}
+		fmt.Printf("level %s: %d rows, %s\n", g, n, mb(bytes))
+	}
+	return nil
+}
