@@ -6,8 +6,9 @@
 // canonical text (see Add) or pass their own 64-bit hash (AddHash), merge
 // sketches (Union, Fold; ThetaUnion, ThetaIntersect, ThetaANotB), estimate
 // (Estimate, StdError; LowerBound, UpperBound) and store them as bytes
-// (MarshalBinary, UnmarshalBinary). The sections below describe HLL first,
-// then Theta.
+// (MarshalBinary, UnmarshalBinary). Freq and CountMin count how often
+// items occur, for top-k answers. The sections below describe HLL first,
+// then Theta, then Freq and CountMin.
 //
 // # Compatibility
 //
@@ -203,4 +204,94 @@
 // at least 2^63, a hash that is 0 or not below theta, a duplicate hash, or
 // hashes out of order although flagged ordered (ErrCorrupt). The count is
 // checked against the length before anything is allocated.
+//
+// # Frequent items
+//
+// Freq is a mergeable Misra–Gries summary of item counts that also keeps
+// each item's error, as Space-Saving does; the type's documentation has
+// the algorithm and the proofs. Items are byte strings (an int64 as its 8
+// big-endian bytes, a text as its bytes) or NULL, an item of its own.
+// With capacity m, after any sequence of Add and Merge:
+//
+//   - every item's true count lies in [lower, upper] (Bounds, NullBounds,
+//     Items), with upper − lower <= MaxError();
+//   - an untracked item's true count is at most MaxError();
+//   - sum of counters + (m+1)·MaxError() <= N, so MaxError() <= N/(m+1),
+//     for a merge of any number of summaries as for one (merging into a
+//     summary of larger capacity is refused);
+//   - Candidates(k) holds every item of the true top k (ties included)
+//     when it reports itself complete, and only items the bounds cannot
+//     rule out.
+//
+// # Frequent items byte layout
+//
+// A Freq is written as three bytes, then unsigned LEB128 varints
+// (encoding/binary's Uvarint, each in its shortest form) and item bytes:
+//
+//	byte 0   tag 'F' (0x46)
+//	byte 1   version, 1
+//	byte 2   flags: bit 0 the NULL item is tracked; bits 1..7 are 0
+//	varint   capacity m, 1..2^20
+//	varint   N, the total count, at most 2^63−1
+//	varint   Δ, the error offset (MaxError), at most N
+//	varint   number of tracked items other than NULL: at most m, or m−1
+//	         with the NULL item
+//	         if the NULL item is tracked: its counter, its error (varints)
+//	then     for each item, in ascending order of its bytes (bytes.Compare):
+//	         varint length (at most 2^20), the bytes, varint counter,
+//	         varint error
+//
+// An item's counter c >= 1 and error e <= Δ give its bounds: upper = c + Δ
+// and lower = c + Δ − e. MarshalBinary writes the summary reduced to at
+// most m counters. For example capacity 3, N 309, Δ 1, the int64 7 with
+// counter 299, the text "b" with counter 1 and the NULL item with counter
+// 4, all with error 0 (bounds [300, 300], [2, 2] and [5, 5]):
+//
+//	46 01 01 03 b5 02 01 02 04 00  08 00 00 00 00 00 00 00 07 ab 02 00  01 62 01 00
+//
+// Decoding untrusted bytes never panics. Input is rejected, with an error
+// wrapping an exported sentinel and the receiver unchanged, when it ends
+// early, inside a varint or an item, or announces more items than the
+// bytes left can hold (ErrTruncated); has another tag (ErrType) or
+// version (ErrVersion); a capacity outside [1, 2^20] (ErrInvalidParams);
+// or (ErrCorrupt) unknown flag bits, a varint longer than its shortest
+// form or past 64 bits, N past 2^63−1, Δ above N, more items than the
+// capacity, an item longer than 2^20 bytes, items not in strictly
+// ascending order (so no duplicates), a counter of 0 or above N, an error
+// above Δ, counters summing with (m+1)·Δ past N, or trailing bytes. The
+// item count is checked against the length before anything is allocated.
+//
+// # Count-Min sketch
+//
+// CountMin is a Count-Min sketch with conservative update. Its estimate
+// of an item's count is never below the true count, whatever the hashes,
+// also after merges; with width ceil(e/ε) and depth ceil(ln(1/δ)) it
+// exceeds the true count by more than ε·N with probability at most δ.
+// Merging (adding the cells) keeps both properties, though the merged
+// sketch is not the one conservative update would build from the combined
+// input. It cannot list items, only bound the count of an item it is
+// given; the type's documentation has the details.
+//
+// # Count-Min byte layout
+//
+//	byte 0   tag 'C' (0x43)
+//	byte 1   version, 1
+//	varint   width w >= 1
+//	varint   depth d, 1..32, with w·d at most 2^22
+//	varint   N, the total count, at most 2^63−1
+//	varints  the w·d cells, row 0 first, each row from cell 0
+//
+// The varints are those of the Freq layout. Version 1 also fixes the
+// hashing: MurmurHash3 x64 128 of the item's bytes with seed 0x434d (the
+// NULL item: no bytes, seed 0x434e) gives (h1, h2), and the cell of row i
+// is the high 64 bits of fmix64(h1 + i·h2)·w. For example w 4, d 2 and N
+// 201 start 43 01 04 02 c9 01.
+//
+// Decoding untrusted bytes never panics. Input is rejected, with an error
+// wrapping an exported sentinel and the receiver unchanged, when it ends
+// early or has fewer bytes left than cells (ErrTruncated); has another
+// tag (ErrType) or version (ErrVersion); a width or depth out of range
+// (ErrInvalidParams); or (ErrCorrupt) a varint longer than its shortest
+// form or past 64 bits, N past 2^63−1, a row whose cells sum past N
+// (an Add raises each row by at most its count), or trailing bytes.
 package sketch

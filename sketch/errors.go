@@ -27,4 +27,8 @@ var (
 	// trailing bytes, unsorted or duplicate EXPLICIT values, SPARSE indices
 	// not ascending, zero-valued SPARSE registers, non-zero padding bits.
 	ErrCorrupt = errors.New("corrupt sketch")
+
+	// ErrOverflow reports a count that would take a total past
+	// math.MaxInt64: in an Add, or in a Merge of two large summaries.
+	ErrOverflow = errors.New("sketch count overflow")
 )
