@@ -65,6 +65,10 @@ const (
 	// bytea) of the distinct non-NULL values of the expression, whose set
 	// operations count overlaps.
 	Theta Kind = "theta"
+	// TopK is a frequent-items summary (sketch.Freq, bytea) of the rows'
+	// values of the expression: the counts of the most frequent ones, with
+	// bounds, from which a top-k's candidates are drawn.
+	TopK Kind = "topk"
 	// Count is count(expression); with expression "*" the bucket's row count.
 	Count Kind = "count"
 	// Sum, Min and Max are the partial aggregates of the expression.
@@ -86,7 +90,8 @@ type Measure struct {
 	Type string
 	// Log2m, Regwidth and Hash describe a sketch measure; zero otherwise.
 	// Log2m is log2 of the sketch size: registers of an HLL measure,
-	// nominal entries (lg_k) of a Theta measure, which has no Regwidth.
+	// nominal entries (lg_k) of a Theta measure, counters of a TopK one
+	// (neither has a Regwidth).
 	Log2m    int
 	Regwidth int
 	Hash     string

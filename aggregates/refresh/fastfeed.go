@@ -292,6 +292,12 @@ func (g *groups) newGroup(key string) *group {
 			}
 			grp.thetas[i] = newThetaState(fd.log2m)
 		}
+		if fd.kind == "topk" {
+			if grp.topks == nil {
+				grp.topks = make([]*topkState, len(g.fields))
+			}
+			grp.topks[i] = newTopkState(fd.log2m)
+		}
 		if fd.kind == "hll" {
 			grp.sketches[i], _ = sketch.NewHLL(fd.log2m, fd.regwidth) // checked by parseFields
 			grp.pending[i] = &hashSet{cache: &g.slots}

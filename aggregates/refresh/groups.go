@@ -30,7 +30,7 @@ type field struct {
 
 // sketched reports whether the field is a sketch built from base rows
 // rather than a partial aggregate that PostgreSQL computes.
-func (f field) sketched() bool { return f.kind == "hll" || f.kind == "theta" }
+func (f field) sketched() bool { return f.kind == "hll" || f.kind == "theta" || f.kind == "topk" }
 
 // parseFields reads refresh_begin's fields: "hll:14:5:int8", "theta:12:text",
 // "count", "sum", ...
@@ -57,6 +57,20 @@ func parseFields(ss []string) ([]field, error) {
 			}
 			if _, err := sketch.NewHLL(f.log2m, f.regwidth); err != nil {
 				return nil, fmt.Errorf("measure %d: %w", i+1, err)
+			}
+		case "topk":
+			var err error
+			if len(parts) == 3 {
+				f.log2m, err = strconv.Atoi(parts[1])
+				f.form = parts[2]
+			}
+			if len(parts) != 3 || err != nil || f.log2m < 4 || f.log2m > 16 {
+				return nil, fmt.Errorf("measure %d: bad summary parameters %q", i+1, s)
+			}
+			switch f.form {
+			case "int2", "int4", "int8", "text", "sketch":
+			default:
+				return nil, fmt.Errorf("measure %d: unknown value form %q", i+1, f.form)
 			}
 		case "theta":
 			var err error
@@ -103,6 +117,7 @@ type group struct {
 	rows     int64         // base rows streamed (the row count when there is no partials row)
 	sketches []*sketch.HLL // per field; nil for non-hll fields
 	thetas   []*thetaState // per field; nil for non-theta fields
+	topks    []*topkState  // per field; nil for non-topk fields
 	pending  []*hashSet    // per hll field: hashes not yet added, while the sketch is exact; else nil
 	flushAt  []int         // per hll field: the size of pending that adds it
 	partials [][]byte      // per field: the partials row's value; nil for NULL and hll fields
@@ -139,7 +154,7 @@ type groups struct {
 
 func newGroups(ndims int, fields []field, b bucketer) *groups {
 	g := &groups{ndims: ndims, fields: fields, bucket: b, m: make(map[string]*group)}
-	theta := false
+	slow := false // a measure feedFast does not build
 	for i, f := range fields {
 		if f.kind == "hll" {
 			g.hllIdx = append(g.hllIdx, i)
@@ -147,10 +162,10 @@ func newGroups(ndims int, fields []field, b bucketer) *groups {
 		if f.sketched() {
 			g.sketchIdx = append(g.sketchIdx, i)
 		}
-		theta = theta || f.kind == "theta"
+		slow = slow || f.kind == "theta" || f.kind == "topk"
 	}
 	g.lean = g.rawForms()
-	g.fast = g.lean && !theta // feedFast sketches hll measures only
+	g.fast = g.lean && !slow
 	return g
 }
 
@@ -210,6 +225,12 @@ func (g *groups) add(f [][]byte) error {
 		grp.rows++
 		for i, fd := range g.fields {
 			v := vals[i]
+			if fd.kind == "topk" { // a NULL is an item too
+				if err := grp.topks[i].add(fd.form, v); err != nil {
+					return fmt.Errorf("measure %d: %w", i+1, err)
+				}
+				continue
+			}
 			if !fd.sketched() || v == nil {
 				continue
 			}
@@ -323,6 +344,11 @@ func (g *groups) merge(o *groups) error {
 					return err
 				}
 			}
+			if fd.kind == "topk" {
+				if err := mine.topks[i].absorb(og.topks[i]); err != nil {
+					return err
+				}
+			}
 			if fd.kind != "hll" {
 				continue
 			}
@@ -390,6 +416,12 @@ func (g *groups) writeTo(w io.Writer) error {
 			case fd.kind == "hll":
 				grp.flush(i)
 				sk, err := grp.sketches[i].MarshalBinary()
+				if err != nil {
+					return err
+				}
+				buf = appendField(buf, sk)
+			case fd.kind == "topk":
+				sk, err := grp.topks[i].marshal()
 				if err != nil {
 					return err
 				}

@@ -129,6 +129,8 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	distinct := f.String("distinct", "", "comma-separated columns to sketch for COUNT(DISTINCT)")
 	theta := f.String("theta", "", "comma-separated columns to keep Theta sketches of, for overlaps (INTERSECT, EXCEPT, IN): smallint, integer, bigint, text or varchar")
 	thetaLgK := f.Int("theta-lgk", 12, "Theta sketch nominal entries 2^lgk (5..16); up to 8·2^lgk bytes per rollup row")
+	topk := f.String("topk", "", "comma-separated columns to keep frequent-items summaries of, for top-k queries: smallint, integer, bigint, text or varchar")
+	topkSize := f.Int("topk-size", 1024, "counters per top-k summary: a power of two from 16 to 65536")
 	f.Bool("count", true, "store the row count per bucket (always on: every rollup has row_count)")
 	sum := f.String("sum", "", "comma-separated columns to store SUM partials of")
 	minCols := f.String("min", "", "comma-separated columns to store MIN partials of")
@@ -165,10 +167,11 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	var rel string
 	err = tx.QueryRow(ctx, `SELECT pgsketch.create_rollup($1, $2, $3, grain => $4, time_zone => $5,
 		dimensions => $6, distinct_columns => $7, sum_columns => $8, min_columns => $9, max_columns => $10,
-		log2m => $11, regwidth => $12, late_window => $13::interval, theta_columns => $14, theta_lgk => $15)::text`,
+		log2m => $11, regwidth => $12, late_window => $13::interval, theta_columns => $14, theta_lgk => $15,
+		topk_columns => $16, topk_size => $17)::text`,
 		name, *table, *timeCol, *grain, *tz, nonNil(splitList(*dims)), nonNil(splitList(*distinct)),
 		nonNil(splitList(*sum)), nonNil(splitList(*minCols)), nonNil(splitList(*maxCols)), *log2m, *regwidth, lateArg,
-		nonNil(splitList(*theta)), *thetaLgK).Scan(&rel)
+		nonNil(splitList(*theta)), *thetaLgK, nonNil(splitList(*topk)), *topkSize).Scan(&rel)
 	if err != nil {
 		return explain(err)
 	}
