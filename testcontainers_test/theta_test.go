@@ -221,6 +221,21 @@ func TestThetaRollupEvents(t *testing.T) {
 		t.Fatalf("%d weeks (%v)", weeks, err)
 	}
 
+	// rollup verify checks the Theta column too, against exact counts.
+	checks, err := refresh.Verify(ctx, refresh.PgConn{C: conn.PgConn()}, "ev", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thetaChecks := 0
+	for _, c := range checks {
+		if c.Measure == "theta_user_id" {
+			thetaChecks++
+		}
+	}
+	if sum := refresh.Summarize(checks); thetaChecks < 8 || sum.Beyond5 > 0 {
+		t.Fatalf("verify: %d theta checks of %d, %+v", thetaChecks, len(checks), sum)
+	}
+
 	// Late rows, then an incremental refresh: the bytes of a full rebuild.
 	mustExec(t, conn, `INSERT INTO events (id, created_at, user_id, country, device, amount)
 		SELECT 10000000 + i, timestamptz '2026-01-03' + i * interval '1 minute', 900000000 + i, 'DE', 'web', 1

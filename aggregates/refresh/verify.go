@@ -81,15 +81,13 @@ func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []
 			raw, exactText := row[3+2*i], row[4+2*i]
 			exact, _ := strconv.ParseInt(string(exactText), 10, 64)
 			c := Check{Key: string(row[0]), Measure: m.Column, Exact: exact, RowCount: stored, ExactRows: exactRows}
-			h := new(sketch.HLL)
 			b, err := decodeHexBytea(raw)
 			if err == nil {
-				err = h.UnmarshalBinary(b)
+				c.Estimate, err = estimate(m.Kind, b)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("verify %s: row %s: %s: %w", name, c.Key, m.Column, err)
 			}
-			c.Estimate = h.Estimate()
 			if exact > 0 {
 				c.StdErrs = (c.Estimate - float64(exact)) / (m.StdErr() * float64(exact))
 			}
@@ -127,7 +125,7 @@ func pickBuckets(ctx context.Context, conn Conn, r *catalog.Rollup, n int) ([]st
 // recomputeSQL is the statement that recomputes the picked buckets from
 // the base table beside the stored rows: per row, its key as text, the
 // stored and the exact row count, then each sketch and its exact distinct
-// count (hlls, in order).
+// count (hlls, in order: the HLL and Theta measures).
 func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Measure, error) {
 	bucketType := map[catalog.TimeType]string{catalog.Date: "date", catalog.Timestamp: "timestamp",
 		catalog.Timestamptz: "timestamptz"}[r.TimeType]
@@ -153,7 +151,7 @@ func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Mea
 	var hlls []catalog.Measure
 	var exactCols, rollCols []string
 	for _, m := range r.Measures {
-		if m.Kind == catalog.HLL {
+		if m.Kind == catalog.HLL || m.Kind == catalog.Theta {
 			hlls = append(hlls, m)
 			exactCols = append(exactCols, fmt.Sprintf("count(DISTINCT %s) AS %s", catalog.QuoteIdent(m.Expression), catalog.QuoteIdent("x_"+m.Column)))
 			rollCols = append(rollCols, fmt.Sprintf("r.%s, e.%s", catalog.QuoteIdent(m.Column), catalog.QuoteIdent("x_"+m.Column)))
@@ -179,6 +177,22 @@ func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Mea
 		r.Table.String(), prefixAnd(joinOn),
 		strings.Join(withType(bucketList, bucketType), ", "))
 	return q, hlls, nil
+}
+
+// estimate is the distinct count a stored sketch of kind k estimates.
+func estimate(k catalog.Kind, b []byte) (float64, error) {
+	if k == catalog.Theta {
+		var c sketch.CompactTheta
+		if err := c.UnmarshalBinary(b); err != nil {
+			return 0, err
+		}
+		return c.Estimate(), nil
+	}
+	var h sketch.HLL
+	if err := h.UnmarshalBinary(b); err != nil {
+		return 0, err
+	}
+	return h.Estimate(), nil
 }
 
 // Summary condenses checks: how many, the largest error in standard
