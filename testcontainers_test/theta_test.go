@@ -445,6 +445,9 @@ func TestRetentionThroughProxy(t *testing.T) {
 			if within < len(want.rows)*9/10 {
 				t.Errorf("%d of %d cells within 10%%", within, len(want.rows))
 			}
+			if ex, err := nc.query(ctx, "EXPLAIN "+sql); err != nil || !strings.Contains(fmt.Sprint(ex.rows), "answer: retention grid from the Theta sketches") {
+				t.Errorf("EXPLAIN of the grid: %v %v", ex, err)
+			}
 			// Allowed almost no error, every cell is counted exactly.
 			mustExec(t, nc.Conn, "SET pgsketch.max_overlap_error = '0.0001%'")
 			got, err = nc.query(ctx, sql)

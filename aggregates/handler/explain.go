@@ -35,7 +35,7 @@ func sendExplain(lines []string, c *sessionConn, s *wire.Session) error {
 // stays as it was.
 func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params) ([]string, error) {
 	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
-	if p.Kind == rewrite.Overlap && !c.noSync {
+	if (p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention) && !c.noSync {
 		return h.explainOverlap(ctx, c, p, params, lines)
 	}
 	if p.Kind != rewrite.FromRollup {
@@ -91,10 +91,12 @@ func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.P
 	return lines, nil
 }
 
-// explainOverlap adds to an overlap's EXPLAIN what its answer would be:
-// the sketches are merged (a cheap read of the rollup and the edges), and
-// the estimate, its 95 % interval and whether the proxy would answer it or
-// count it exactly are shown. Nothing is counted exactly.
+// explainOverlap adds to an overlap's or a retention grid's EXPLAIN what
+// its answer would be: the sketches are merged (a cheap read of the rollup
+// and the edges), and the estimate, its 95 % interval and whether the
+// proxy would answer it or count it exactly are shown (for a grid: how
+// many cells would be estimated and how many counted exactly, which that
+// EXPLAIN does count).
 func (h *Handler) explainOverlap(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params, lines []string) ([]string, error) {
 	st, err := h.settings(ctx, c)
 	if err != nil {
@@ -103,6 +105,8 @@ func (h *Handler) explainOverlap(ctx context.Context, c *sessionConn, p *rewrite
 	ans, err := h.run(ctx, c, st, p, params, nil)
 	var re *exec.Refused
 	switch {
+	case err == nil && ans.Retention != nil:
+		lines = append(lines, "answer: "+strings.TrimPrefix(ans.Notice(p), "pgsketch: "))
 	case err == nil:
 		o := ans.Overlap
 		lines = append(lines, fmt.Sprintf("estimate: %.0f, 95%% interval %.0f to %.0f (relative error %.2g%%): answered from the sketches",
