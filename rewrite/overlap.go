@@ -65,6 +65,10 @@ type overlap struct {
 // planOverlap plans an overlap statement (overlapShape holds), or says
 // why it is not answered.
 func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+	if s.unsupported != "" {
+		// A WITH clause, say, whose names the sets' FROM could mean.
+		return nil, "query uses " + s.unsupported
+	}
 	var ov overlap
 	var why string
 	if s.from[0].sub != nil {

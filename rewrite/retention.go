@@ -84,6 +84,8 @@ func readPeriodSet(it fromItem, ctes map[string]*selectStmt) (periodSet, string)
 	switch {
 	case s == nil:
 		return ps, refName(it) + " is not a subquery or a common table expression"
+	case len(s.from) == 1 && s.from[0].schema == "" && ctes[s.from[0].name] != nil:
+		return ps, refName(it) + " reads the common table expression " + s.from[0].name + ", not a table"
 	case s.unsupported != "" || s.setOp != "":
 		return ps, refName(it) + " uses " + s.unsupported
 	case !s.distinct:
@@ -139,6 +141,11 @@ var gridColumns = [3]string{"pgsketch_a", "pgsketch_b", "pgsketch_n"}
 // it is not answered.
 func planRetention(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
 	pair, _ := joinedPair(s)
+	if s.unsupported != "" && s.ctes == nil {
+		// A WITH clause the parser could not read (RECURSIVE, say), whose
+		// names the sets' FROM could mean; or another construct.
+		return nil, "retention grid: query uses " + s.unsupported
+	}
 	var sets [2]periodSet
 	for i, it := range pair.items {
 		ps, why := readPeriodSet(it, s.ctes)
