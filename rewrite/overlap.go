@@ -220,8 +220,19 @@ func correlated(s *selectStmt, outer fromItem, col string) (*selectStmt, string,
 		return nil, "", "it is not a plain SELECT"
 	case len(s.from) != 1 || s.from[0].unsupported != "":
 		return nil, "", "it reads other than one table"
-	case len(s.groupBy) > 0 || s.having != nil || s.limit != nil || s.offset != nil:
-		return nil, "", "it has GROUP BY, HAVING, LIMIT or OFFSET"
+	case len(s.groupBy) > 0 || s.having != nil || s.limit != nil || s.offset != nil || len(s.orderBy) > 0:
+		return nil, "", "it has GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET"
+	}
+	// An aggregate or a set-returning function in the select list would
+	// make EXISTS always true or always false: only constants and columns.
+	for _, t := range s.targets {
+		switch t.e.(type) {
+		case *constExpr, *colRef:
+		default:
+			if !t.star {
+				return nil, "", "it selects other than constants and columns"
+			}
+		}
 	}
 	inner := s.from[0]
 	if refName(inner) == refName(outer) {

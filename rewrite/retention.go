@@ -141,9 +141,10 @@ var gridColumns = [3]string{"pgsketch_a", "pgsketch_b", "pgsketch_n"}
 // it is not answered.
 func planRetention(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
 	pair, _ := joinedPair(s)
-	if s.unsupported != "" && s.ctes == nil {
+	if s.unsupported != "" && (s.unsupported != "a WITH clause" || s.ctes == nil) {
 		// A WITH clause the parser could not read (RECURSIVE, say), whose
-		// names the sets' FROM could mean; or another construct.
+		// names the sets' FROM could mean, or another construct (grouping
+		// sets, a window clause, ...).
 		return nil, "retention grid: query uses " + s.unsupported
 	}
 	var sets [2]periodSet
@@ -188,6 +189,10 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built,
 		r, ok := snap.Rollup(b.Rollup)
 		if !ok || !slices.Contains(r.NotNull, ps.col) {
 			return nil, "retention grid: column " + catalog.QuoteIdent(ps.col) + " is not declared NOT NULL"
+		}
+		if c := nullableColumn(ps.period, r.NotNull); c != "" {
+			// A NULL period is a cell of the join; no sketch is kept for it.
+			return nil, "retention grid: the period uses " + catalog.QuoteIdent(c) + ", which is not declared NOT NULL"
 		}
 		if i > 0 && b.Source != arms[0].Source {
 			return nil, "retention grid: the sets are read from different tables"
@@ -423,4 +428,16 @@ func validUnit(u string) bool {
 		return true
 	}
 	return false
+}
+
+// nullableColumn returns a column e uses that is not in notNull, or "".
+func nullableColumn(e expr, notNull []string) string {
+	bad := ""
+	walk(e, func(x expr) bool {
+		if c, ok := x.(*colRef); ok && bad == "" && !slices.Contains(notNull, c.parts[len(c.parts)-1]) {
+			bad = c.parts[len(c.parts)-1]
+		}
+		return bad == ""
+	})
+	return bad
 }

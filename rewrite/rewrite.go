@@ -151,20 +151,36 @@ func paramsIn(sql string) []int {
 
 func maxParam(s *selectStmt) int {
 	top := 0
+	// The statements of a set operation, of subqueries in FROM and in
+	// WHERE, and of a WITH clause (read only by the overlap and retention
+	// planners) bind the same parameters.
+	subs := []*selectStmt{s.larg, s.rarg}
 	visit := func(e expr) {
 		walk(e, func(x expr) bool {
-			if p, ok := x.(*paramRef); ok && p.n > top {
-				top = p.n
+			switch x := x.(type) {
+			case *paramRef:
+				top = max(top, x.n)
+			case *unsupported:
+				if x.sub != nil {
+					subs = append(subs, x.sub.sel)
+					if x.sub.test != nil {
+						top = max(top, maxParamOf(x.sub.test))
+					}
+				}
 			}
 			return true
 		})
 	}
 	s.eachExpr(visit)
-	// The statements of a set operation and of subqueries in FROM (read
-	// only by the overlap planner) bind the same parameters.
-	subs := []*selectStmt{s.larg, s.rarg}
 	for _, f := range s.from {
 		subs = append(subs, f.sub)
+		if f.join != nil {
+			subs = append(subs, f.join.l.sub, f.join.r.sub)
+			visit(f.join.on)
+		}
+	}
+	for _, c := range s.ctes {
+		subs = append(subs, c)
 	}
 	for _, sub := range subs {
 		if sub != nil {
@@ -172,6 +188,11 @@ func maxParam(s *selectStmt) int {
 		}
 	}
 	return top
+}
+
+// maxParamOf is the highest $n in e.
+func maxParamOf(e expr) int {
+	return maxParam(&selectStmt{where: e})
 }
 
 // planSelect matches a SELECT against the rollups of its table.

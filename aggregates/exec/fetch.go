@@ -33,6 +33,12 @@ type fetched struct {
 // runFetch runs the fetch statement of the plan's merge strategy, with
 // the cache's token when the cache may serve its rollup half.
 func runFetch(ctx context.Context, q Querier, p *plan.Plan, params Params, cache *Cache, scope string) (*fetched, error) {
+	for _, n := range p.FetchParams {
+		if n > p.Params {
+			// The statement would read the cache's token, or nothing, as $n.
+			return nil, fmt.Errorf("exec: the fetch statement uses $%d of a plan of %d parameters", n, p.Params)
+		}
+	}
 	nkeys := len(p.Keys)
 	ncols := 1 + nkeys
 	for _, a := range p.Aggs {

@@ -51,7 +51,11 @@ func runRetention(ctx context.Context, q Querier, p *plan.Plan, params Params, r
 		if len(r) != 2 {
 			return nil, fmt.Errorf("%w: retention pair of %d columns", ErrData, len(r))
 		}
-		x, err := sketch.ThetaIntersect(sets[0].sk[string(r[0])], sets[1].sk[string(r[1])])
+		a, b := sets[0].sk[string(r[0])], sets[1].sk[string(r[1])]
+		if a == nil || b == nil {
+			return nil, fmt.Errorf("%w: a pair of periods that no set has", ErrData)
+		}
+		x, err := sketch.ThetaIntersect(a, b)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrData, err)
 		}
