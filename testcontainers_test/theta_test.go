@@ -312,8 +312,11 @@ func TestOverlapThroughProxy(t *testing.T) {
 			t.Errorf("answer %v %q, notice %q, direct %v", got.fields, got.rows, got.notices[0], want.fields)
 		}
 		t.Logf("exact %v, estimate %s in [%s, %s]: %s", exact, m[2], m[3], m[4], got.notices[0])
-		if exact < lo || exact > hi {
-			t.Errorf("exact %v outside the stated interval [%v, %v]\n%s", exact, lo, hi, sql)
+		// The 95 % interval misses one time in twenty (make accuracy-theta
+		// measures how often); half its width again on each side is about
+		// 3 standard deviations.
+		if slack := (hi - lo) / 2; exact < lo-slack || exact > hi+slack {
+			t.Errorf("exact %v far outside the stated interval [%v, %v]\n%s", exact, lo, hi, sql)
 		}
 	}
 	for _, sql := range answered {
@@ -322,6 +325,9 @@ func TestOverlapThroughProxy(t *testing.T) {
 	}
 	check(extended, `SELECT count(*) FROM (SELECT user_id FROM events WHERE created_at >= $1 AND created_at < $2
 		INTERSECT SELECT user_id FROM events WHERE created_at >= $2) x`, "2026-01-05", "2026-02-07")
+	// A parameter only inside the subquery is the statement's too.
+	check(extended, `SELECT count(DISTINCT user_id) FROM events WHERE created_at >= '2026-02-01'
+		AND user_id IN (SELECT user_id FROM events WHERE created_at < $1)`, "2026-02-01")
 
 	// EXPLAIN shows both sets' plans and the estimate the answer would have.
 	ex, err := simple.query(ctx, "EXPLAIN "+answered[0])
