@@ -254,7 +254,8 @@ var overlapNoticeRE = regexp.MustCompile(`estimated from the Theta sketches of r
 
 // TestOverlapThroughProxy: counts of INTERSECT and EXCEPT over one table
 // answered from Theta sketches through the proxy, in both protocols, each
-// exact answer inside the interval the NOTICE states; a changed bucket read
+// exact answer near the interval the NOTICE states (within about 3 SD);
+// EXPLAIN showing the estimate; a changed bucket read
 // from the base table; an overlap too small to estimate counted exactly
 // with a NOTICE saying why, in and out of a transaction block; a bad
 // pgsketch.max_overlap_error refused with 22023.
