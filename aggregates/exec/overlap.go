@@ -108,6 +108,16 @@ func armSketch(ctx context.Context, q Querier, arm *plan.Plan, params Params, ca
 	if arm.Kind != plan.FromRollup || len(arm.Keys) != 0 || len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeTheta {
 		return nil, errors.New("exec: an overlap arm is not a Theta merge without keys")
 	}
+	mg, err := mergeArm(ctx, q, arm, params, cache, scope, ans)
+	if err != nil {
+		return nil, err
+	}
+	return mg.order[0].thetas[0].result(arm.Aggs[0])
+}
+
+// mergeArm runs one arm's fetch and merges its rows per group (the
+// sketches are left unestimated), noting in ans what it read.
+func mergeArm(ctx context.Context, q Querier, arm *plan.Plan, params Params, cache *Cache, scope string, ans *Answer) (*merger, error) {
 	f, err := runFetch(ctx, q, arm, params, cache, scope)
 	if err != nil {
 		return nil, err
@@ -126,7 +136,7 @@ func armSketch(ctx context.Context, q Querier, arm *plan.Plan, params Params, ca
 	ans.BaseRows = ans.BaseRows || mg.m.baseRows
 	ans.ChangedBuckets += f.changed
 	ans.CachedRollup = ans.CachedRollup && f.fromCache
-	return mg.order[0].thetas[0].result(arm.Aggs[0])
+	return mg, nil
 }
 
 // percent prints a fraction as a percentage with two significant digits.

@@ -105,24 +105,10 @@ func periodArm(ctx context.Context, q Querier, arm *plan.Plan, params Params, ca
 	if arm.Kind != plan.FromRollup || len(arm.Keys) != 1 || len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeTheta {
 		return nil, fmt.Errorf("exec: a retention set is not a Theta merge by one key")
 	}
-	f, err := runFetch(ctx, q, arm, params, cache, scope)
+	mg, err := mergeArm(ctx, q, arm, params, cache, scope, ans)
 	if err != nil {
 		return nil, err
 	}
-	part, err := f.rollupPart(arm)
-	if err != nil {
-		return nil, err
-	}
-	mg := newMerger(arm, f.res, nil)
-	if err := mg.rollupRows(part); err != nil {
-		return nil, err
-	}
-	if err := mg.baseRows(f.res); err != nil {
-		return nil, err
-	}
-	ans.BaseRows = ans.BaseRows || mg.m.baseRows
-	ans.ChangedBuckets += f.changed
-	ans.CachedRollup = ans.CachedRollup && f.fromCache
 	ps := &periodSketches{oid: mg.m.elemOIDs[0], sk: map[string]*sketch.CompactTheta{}}
 	for _, g := range mg.order {
 		if g.keys[0] == nil {
