@@ -105,6 +105,8 @@ func (c goldenCase) session(t testing.TB) Session {
 			s.User = v
 		case "merge":
 			s.Merge = Merge(v)
+		case "topk":
+			s.TopK = v
 		case "hll": // the snapshot's extension: see snapshot
 		default:
 			t.Fatalf("%s:%d: unknown option %q", c.file, c.line, k)
@@ -203,6 +205,9 @@ func testCatalog() *catalog.Snapshot {
 	part := func(k catalog.Kind, col, typ string) catalog.Measure {
 		return catalog.Measure{Column: string(k) + "_" + col, Kind: k, Expression: col, Type: typ}
 	}
+	topk := func(col, typ string) catalog.Measure {
+		return catalog.Measure{Column: "topk_" + col, Kind: catalog.TopK, Expression: col, Type: typ, Log2m: 10}
+	}
 	return catalog.NewSnapshot([]*catalog.Rollup{
 		{
 			Name: "events_daily", Source: catalog.Table{Schema: "public", Name: "events"},
@@ -213,7 +218,8 @@ func testCatalog() *catalog.Snapshot {
 			Measures: []catalog.Measure{rows, hll("user_id", "bigint"), hll("session_id", "uuid"),
 				part(catalog.Sum, "revenue", "numeric(12,2)"), part(catalog.Min, "revenue", "numeric(12,2)"),
 				part(catalog.Max, "revenue", "numeric(12,2)"), part(catalog.Count, "revenue", "bigint"),
-				part(catalog.Sum, "quantity", "integer"), theta("user_id", "bigint"), theta("session_id", "uuid")},
+				part(catalog.Sum, "quantity", "integer"), theta("user_id", "bigint"), theta("session_id", "uuid"),
+				topk("user_id", "bigint"), topk("session_id", "uuid")},
 			NotNull:   []string{"user_id", "session_id", "created_at"},
 			Watermark: wm, Version: 7, Rows: 54000,
 			Levels: []catalog.Level{
@@ -250,7 +256,7 @@ func testCatalog() *catalog.Snapshot {
 			Table:      catalog.Table{Schema: "analytics", Name: "pageviews_weekly"},
 			TimeColumn: "viewed_at", TimeType: catalog.Timestamp, Grain: catalog.Week, TimeZone: "UTC",
 			Dimensions: []catalog.Dimension{{Column: "path", Type: "text"}, {Column: "referrer", Type: "text"}},
-			Measures:   []catalog.Measure{rows, hll("visitor_id", "text"), theta("visitor_id", "text")},
+			Measures:   []catalog.Measure{rows, hll("visitor_id", "text"), theta("visitor_id", "text"), topk("visitor_id", "text")},
 			Watermark:  time.Date(2024, 5, 27, 0, 0, 0, 0, time.UTC), Version: 3, Rows: 8000,
 		},
 		{

@@ -465,7 +465,7 @@ func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 		}
 		ms, ok := m.r.Measure(kind, col)
 		if !ok {
-			return canon + ": rollup has no " + map[catalog.Kind]string{catalog.HLL: "HLL", catalog.Theta: "Theta"}[kind] +
+			return canon + ": rollup has no " + map[catalog.Kind]string{catalog.HLL: "HLL", catalog.Theta: "Theta", catalog.TopK: "top-k"}[kind] +
 				" sketch of " + catalog.QuoteIdent(col)
 		}
 		a.measure = ms

@@ -57,6 +57,8 @@ func chooseMerge(p *Plan, hll catalog.Extension, setting Merge) {
 	switch {
 	case slices.ContainsFunc(p.Aggs, func(a Agg) bool { return a.Op == MergeTheta }):
 		p.Merge, p.MergeReason = MergeProxy, "Theta sketches are merged in the proxy"
+	case slices.ContainsFunc(p.Aggs, func(a Agg) bool { return a.Op == MergeFreq }):
+		p.Merge, p.MergeReason = MergeProxy, "frequent-items summaries are merged in the proxy"
 	case setting == MergeProxy:
 		p.Merge, p.MergeReason = MergeProxy, "pgsketch.merge = proxy"
 	case setting == MergeServer && !hasSketch:

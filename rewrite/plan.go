@@ -91,6 +91,12 @@ func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
 			if !printableType(ms.Type) {
 				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + catalog.QuoteIdent(ms.Expression) + " is not a plain type name"
 			}
+			if ms.Kind == catalog.TopK {
+				if why := freqColumns(&c, &ag, ms, m.side(a.arg, false)); why != "" {
+					return c, a.canon + ": " + why
+				}
+				break
+			}
 			ag.Op, ag.Type, ag.Measure = MergeHLL, "bigint", ms.Column
 			if ms.Kind == catalog.Theta {
 				ag.Op = MergeTheta
@@ -130,6 +136,21 @@ func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
 		p.Aggs = append(p.Aggs, ag)
 	}
 	return c, ""
+}
+
+// freqColumns adds the fetch columns of a MergeFreq aggregate of measure
+// ms over base expression base: the rollup rows' summaries, the base rows'
+// values, and their NULL count.
+func freqColumns(c *fetchCols, ag *Agg, ms catalog.Measure, base string) string {
+	if ag.ValueForm = thetaForm(ms.Type); ag.ValueForm == "" {
+		return "no top-k is answered for values of type " + strconv.Quote(ms.Type)
+	}
+	ag.Op, ag.Type, ag.Measure, ag.Log2m, ag.Hash = MergeFreq, "bytea", ms.Column, ms.Log2m, ms.Hash
+	ag.RollupColumn = len(c.rollup)
+	c.rollup = append(c.rollup, "array_agg(r."+catalog.QuoteIdent(ms.Column)+")", "CAST(NULL AS "+ms.Type+"[])", "CAST(NULL AS bigint)")
+	ag.BaseColumn = ag.RollupColumn + 1
+	c.base = append(c.base, "CAST(NULL AS bytea[])", "array_agg("+base+")", "count(*) - count("+base+")")
+	return ""
 }
 
 // fetchStatement makes p's fetch statement (p.Fetch, p.FetchSQL): the

@@ -14,6 +14,7 @@ type (
 	Op        = plan.Op
 	Merge     = plan.Merge
 	Session   = plan.Session
+	TopKSpec  = plan.TopKSpec
 )
 
 const (
@@ -21,9 +22,11 @@ const (
 	Substitute = plan.Substitute
 	Overlap    = plan.Overlap
 	Retention  = plan.Retention
+	TopK       = plan.TopK
 
 	MergeHLL   = plan.MergeHLL
 	MergeTheta = plan.MergeTheta
+	MergeFreq  = plan.MergeFreq
 	AddCounts  = plan.AddCounts
 	AddSums    = plan.AddSums
 	TakeMin    = plan.TakeMin
@@ -33,6 +36,10 @@ const (
 	MergeProxy  = plan.MergeProxy
 	MergeServer = plan.MergeServer
 	MergeAuto   = plan.MergeAuto
+
+	TopKVerified = plan.TopKVerified
+	TopKApprox   = plan.TopKApprox
+	TopKOff      = plan.TopKOff
 
 	PartColumn     = plan.PartColumn
 	GroupsRelation = plan.GroupsRelation

@@ -23,11 +23,13 @@ const (
 
 // Prefilter reports whether sql could be rewritten at all: whether it
 // mentions COUNT and DISTINCT, APPROX_COUNT_DISTINCT, COUNT and INTERSECT or
-// EXCEPT, or pgsketch, in any letter case. It allocates nothing and runs in
-// time linear in len(sql).
+// EXCEPT, COUNT and GROUP with LIMIT or HAVING (a top-k), or pgsketch, in
+// any letter case. It allocates nothing and runs in time linear in
+// len(sql).
 func Prefilter(sql string) bool {
 	return containsFold(sql, "count") && (containsFold(sql, "distinct") ||
-		containsFold(sql, "intersect") || containsFold(sql, "except")) ||
+		containsFold(sql, "intersect") || containsFold(sql, "except") ||
+		containsFold(sql, "group") && (containsFold(sql, "limit") || containsFold(sql, "having"))) ||
 		containsFold(sql, "pgsketch")
 }
 

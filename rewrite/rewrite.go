@@ -53,7 +53,7 @@ var panicHook func(sql string)
 // with reason "internal error: ...".
 func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if !Prefilter(sql) {
-		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT, count over INTERSECT or EXCEPT, or pgsketch in the text"}
+		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT, count over INTERSECT or EXCEPT, count with GROUP BY and LIMIT or HAVING, or pgsketch in the text"}
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -97,6 +97,8 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		b, reason = planOverlap(p.sel, snap, sess)
 	case retentionShape(p.sel):
 		b, reason = planRetention(p.sel, snap, sess)
+	case topkShape(p.sel):
+		b, reason = planTopK(p.sel, snap, sess)
 	default:
 		b, reason = planSelect(p.sel, snap, sess)
 	}

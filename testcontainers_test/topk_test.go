@@ -4,10 +4,15 @@ import (
 	"context"
 	endian "encoding/binary"
 	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
@@ -188,4 +193,135 @@ func TestTopkRollupEvents(t *testing.T) {
 		SELECT 10000000 + i, timestamptz '2026-01-03' + i * interval '1 minute', 7, 'DE', 'web', 1 FROM generate_series(1, 300) i`)
 	refreshRollup(t, conn, "tk", refresh.Options{})
 	sameAsFull(t, conn, "tk", args)
+}
+
+var (
+	topkExactRE  = regexp.MustCompile(`^pgsketch: top-k of "user_id" answered exactly: (\d+) candidate\(s\) .* counted in (\d+) round\(s\)`)
+	topkApproxRE = regexp.MustCompile(`^pgsketch: top-k of "user_id" approximated`)
+	topkBoundsRE = regexp.MustCompile(` (-?\d+|NULL)\*? (\d+)\.\.(\d+)`)
+)
+
+// TestTopKThroughProxy: top-k and threshold queries over a rollup's
+// summaries answer exactly what PostgreSQL answers (under a total ORDER
+// BY, rows and order), on the verified path, through the simple and the
+// extended protocol, also after writes the rollup has not seen; approx
+// mode returns as many rows with every true count inside its stated
+// bounds; where the summaries cannot prove the answer, the query runs
+// exactly and says why.
+func TestTopKThroughProxy(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 200_000, 40)
+	ctx := context.Background()
+	createRollup(t, conn, "tk", `grain => 'day', dimensions => '{device}', topk_columns => '{user_id}'`)
+	refreshRollup(t, conn, "tk", refresh.Options{})
+	p := startProxy(t, server.adminURL)
+	direct := connectSimple(t, db.DSN)
+	simple := connectSimple(t, p.URL(db.DSN))
+	extended := connectMode(t, p.URL(db.DSN), pgx.QueryExecModeCacheStatement)
+
+	verified := func(nc *noticeConn, sql string) {
+		t.Helper()
+		want, err := direct.query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := nc.query(ctx, sql)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+		if len(got.notices) != 1 || !topkExactRE.MatchString(got.notices[0]) {
+			t.Fatalf("not answered on the verified path: %q\n%s\n%s", got.notices, sql, p.Log())
+		}
+		if !reflect.DeepEqual(got.rows, want.rows) || len(got.fields) != len(want.fields) {
+			t.Fatalf("answer differs from PostgreSQL's\n%s\ngot  %v\nwant %v", sql, got.rows, want.rows)
+		}
+		for i := range got.fields {
+			if got.fields[i].Name != want.fields[i].Name || got.fields[i].DataTypeOID != want.fields[i].DataTypeOID {
+				t.Fatalf("columns %v, PostgreSQL's %v", got.fields, want.fields)
+			}
+		}
+		if len(want.rows) == 0 {
+			t.Fatalf("no rows: the case tests nothing\n%s", sql)
+		}
+		t.Logf("%d rows; %s", len(got.rows), got.notices[0])
+	}
+	queries := []string{
+		`SELECT user_id, count(*) AS n FROM events WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01' GROUP BY user_id ORDER BY n DESC, user_id LIMIT 10`,
+		`SELECT user_id, count(*) FROM events WHERE created_at >= '2026-01-08 06:00' AND created_at < '2026-01-15' GROUP BY user_id ORDER BY 2 DESC, 1 LIMIT 10`,
+		`SELECT count(*) AS events, user_id FROM events GROUP BY user_id ORDER BY count(*) DESC, user_id LIMIT 5 OFFSET 3`,
+		`SELECT user_id, count(*) FROM events WHERE device = 'ios' GROUP BY user_id HAVING count(*) >= 100 ORDER BY 2 DESC, 1`,
+		`SELECT device, user_id, count(*) FROM events WHERE created_at < '2026-01-20' GROUP BY device, user_id ORDER BY 3 DESC, 1, 2 LIMIT 10`,
+	}
+	for _, q := range queries {
+		verified(simple, q)
+		verified(extended, q)
+	}
+
+	// Writes after the refresh: a new heaviest user, in a bucket the
+	// summaries have, and deletes of January's top user.
+	mustExec(t, conn, `INSERT INTO events (id, created_at, user_id, country, device, amount)
+		SELECT 10000000 + i, timestamptz '2026-01-05 10:00' + i * interval '1 second', 999999999, 'US', 'ios', 1 FROM generate_series(1, 500) i`)
+	var top int64
+	if err := conn.QueryRow(ctx, `SELECT user_id FROM events WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01' AND user_id <> 999999999
+		GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1`).Scan(&top); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, fmt.Sprintf(`DELETE FROM events WHERE user_id = %d AND created_at < '2026-01-15'`, top))
+	for _, q := range queries {
+		verified(simple, q)
+	}
+
+	// Approximate: as many rows, each true count inside its bounds.
+	mustExec(t, simple.Conn, `SET pgsketch.topk = approx`)
+	q := `SELECT user_id, count(*) FROM events WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01' GROUP BY user_id ORDER BY 2 DESC LIMIT 10`
+	got, err := simple.query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.rows) != 10 || len(got.notices) != 1 || !topkApproxRE.MatchString(got.notices[0]) {
+		t.Fatalf("approx answer %v, notices %q", got.rows, got.notices)
+	}
+	for _, m := range topkBoundsRE.FindAllStringSubmatch(got.notices[0], -1) {
+		var exact int64
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM events WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01' AND user_id = `+m[1]).Scan(&exact); err != nil {
+			t.Fatal(err)
+		}
+		lo, _ := strconv.ParseInt(m[2], 10, 64)
+		hi, _ := strconv.ParseInt(m[3], 10, 64)
+		if exact < lo || exact > hi {
+			t.Errorf("user %s: exact count %d outside the stated bounds %d..%d", m[1], exact, lo, hi)
+		}
+	}
+	mustExec(t, simple.Conn, `RESET pgsketch.topk`)
+
+	// Inside a READ COMMITTED block the two reads would see two
+	// snapshots: counted exactly, with the reason.
+	tx, err := simple.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = simple.query(ctx, queries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := direct.query(ctx, queries[0])
+	if !reflect.DeepEqual(got.rows, want.rows) || len(got.notices) != 1 || !strings.Contains(got.notices[0], "READ COMMITTED") {
+		t.Errorf("in a READ COMMITTED block: rows %v (want %v), notices %q", got.rows, want.rows, got.notices)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Summaries too small to prove anything: counted exactly, said so.
+	createRollup(t, conn, "tk_small", `grain => 'day', topk_columns => '{user_id}', topk_size => 16`)
+	refreshRollup(t, conn, "tk_small", refresh.Options{})
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('tk')`)
+	got, err = simple.query(ctx, queries[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ = direct.query(ctx, queries[2])
+	if !reflect.DeepEqual(got.rows, want.rows) || len(got.notices) != 1 || !strings.Contains(got.notices[0], "do not prove the answer exact") {
+		t.Errorf("unprovable: rows %v (want %v), notices %q", got.rows, want.rows, got.notices)
+	}
 }

@@ -123,6 +123,7 @@ type partRow struct {
 	keys  [][]byte
 	hll   []*sketch.HLL          // per agg; nil for other ops or no sketch
 	theta []*sketch.CompactTheta // per MergeTheta agg: the union of the row's sketches; else nil
+	freq  []*sketch.Freq         // per MergeFreq agg: the row's summaries merged; else nil
 	vals  [][]byte               // per agg; the fetched value for other ops
 }
 
@@ -165,6 +166,18 @@ func buildPart(p *plan.Plan, rows [][][]byte) (*rollupPart, error) {
 					}
 					pr.theta[j] = u
 					part.size += int64(u.NumRetained())*8 + 64
+				}
+			case plan.MergeFreq:
+				f, err := mergeFreqs(r[a.RollupColumn], a)
+				if err != nil {
+					return nil, err
+				}
+				if f != nil {
+					if pr.freq == nil {
+						pr.freq = make([]*sketch.Freq, len(p.Aggs))
+					}
+					pr.freq[j] = f
+					part.size += int64(len(f.Items()))*48 + 64
 				}
 			case plan.Exact:
 			default:

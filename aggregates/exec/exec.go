@@ -79,6 +79,8 @@ type Answer struct {
 	// Retention plan's.
 	Overlap   *Overlap
 	Retention *Retention
+	// TopK is set for a TopK plan's answer.
+	TopK *TopK
 }
 
 // Sample is one group's exact distinct count and its estimate.
@@ -97,6 +99,9 @@ func (a *Answer) Notice(p *plan.Plan) string {
 	if o := a.Overlap; o != nil {
 		n = fmt.Sprintf("pgsketch: count(*) of the %s estimated from the Theta sketches of rollup %s: %.0f, 95%% interval %.0f to %.0f (relative error %s; arms %.0f and %.0f)",
 			p.SetOp, p.Rollup, o.Estimate, o.Lower, o.Upper, percent(o.RelErr()), o.Arms[0], o.Arms[1])
+	}
+	if t := a.TopK; t != nil {
+		n = topkNotice(p, t)
 	}
 	if n == "" {
 		n = "pgsketch: answered from rollup " + p.Rollup
@@ -146,6 +151,8 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 		return runOverlap(ctx, q, p, params, resultFormats, cache, scope)
 	case plan.Retention:
 		return runRetention(ctx, q, p, params, resultFormats, cache, scope)
+	case plan.TopK:
+		return runTopK(ctx, q, p, params, resultFormats, cache, scope)
 	default:
 		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
 	}
@@ -240,8 +247,9 @@ func (m *merged) addRow(vals [][]byte) {
 
 type group struct {
 	keys     [][]byte
-	sketches []*sketch.HLL // per agg; nil for other ops
-	thetas   []thetaMerge  // per agg; used by MergeTheta aggs
+	sketches []*sketch.HLL  // per agg; nil for other ops
+	thetas   []thetaMerge   // per agg; used by MergeTheta aggs
+	freqs    []*sketch.Freq // per agg; used by MergeFreq aggs
 }
 
 // groupKey encodes key values so that equal keys (NULLs equal) give equal
@@ -305,7 +313,11 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, pa
 	var names, cols, sel, args []string
 	for i, k := range p.Keys {
 		names = append(names, catalog.QuoteIdent(k.Name))
-		sel = append(sel, "u.c"+strconv.Itoa(i+1))
+		c := "u.c" + strconv.Itoa(i+1)
+		if k.Type != "" {
+			c = "CAST(" + c + " AS " + k.Type + ")"
+		}
+		sel = append(sel, c)
 	}
 	for j, a := range p.Aggs {
 		names = append(names, catalog.QuoteIdent(a.Name))

@@ -43,14 +43,17 @@ func runFetch(ctx context.Context, q Querier, p *plan.Plan, params Params, cache
 	ncols := 1 + nkeys
 	for _, a := range p.Aggs {
 		ncols = max(ncols, a.RollupColumn+1, a.BaseColumn+1)
+		if a.Op == plan.MergeFreq {
+			ncols = max(ncols, a.BaseColumn+2) // the NULL count
+		}
 	}
 	fetchFormats := make([]int16, ncols)
 	for i := range fetchFormats {
 		fetchFormats[i] = 1
 	}
 	for _, a := range p.Aggs {
-		if a.Op == plan.MergeHLL || a.Op == plan.MergeTheta {
-			fetchFormats[a.BaseColumn] = 0 // text, hashed here
+		if a.Op == plan.MergeHLL || a.Op == plan.MergeTheta || a.Op == plan.MergeFreq {
+			fetchFormats[a.BaseColumn] = 0 // text, hashed or counted here
 		}
 	}
 	f := &fetched{strategy: plan.MergeProxy}

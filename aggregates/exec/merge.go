@@ -54,7 +54,7 @@ func newMerger(p *plan.Plan, fetch, exact *Result) *merger {
 	}
 	for j, a := range p.Aggs {
 		switch a.Op {
-		case plan.MergeHLL, plan.MergeTheta:
+		case plan.MergeHLL, plan.MergeTheta, plan.MergeFreq:
 			mg.m.elemOIDs[nkeys+j] = pgtype.Int8OID
 		case plan.Exact:
 			mg.m.elemOIDs[nkeys+j] = exact.Fields[a.ExactColumn].DataTypeOID
@@ -73,7 +73,8 @@ func (mg *merger) lookup(keys [][]byte) *group {
 	mg.kb = groupKey(mg.kb[:0], keys)
 	g := mg.groups[string(mg.kb)]
 	if g == nil {
-		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs)), thetas: make([]thetaMerge, len(mg.p.Aggs))}
+		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs)), thetas: make([]thetaMerge, len(mg.p.Aggs)),
+			freqs: make([]*sketch.Freq, len(mg.p.Aggs))}
 		mg.groups[string(mg.kb)] = g
 		mg.order = append(mg.order, g)
 	}
@@ -106,6 +107,12 @@ func (mg *merger) rollupRows(part *rollupPart) error {
 			case plan.MergeTheta:
 				if pr.theta != nil && pr.theta[j] != nil {
 					g.thetas[j].parts = append(g.thetas[j].parts, pr.theta[j])
+				}
+			case plan.MergeFreq:
+				if pr.freq != nil && pr.freq[j] != nil {
+					if err := g.mergeFreq(j, a, pr.freq[j]); err != nil {
+						return err
+					}
 				}
 			case plan.Exact:
 			default:
@@ -149,6 +156,10 @@ func (mg *merger) baseRows(fetch *Result) error {
 					}
 				})
 				if err = cmp.Or(err, addErr); err != nil {
+					return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+				}
+			case plan.MergeFreq:
+				if err := g.addItems(j, a, r[a.BaseColumn], r[a.BaseColumn+1]); err != nil {
 					return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 				}
 			case plan.Exact:

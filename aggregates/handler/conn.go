@@ -35,6 +35,9 @@ type sessionConn struct {
 	// client's Sync; failed records it, and every later statement fails.
 	noSync bool
 	failed bool
+	// bare: statements run without the JIT setting sent before them
+	// outside a transaction block (see execBare).
+	bare bool
 }
 
 // internalName is the statement and portal name of the statements the
@@ -122,6 +125,15 @@ func (c *sessionConn) Exec(ctx context.Context, sql string) error {
 	return c.finish(nil)
 }
 
+// execBare runs sql as Exec does, but without the JIT setting that
+// precedes a statement outside a transaction block: a statement that must
+// be the first of its transaction (BEGIN ISOLATION LEVEL ...) then is.
+func (c *sessionConn) execBare(ctx context.Context, sql string) error {
+	c.bare = true
+	defer func() { c.bare = false }()
+	return c.Exec(ctx, sql)
+}
+
 // Query implements refresh.Conn.
 func (c *sessionConn) Query(ctx context.Context, sql string, args ...any) ([][][]byte, error) {
 	params, err := refresh.TextParams(args)
@@ -199,7 +211,7 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 	if c.ext {
 		name = internalName
 	}
-	jitOff := !c.noSync && c.txStatus == 'I'
+	jitOff := !c.noSync && c.txStatus == 'I' && !c.bare
 	// Outside a transaction block, with Sync, statements are prepared once
 	// per session and bound by name afterwards: PostgreSQL skips parsing
 	// them (and, once it settles on a generic plan, planning). A statement

@@ -35,7 +35,7 @@ func sendExplain(lines []string, c *sessionConn, s *wire.Session) error {
 // stays as it was.
 func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params) ([]string, error) {
 	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
-	if (p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention) && !c.noSync {
+	if (p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention || p.Kind == rewrite.TopK) && !c.noSync {
 		return h.explainOverlap(ctx, c, p, params, lines)
 	}
 	if p.Kind != rewrite.FromRollup {
@@ -105,14 +105,18 @@ func (h *Handler) explainOverlap(ctx context.Context, c *sessionConn, p *rewrite
 	ans, err := h.run(ctx, c, st, p, params, nil)
 	var re *exec.Refused
 	switch {
-	case err == nil && ans.Retention != nil:
+	case err == nil && (ans.Retention != nil || ans.TopK != nil):
 		lines = append(lines, "answer: "+strings.TrimPrefix(ans.Notice(p), "pgsketch: "))
 	case err == nil:
 		o := ans.Overlap
 		lines = append(lines, fmt.Sprintf("estimate: %.0f, 95%% interval %.0f to %.0f (relative error %.2g%%): answered from the sketches",
 			o.Estimate, o.Lower, o.Upper, 100*o.RelErr()))
 	case errors.As(err, &re):
-		lines = append(lines, "estimate: "+strings.TrimPrefix(re.Error(), "pgsketch: ")+": counted exactly by PostgreSQL")
+		what := "estimate: "
+		if p.Kind == rewrite.TopK {
+			what = "answer: "
+		}
+		lines = append(lines, what+strings.TrimPrefix(re.Error(), "pgsketch: ")+": counted exactly by PostgreSQL")
 	case isPgError(err) && !clientCancelled(err) && !clientVisible(err):
 		lines = append(lines, "estimate: not available ("+err.Error()+")")
 	default:

@@ -153,6 +153,12 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 	if err := mergeRefusal(ctx, c, st, p); err != nil {
 		return nil, err
 	}
+	if p.Kind == rewrite.TopK && p.Session.TopK != rewrite.TopKApprox {
+		own, err := h.oneSnapshot(ctx, c)
+		if err != nil || own {
+			return h.runInSnapshot(ctx, c, st, p, params, formats, err)
+		}
+	}
 	inBlock := c.txStatus == 'T' && !c.noSync
 	if inBlock {
 		if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
@@ -179,6 +185,59 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows,
 		"cached_rollup", ans.CachedRollup, "merge", ans.Merge)
 	return ans, nil
+}
+
+// oneSnapshot decides how a plan whose statements must all see one
+// snapshot (a verified top-k: its exact counts are proven complete by the
+// summaries the fetch read) runs: own is true outside a transaction
+// block, where it runs in a REPEATABLE READ transaction of its own; inside
+// a REPEATABLE READ or SERIALIZABLE block it runs as any plan does; inside
+// a READ COMMITTED block, or an extended-protocol request not yet synced,
+// each statement would take a snapshot of its own: a Refused error, and
+// the query runs exactly.
+func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn) (own bool, err error) {
+	refused := &exec.Refused{Reason: "a verified top-k reads the summaries and counts the candidates in two statements, which must see one snapshot: "}
+	switch {
+	case c.noSync:
+		refused.Reason += "inside an extended-protocol request not yet synced they would not"
+		return false, refused
+	case c.txStatus == 'I':
+		return true, nil
+	}
+	res, err := querier{c}.Query(ctx, exec.Statement{SQL: "SELECT current_setting('transaction_isolation')"})
+	if err != nil {
+		return false, err
+	}
+	if len(res.Rows) == 1 && len(res.Rows[0]) == 1 && string(res.Rows[0][0]) == "read committed" {
+		refused.Reason += "in a READ COMMITTED transaction block they would not"
+		return false, refused
+	}
+	return false, nil
+}
+
+// runInSnapshot runs p in a REPEATABLE READ transaction of its own, or
+// fails with err, oneSnapshot's.
+func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan, params exec.Params, formats []int16, err error) (*exec.Answer, error) {
+	if err != nil {
+		return nil, err
+	}
+	if err := c.execBare(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		return nil, err
+	}
+	// As outside a block: the proxy's statements are not worth compiling.
+	err = c.Exec(ctx, "SET LOCAL jit = off")
+	var ans *exec.Answer
+	if err == nil {
+		ans, err = exec.RunCached(ctx, querier{c}, p, params, formats, h.Cache, cacheScope(c, st))
+	}
+	end := "COMMIT"
+	if err != nil {
+		end = "ROLLBACK"
+	}
+	if eerr := c.Exec(ctx, end); eerr != nil {
+		return nil, eerr
+	}
+	return ans, err
 }
 
 // cacheScope identifies, for the cache of rollup rows, what beyond the plan

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,13 @@ const MergeSetting = "pgsketch.merge"
 // placeholder setting like ApproxSetting; unset or empty, 10.
 const MaxOverlapErrorSetting = "pgsketch.max_overlap_error"
 
+// TopKSetting is the session variable that says how a top-k (GROUP BY item
+// ORDER BY count(*) DESC LIMIT k, or HAVING count(*) >= T) over a rollup's
+// frequent-items summaries is answered: verified (exactly, or not at all),
+// approx (from the summaries, with bounds) or off. A placeholder setting
+// like ApproxSetting; unset or empty, verified.
+const TopKSetting = "pgsketch.topk"
+
 // settingsSQL reads, without any chance of an error outside an aborted
 // transaction, what the rewriter and the executor need of the session, and
 // whether the role may read the catalog.
@@ -45,7 +53,8 @@ const settingsSQL = `SELECT current_setting('search_path'), current_setting('Tim
  COALESCE(has_schema_privilege(to_regnamespace('pgsketch'), 'USAGE')
    AND has_function_privilege(to_regprocedure('pgsketch.catalog()'), 'EXECUTE')
    AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false),
- current_setting('` + MergeSetting + `', true), current_setting('` + MaxOverlapErrorSetting + `', true)`
+ current_setting('` + MergeSetting + `', true), current_setting('` + MaxOverlapErrorSetting + `', true),
+ current_setting('` + TopKSetting + `', true)`
 
 // savepoint protects the client's transaction block from errors of the
 // statements the proxy runs: on one, the proxy rolls back to it and lets
@@ -64,6 +73,9 @@ type sessionSettings struct {
 	// badOverlap is a pgsketch.max_overlap_error value that is not a
 	// percentage in (0, 100]: an overlap plan is refused rather than run.
 	badOverlap string
+	// badTopK is a pgsketch.topk value that is no mode: a top-k plan is
+	// refused rather than run.
+	badTopK string
 }
 
 func parseBool(s string) (v, ok bool) {
@@ -86,7 +98,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	if errs[0] != nil {
 		return sessionSettings{}, errs[0]
 	}
-	if len(rows[0]) != 1 || len(rows[0][0]) != 12 {
+	if len(rows[0]) != 1 || len(rows[0][0]) != 13 {
 		return sessionSettings{}, errProtocol
 	}
 	r := rows[0][0]
@@ -118,6 +130,14 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 			st.badOverlap = v
 		}
 	}
+	switch v := strings.ToLower(strings.TrimSpace(string(r[12]))); v {
+	case "", rewrite.TopKVerified:
+		st.rw.TopK = rewrite.TopKVerified
+	case rewrite.TopKApprox, rewrite.TopKOff:
+		st.rw.TopK = v
+	default:
+		st.rw.TopK, st.badTopK = rewrite.TopKVerified, string(r[12])
+	}
 	es.catalogOK = st.catalogOK
 	if len(sqls) == 2 {
 		switch err := errs[1]; {
@@ -136,7 +156,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	return st, nil
 }
 
-var showRE = regexp.MustCompile(`(?is)^\s*show\s+pgsketch\s*\.\s*(approx|merge)\s*;?\s*$`)
+var showRE = regexp.MustCompile(`(?is)^\s*show\s+pgsketch\s*\.\s*(approx|merge|topk)\s*;?\s*$`)
 
 // refusal is an error PostgreSQL raised on the proxy's behalf (see refuse):
 // the client gets it as its query's error, as it would a cancel.
@@ -173,6 +193,9 @@ func mergeRefusal(ctx context.Context, c *sessionConn, st sessionSettings, p *re
 	case st.badOverlap != "" && (p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention):
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MaxOverlapErrorSetting, st.badOverlap),
 			"A percentage above 0 and at most 100, such as 10 or 2.5%.")
+	case st.badTopK != "" && p.Kind == rewrite.TopK:
+		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", TopKSetting, st.badTopK),
+			"Available values: verified, approx, off.")
 	case p.Merge == rewrite.MergeServer && p.ServerFetchSQL == "":
 		return refuse(ctx, c, "55000", MergeSetting+" is server, but this database has no hll extension to merge sketches with",
 			"CREATE EXTENSION hll, or SET "+MergeSetting+" = auto.")
@@ -187,11 +210,14 @@ func show(which string, st sessionSettings, c *sessionConn, s *wire.Session) err
 	if st.rw.Approx {
 		v = "on"
 	}
-	if strings.EqualFold(which, "merge") {
+	switch {
+	case strings.EqualFold(which, "merge"):
 		name, v = MergeSetting, string(st.rw.Merge)
 		if st.badMerge != "" {
 			v = st.badMerge
 		}
+	case strings.EqualFold(which, "topk"):
+		name, v = TopKSetting, cmp.Or(st.badTopK, st.rw.TopK)
 	}
 	s.Send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{
 		Name: []byte(name), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}}})

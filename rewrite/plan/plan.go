@@ -27,6 +27,14 @@ const (
 	// MergeTheta aggregate, whose merged sketches per period the executor
 	// takes; PeriodCondSQL, CellSQL and ShapeSQL do the rest.
 	Retention Kind = "retention"
+	// TopK plans answer the most frequent values of a column (GROUP BY
+	// item ORDER BY count(*) DESC LIMIT k, or HAVING count(*) >= T) from
+	// frequent-items summaries: Arms[0] is a FromRollup plan of the other
+	// group keys and one MergeFreq aggregate, whose merged summaries give
+	// candidates and bounds; TopK says how they become the answer, and
+	// ShapeSQL shapes it over GroupsRelation, whose columns are Keys (the
+	// query's group keys, the item among them) and Aggs (its count).
+	TopK Kind = "topk"
 )
 
 // CellsRelation is the relation a Retention plan's ShapeSQL and
@@ -49,6 +57,15 @@ const (
 	// hashed as Agg.ValueForm says; the merged sketch is an Overlap plan
 	// arm's result.
 	MergeTheta Op = "theta"
+	// MergeFreq merges frequent-items summaries (sketch.Freq) as MergeTheta
+	// merges Theta sketches; the base half's column is an array of the
+	// rows' non-NULL values (not distinct), and the column after it the
+	// number of rows whose value is NULL. Agg.Log2m is log2 of the
+	// summaries' counters, Agg.ValueForm how a value becomes an item
+	// (int2, int4, int8: the integer's 8 big-endian bytes as an int64;
+	// text: the string's bytes). The merged summaries are a TopK plan
+	// arm's result.
+	MergeFreq Op = "freq"
 	// AddCounts adds the column over all rows: a bigint, 0 for no rows
 	// (COUNT(*), COUNT(x)).
 	AddCounts Op = "count"
@@ -161,6 +178,8 @@ type Plan struct {
 	SetOp      string
 	Arms       []*Plan
 	OutputName string
+	// TopK describes a TopK plan's answer.
+	TopK *TopKSpec
 	// PeriodCondSQL is a Retention plan's condition on a pair of periods,
 	// over CellsRelation's pgsketch_a and pgsketch_b ("true" for none);
 	// CellSQL counts cells exactly: it binds $1 and $2, arrays of set 1's
@@ -228,6 +247,9 @@ type Key struct {
 	// Expr is the key as written in the query; Rollup and Base are how
 	// FetchSQL computes it over rollup rows (r) and base rows (t).
 	Expr, Rollup, Base string
+	// Type, when set, is the SQL type GroupsRelation gives the key (a
+	// TopK plan's item, bound as text when counts come from summaries).
+	Type string
 }
 
 // Agg is one output aggregate.
@@ -293,3 +315,50 @@ type TimeSplit struct {
 // InfoPrefix starts the part column of the fetch's info row, followed by
 // the number of changed buckets of the range read from the base table.
 const InfoPrefix = "pgsketch_info:"
+
+// TopK modes, the values of Session.TopK.
+const (
+	// TopKVerified answers only what the summaries' bounds prove exact:
+	// candidates counted exactly by CountSQL (the default, "").
+	TopKVerified = "verified"
+	// TopKApprox answers with the summaries' counts and bounds.
+	TopKApprox = "approx"
+	// TopKOff passes top-k queries through.
+	TopKOff = "off"
+)
+
+// TopKSpec is how a TopK plan's answer is made.
+//
+// The merged summaries (one per group of the other keys) track items with
+// bounds on their counts, and bound every untracked item's by their
+// MaxError. In verified mode the executor counts candidate items exactly
+// with CountSQL and shapes those counts; the answer is PostgreSQL's when
+// every (group, item) pair left uncounted is bounded below the proof's
+// cut: the Limit-th largest exact count (strictly below it when TotalOrder,
+// as an uncounted pair tied with it could then take its place), or
+// Threshold. In approx mode it shapes the summaries' lower bounds.
+type TopKSpec struct {
+	// Item is the item column as the query writes it, ItemKey its index in
+	// Plan.Keys, ItemType its type's name, ItemForm how it is an item
+	// (Agg.ValueForm).
+	Item     string
+	ItemKey  int
+	ItemType string
+	ItemForm string
+	// Limit is LIMIT plus OFFSET (0 for a threshold query); Threshold the
+	// least count HAVING keeps (0 for none).
+	Limit, Threshold int64
+	// TotalOrder is set when ORDER BY goes on after the count (to break
+	// ties): then which of the rows tied at the cut are answered matters.
+	TotalOrder bool
+	// CountSQL counts candidates exactly: the query's FROM and WHERE with
+	// the item in $Params+1 (an array of ArrayType) or NULL when
+	// $Params+2 (a boolean) is true, grouped by Plan.Keys (in that order),
+	// returning their values and count(*). CountParams lists the client's
+	// parameters it references.
+	CountSQL    string
+	CountParams []int
+	// ArrayType is the type the candidates are bound as: bigint[] for
+	// integer items, text[] for strings.
+	ArrayType string
+}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -35,6 +36,10 @@ func (p *Plan) String() string {
 		}
 		return strings.TrimSuffix(b.String(), "\n")
 	}
+	if p.Kind == TopK {
+		p.printTopK(w)
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	if p.Kind == Overlap {
 		w("overlap: %s = the distinct values of set 1 %s set 2, counted from Theta sketches", catalog.QuoteIdent(p.OutputName), p.SetOp)
 		if p.Explain {
@@ -66,6 +71,8 @@ func (p *Plan) String() string {
 		switch a.Op {
 		case MergeHLL:
 			w("agg %s: %s = hll merge of %s (log2m %d, regwidth %d, hash %s) + base %s", a.Name, a.Expr, a.Measure, a.Log2m, a.Regwidth, a.Hash, a.Base)
+		case MergeFreq:
+			w("agg %s: %s = summary merge of %s (%d counters) + base %s (%s)", a.Name, a.Expr, a.Measure, 1<<a.Log2m, a.Base, a.ValueForm)
 		case MergeTheta:
 			w("agg %s: %s = theta union of %s (lg_k %d, hash %s) + base %s (%s)", a.Name, a.Expr, a.Measure, a.Log2m, a.Hash, a.Base, a.ValueForm)
 		case Exact:
@@ -138,10 +145,52 @@ func (p *Plan) SQL() []string {
 	for _, a := range p.Arms {
 		out = append(out, a.SQL()...)
 	}
-	for _, s := range []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard, p.CellSQL} {
+	sqls := []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard, p.CellSQL}
+	if p.TopK != nil {
+		sqls = append(sqls, p.TopK.CountSQL)
+	}
+	for _, s := range sqls {
 		if s != "" {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// printTopK prints a TopK plan.
+func (p *Plan) printTopK(w func(string, ...any)) {
+	t := p.TopK
+	switch {
+	case t.Threshold > 0:
+		w("top-k: the values of %s counted at least %d times, from frequent-items summaries", t.Item, t.Threshold)
+	default:
+		order := "ties at the cut may be answered by any of the tied rows"
+		if t.TotalOrder {
+			order = "ORDER BY goes on after the count: an uncounted value tied at the cut must be ruled out"
+		}
+		w("top-k: the %d largest counts of %s (LIMIT plus OFFSET), from frequent-items summaries; %s", t.Limit, t.Item, order)
+	}
+	if p.Explain {
+		w("explain: yes")
+	}
+	w("mode: %s", cmp.Or(p.Session.TopK, TopKVerified))
+	for i, k := range p.Keys {
+		role := "key"
+		if i == t.ItemKey {
+			role = "item"
+		}
+		w("%s %s: %s", role, k.Name, k.Expr)
+	}
+	for _, a := range p.Aggs {
+		w("agg %s: %s", a.Name, a.Expr)
+	}
+	w("summaries:")
+	for _, line := range strings.Split(p.Arms[0].String(), "\n") {
+		w("  %s", line)
+	}
+	w("count: %s", t.CountSQL)
+	w("shape: %s", p.ShapeSQL)
+	if p.Guard != "" {
+		w("guard: %s", p.Guard)
+	}
 }

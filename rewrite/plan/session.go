@@ -19,4 +19,6 @@ type Session struct {
 	// Overlap answer whose relative error would be larger is refused, and
 	// the query runs exactly (0 is the executor's default).
 	MaxOverlapError float64
+	// TopK is pgsketch.topk: TopKVerified (or ""), TopKApprox or TopKOff.
+	TopK string
 }

@@ -1,0 +1,345 @@
+package rewrite
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// Top-k: the most frequent values of a column that is not a rollup
+// dimension, asked in either of two forms over one table:
+//
+//	SELECT [keys,] item, count(*) [AS n] FROM t WHERE ...
+//	GROUP BY [keys,] item ORDER BY count(*) | n | 2 DESC [, ...] LIMIT k [OFFSET o]
+//
+//	SELECT [keys,] item, count(*) FROM t WHERE ...
+//	GROUP BY [keys,] item HAVING count(*) >= T | > T [ORDER BY ...] [LIMIT ...]
+//
+// answered from a rollup's frequent-items summaries of item (a TopK
+// measure), the other keys being the rollup's dimensions or time buckets.
+// The summaries are planned as the arm SELECT keys, <summary of item> FROM
+// t WHERE ... GROUP BY keys: the usual matching rules, the range split
+// between whole buckets and base rows, changed buckets read raw. The
+// executor draws candidates from the merged summaries; in verified mode it
+// counts them with the query's own FROM and WHERE (TopKSpec.CountSQL) and
+// returns the answer only when the summaries' bounds prove that no
+// uncounted item could change it. PostgreSQL then shapes the counts with
+// the query's own select list, ORDER BY and LIMIT (ShapeSQL).
+//
+// The proof needs an ORDER BY that starts with the count, descending, so
+// that LIMIT keeps the largest counts; or a HAVING that is one threshold on
+// the count, so that only items above it are kept. Any other HAVING could
+// drop rows the proof counts on: passed through.
+
+// topkShape reports whether s has the outer shape of a top-k: GROUP BY,
+// LIMIT or HAVING, and no aggregate but count(*). Only then does planTopK
+// decide.
+func topkShape(s *selectStmt) bool {
+	if len(s.groupBy) == 0 || s.setOp != "" || (s.limit == nil && s.having == nil) {
+		return false
+	}
+	rows, other := false, false
+	visit := func(e expr) {
+		walk(e, func(x expr) bool {
+			if f, ok := x.(*funcCall); ok {
+				switch classifyAgg(f) {
+				case notAgg:
+				case countRows:
+					rows = true
+				default:
+					other = true
+				}
+			}
+			return true
+		})
+	}
+	for _, t := range s.targets {
+		visit(t.e)
+	}
+	visit(s.having)
+	for _, o := range s.orderBy {
+		visit(o.e)
+	}
+	return rows && !other
+}
+
+// planTopK plans a top-k statement (topkShape holds), or says why it is
+// not answered.
+func planTopK(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+	switch {
+	case sess.TopK == TopKOff:
+		return nil, "pgsketch.topk is off"
+	case s.unsupported != "":
+		return nil, "query uses " + s.unsupported
+	case s.distinct:
+		return nil, "a top-k with SELECT DISTINCT"
+	}
+	if why := unanswerable(s, sess); why != "" {
+		return nil, why
+	}
+	spec, why := topkClauses(s)
+	if why != "" {
+		return nil, why
+	}
+	fi := s.from[0]
+	table, rollups := resolveTable(fi, snap, sess)
+	if len(rollups) == 0 {
+		return nil, "no rollup reads table " + table
+	}
+	var best *built
+	var reasons []string
+	for _, r := range rollups {
+		b, why := matchTopK(s, fi, r, sess, spec)
+		if b == nil {
+			reasons = append(reasons, "rollup "+r.Name+": "+why)
+			continue
+		}
+		if best == nil || b.rows < best.rows {
+			best = b
+		}
+	}
+	if best == nil {
+		return nil, strings.Join(reasons, "; ")
+	}
+	if fi.schema == "" {
+		best.Guard = fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
+			catalog.QuoteLiteral(catalog.QuoteIdent(fi.name)), catalog.QuoteLiteral(best.Source.String()))
+	}
+	return best, ""
+}
+
+// topkClauses reads the LIMIT, OFFSET, ORDER BY and HAVING of a top-k into
+// a spec's Limit, Threshold and TotalOrder.
+func topkClauses(s *selectStmt) (TopKSpec, string) {
+	var spec TopKSpec
+	if s.having != nil {
+		t, ok := countThreshold(s.having)
+		if !ok {
+			return spec, "HAVING other than one threshold count(*) >= T or count(*) > T (T an integer constant of at least 1)"
+		}
+		spec.Threshold = t
+		return spec, ""
+	}
+	if len(s.orderBy) == 0 || s.orderBy[0].dir != "DESC" || !s.isCount(s.orderBy[0].e) {
+		return spec, "a LIMIT without ORDER BY count(*) DESC first"
+	}
+	limit, ok := intConst(s.limit)
+	if !ok || limit < 1 {
+		return spec, "LIMIT is not an integer constant of at least 1"
+	}
+	offset := int64(0)
+	if s.offset != nil {
+		if offset, ok = intConst(s.offset); !ok || offset < 0 {
+			return spec, "OFFSET is not a non-negative integer constant"
+		}
+	}
+	spec.Limit = limit + offset
+	spec.TotalOrder = len(s.orderBy) > 1
+	return spec, ""
+}
+
+// isCount reports whether an ORDER BY item is the count: count(*) itself,
+// the name of a select-list count(*), or its position.
+func (s *selectStmt) isCount(e expr) bool {
+	isRows := func(e expr) bool {
+		f, ok := e.(*funcCall)
+		return ok && classifyAgg(f) == countRows
+	}
+	switch x := e.(type) {
+	case *funcCall:
+		return isRows(x)
+	case *constExpr:
+		n, err := strconv.Atoi(x.val)
+		return x.kind == "int" && err == nil && n >= 1 && n <= len(s.targets) && isRows(s.targets[n-1].e)
+	case *colRef:
+		if len(x.parts) != 1 {
+			return false
+		}
+		for _, t := range s.targets {
+			if t.name == x.parts[0] {
+				return isRows(t.e)
+			}
+		}
+	}
+	return false
+}
+
+// countThreshold reads HAVING count(*) >= T, count(*) > T, T <= count(*)
+// or T < count(*), returning the least count kept.
+func countThreshold(e expr) (int64, bool) {
+	o, ok := e.(*opExpr)
+	if !ok || o.schema != "" || o.l == nil {
+		return 0, false
+	}
+	op, agg, val := o.op, o.l, o.r
+	if _, isConst := o.l.(*constExpr); isConst {
+		agg, val = o.r, o.l
+		op = map[string]string{"<=": ">=", "<": ">"}[op]
+	}
+	f, ok := agg.(*funcCall)
+	if !ok || classifyAgg(f) != countRows {
+		return 0, false
+	}
+	t, ok := intConst(val)
+	switch {
+	case !ok:
+		return 0, false
+	case op == ">":
+		t++
+	case op != ">=":
+		return 0, false
+	}
+	return t, t >= 1
+}
+
+// intConst reads an integer constant.
+func intConst(e expr) (int64, bool) {
+	c, ok := e.(*constExpr)
+	if !ok || c.kind != "int" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(c.val, 10, 64)
+	return n, err == nil && n < 1<<40
+}
+
+// matchTopK plans s over rollup r: it finds the item among the group keys
+// (the one column r keeps a TopK measure of and has no dimension for), plans
+// the summaries' arm over the other keys, and adds the exact count
+// statement and the shape.
+func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec TopKSpec) (*built, string) {
+	m := &matcher{s: s, fi: fi, r: r, sess: sess}
+	var others []expr
+	var item expr
+	var ms catalog.Measure
+	for _, g := range s.groupBy {
+		e, why := m.resolveGroupItem(g)
+		if e == nil {
+			return nil, why
+		}
+		canon := m.canon(e)
+		dup := false
+		for _, k := range m.keys {
+			dup = dup || k.canon == canon
+		}
+		if dup {
+			continue
+		}
+		m.keys = append(m.keys, &keyInfo{e: e, canon: canon, name: "pgsketch_k" + strconv.Itoa(len(m.keys)+1)})
+		if c, ok := e.(*colRef); ok && item == nil {
+			if col, why := m.column(c); why == "" {
+				if _, dim := r.Dimension(col); !dim {
+					if x, ok := r.Measure(catalog.TopK, col); ok {
+						item, ms, spec.ItemKey = e, x, len(m.keys)-1
+						continue
+					}
+				}
+			}
+		}
+		others = append(others, e)
+	}
+	if item == nil {
+		return nil, "no GROUP BY column has a top-k summary in the rollup"
+	}
+	if capacity := int64(1) << ms.Log2m; spec.Limit > capacity/2 {
+		return nil, fmt.Sprintf("LIMIT and OFFSET reach %d, more than half the %d items a summary of %s tracks", spec.Limit, capacity, catalog.QuoteIdent(ms.Expression))
+	}
+	// The summaries' arm: SELECT others, <summary of item> GROUP BY others.
+	arm := &selectStmt{from: s.from, where: s.where, groupBy: others, sketch: catalog.TopK}
+	for _, e := range others {
+		arm.targets = append(arm.targets, target{e: e})
+	}
+	arm.targets = append(arm.targets, target{e: &funcCall{name: []string{"pgsketch", "approx_count_distinct"}, args: []expr{item}}})
+	b, why := matchRollup(arm, fi, r, sess)
+	if b == nil {
+		return nil, why
+	}
+	if b.Kind != FromRollup || len(b.Aggs) != 1 || b.Aggs[0].Op != MergeFreq {
+		return nil, "the summaries of " + catalog.QuoteIdent(ms.Expression) + " are not answered for its type"
+	}
+	// The shape: the query over the counted groups.
+	for _, f := range countCalls(s) {
+		m.aggs = append(m.aggs, &aggInfo{f: f, canon: m.canon(f), kind: countRows, name: "pgsketch_a" + strconv.Itoa(len(m.aggs)+1)})
+	}
+	shape, why := m.shapeSQL()
+	if why != "" {
+		return nil, why
+	}
+	p := &Plan{Kind: TopK, Rollup: r.Name, Table: r.Table, Source: r.Source, Grain: r.Grain, TimeZone: r.TimeZone,
+		Version: r.Version, Watermark: r.Watermark, LateWindow: r.LateWindow, ShapeSQL: shape, Arms: []*Plan{b.Plan}}
+	for i, k := range m.keys {
+		key := Key{Name: k.name, Expr: k.canon}
+		if i == spec.ItemKey {
+			key.Type = ms.Type
+		}
+		p.Keys = append(p.Keys, key)
+	}
+	for _, a := range m.aggs {
+		p.Aggs = append(p.Aggs, Agg{Name: a.name, Expr: a.canon, Op: AddCounts, Type: "bigint", RollupColumn: -1, BaseColumn: -1, ExactColumn: -1})
+	}
+	spec.Item, spec.ItemType, spec.ItemForm = m.canon(item), ms.Type, b.Aggs[0].ValueForm
+	spec.ArrayType = "text[]"
+	if spec.ItemForm != "text" {
+		spec.ArrayType = "bigint[]"
+	}
+	spec.CountSQL = countStatement(s, m.keys, item, spec.ArrayType, maxParam(s))
+	for _, n := range paramsIn(spec.CountSQL) {
+		if n <= maxParam(s) { // not the candidates, which the executor binds
+			spec.CountParams = append(spec.CountParams, n)
+		}
+	}
+	p.TopK = &spec
+	return &built{Plan: p, rows: b.rows}, ""
+}
+
+// countCalls lists the query's count(*) calls, one per distinct spelling.
+func countCalls(s *selectStmt) []*funcCall {
+	var out []*funcCall
+	seen := map[string]bool{}
+	visit := func(e expr) {
+		walk(e, func(x expr) bool {
+			if f, ok := x.(*funcCall); ok && classifyAgg(f) == countRows {
+				if c := sqlOf(f, nil); !seen[c] {
+					seen[c] = true
+					out = append(out, f)
+				}
+			}
+			return true
+		})
+	}
+	for _, t := range s.targets {
+		visit(t.e)
+	}
+	visit(s.having)
+	for _, o := range s.orderBy {
+		visit(o.e)
+	}
+	return out
+}
+
+// countStatement prints the exact count of candidates: the query's FROM
+// and WHERE, the item in $n+1 (an array of arrayType) or NULL when $n+2,
+// grouped by the keys.
+func countStatement(s *selectStmt, keys []*keyInfo, item expr, arrayType string, n int) string {
+	f := s.from[0]
+	from := ""
+	if f.schema != "" {
+		from = catalog.QuoteIdent(f.schema) + "."
+	}
+	from += catalog.QuoteIdent(f.name)
+	if f.alias != "" {
+		from += " AS " + catalog.QuoteIdent(f.alias)
+	}
+	it := sqlOf(item, nil)
+	cond := "(" + it + " = ANY(CAST($" + strconv.Itoa(n+1) + " AS " + arrayType + ")) OR (" + it + " IS NULL AND CAST($" + strconv.Itoa(n+2) + " AS boolean)))"
+	if s.where != nil {
+		cond = "(" + sqlOf(s.where, nil) + ") AND " + cond
+	}
+	var cols, pos []string
+	for i, k := range keys {
+		cols = append(cols, sqlOf(k.e, nil))
+		pos = append(pos, strconv.Itoa(i+1))
+	}
+	return "SELECT " + strings.Join(cols, ", ") + ", count(*) FROM " + from + " WHERE " + cond + " GROUP BY " + strings.Join(pos, ", ")
+}
