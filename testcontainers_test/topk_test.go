@@ -325,3 +325,65 @@ func TestTopKThroughProxy(t *testing.T) {
 		t.Errorf("unprovable: rows %v (want %v), notices %q", got.rows, want.rows, got.notices)
 	}
 }
+
+// TestTopKItemsThroughProxy: the NULL item is a group like any other (here
+// the most frequent one), text items are bound and shaped as text, and
+// both modes answer them: verified as PostgreSQL does, approx with the
+// NULL and string items named in its bounds.
+func TestTopKItemsThroughProxy(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	ctx := context.Background()
+	mustExec(t, conn, `CREATE TABLE hits (t timestamptz NOT NULL, i8 bigint, s varchar(20));
+		INSERT INTO hits SELECT timestamptz '2026-01-01' + i * interval '1 minute',
+		       CASE WHEN i % 13 = 0 THEN NULL WHEN i % 3 = 0 THEN i % 7 ELSE (i * 7919) % 400 END,
+		       CASE WHEN i % 17 = 0 THEN NULL ELSE 'page' || CASE WHEN i % 2 = 0 THEN i % 5 ELSE i % 211 END END
+		  FROM generate_series(1, 20000) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('hits_daily', 'hits', 't', topk_columns => '{i8,s}')`)
+	refreshRollup(t, conn, "hits_daily", refresh.Options{})
+	p := startProxy(t, server.adminURL)
+	direct := connectSimple(t, db.DSN)
+	for _, nc := range []*noticeConn{connectSimple(t, p.URL(db.DSN)), connectMode(t, p.URL(db.DSN), pgx.QueryExecModeCacheStatement)} {
+		for _, q := range []string{
+			`SELECT i8, count(*) FROM hits GROUP BY i8 ORDER BY 2 DESC, 1 NULLS FIRST LIMIT 5`,
+			`SELECT s AS page, count(*) FROM hits WHERE t >= '2026-01-03 12:00' GROUP BY s ORDER BY count(*) DESC, s LIMIT 4`,
+			`SELECT s, count(*) FROM hits GROUP BY s HAVING count(*) > 1000 ORDER BY s NULLS FIRST`,
+		} {
+			want, err := direct.query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := nc.query(ctx, q)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, q)
+			}
+			if !reflect.DeepEqual(got.rows, want.rows) || !reflect.DeepEqual(got.nulls, want.nulls) || len(got.notices) != 1 ||
+				!strings.Contains(got.notices[0], "answered exactly") {
+				t.Fatalf("%s\ngot  %v %v\nwant %v %v\nnotices %q", q, got.rows, got.nulls, want.rows, want.nulls, got.notices)
+			}
+			if got.fields[0].DataTypeOID != want.fields[0].DataTypeOID {
+				t.Errorf("item column of type %d, PostgreSQL's %d", got.fields[0].DataTypeOID, want.fields[0].DataTypeOID)
+			}
+			if !got.nulls[0][0] && strings.HasPrefix(q, "SELECT i8") {
+				t.Errorf("the NULL item is not first: %v", got.rows)
+			}
+		}
+	}
+	approx := connectSimple(t, p.URL(db.DSN))
+	mustExec(t, approx.Conn, `SET pgsketch.topk = approx`)
+	got, err := approx.query(ctx, `SELECT s, count(*) FROM hits GROUP BY s ORDER BY 2 DESC LIMIT 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := direct.query(ctx, `SELECT s, count(*) FROM hits GROUP BY s ORDER BY 2 DESC LIMIT 3`)
+	if !reflect.DeepEqual(got.rows, want.rows) || len(got.notices) != 1 || !strings.Contains(got.notices[0], "'page1' 1928..1928") {
+		t.Errorf("approx: got %v, want %v (the summaries are exact here); notices %q", got.rows, want.rows, got.notices)
+	}
+	got, err = approx.query(ctx, `SELECT i8, count(*) FROM hits GROUP BY i8 ORDER BY 2 DESC LIMIT 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.rows) != 1 || !got.nulls[0][0] || len(got.notices) != 1 || !strings.Contains(got.notices[0], ": NULL 1538..1538") {
+		t.Errorf("approx, the NULL item: got %v %v; notices %q", got.rows, got.nulls, got.notices)
+	}
+}

@@ -43,13 +43,13 @@ type TopK struct {
 	Candidates, Rounds int
 	Cut, Bound         int64
 	// Rows are the summaries' bounds of the answered rows (approx mode),
-	// by decreasing lower bound; Uncertain those whose place the bounds
-	// do not settle; Missing how many items the bounds do not rule out
-	// besides them (tracked ones; an untracked one may too when MaxError
-	// reaches the cut).
+	// by decreasing lower bound; Uncertain how many of them the bounds do
+	// not settle the place of; Missing, for a threshold, the tracked items
+	// not answered that may reach it (an untracked one may too when
+	// MaxError reaches it).
 	Rows      []TopKRow
 	Uncertain int
-	Missing   int
+	Missing   []TopKRow
 }
 
 // TopKRow is one item's bounds, Item printed as SQL would (NULL, a
@@ -388,7 +388,7 @@ func approxGroups(p *plan.Plan, keyOIDs []uint32, sums []summary, tk *TopK) (*me
 		})
 		for _, a := range all[n:] {
 			if a.it.Upper >= spec.Threshold {
-				tk.Missing++
+				tk.Missing = append(tk.Missing, topkRow(spec, a.it, a.txt))
 			}
 		}
 	} else {
@@ -399,12 +399,7 @@ func approxGroups(p *plan.Plan, keyOIDs []uint32, sums []summary, tk *TopK) (*me
 		outside = max(outside, a.it.Upper)
 	}
 	for _, a := range all[:n] {
-		r := TopKRow{Item: a.txt, Lower: a.it.Lower, Upper: a.it.Upper}
-		if a.it.Null {
-			r.Item = "NULL"
-		} else if spec.ItemForm == "text" {
-			r.Item = "'" + strings.ReplaceAll(a.txt, "'", "''") + "'"
-		}
+		r := topkRow(spec, a.it, a.txt)
 		r.Uncertain = spec.Threshold == 0 && a.it.Lower <= outside
 		if r.Uncertain {
 			tk.Uncertain++
@@ -412,6 +407,17 @@ func approxGroups(p *plan.Plan, keyOIDs []uint32, sums []summary, tk *TopK) (*me
 		tk.Rows = append(tk.Rows, r)
 	}
 	return m, nil
+}
+
+// topkRow is an item's bounds, the item printed as SQL would.
+func topkRow(spec *plan.TopKSpec, it sketch.FreqItem, txt string) TopKRow {
+	r := TopKRow{Item: txt, Lower: it.Lower, Upper: it.Upper}
+	if it.Null {
+		r.Item = "NULL"
+	} else if spec.ItemForm == "text" {
+		r.Item = "'" + strings.ReplaceAll(txt, "'", "''") + "'"
+	}
+	return r
 }
 
 // itemText prints an item as its value's text.
@@ -433,27 +439,19 @@ func topkNotice(p *plan.Plan, t *TopK) string {
 		fmt.Fprintf(&b, "pgsketch: top-k of %s approximated from the frequent-items summaries of rollup %s: counts are lower bounds; %d summaries, %d items tracked, an untracked item counts at most %d",
 			spec.Item, p.Rollup, t.Summaries, t.Tracked, t.MaxError)
 		if len(t.Rows) > 0 {
-			b.WriteString("; bounds of the answered rows (* place uncertain):")
-			for i, r := range t.Rows {
-				if i == maxNoticeRows {
-					fmt.Fprintf(&b, " and %d more", len(t.Rows)-i)
-					break
-				}
-				mark := ""
-				if r.Uncertain {
-					mark = "*"
-				}
-				fmt.Fprintf(&b, " %s%s %d..%d", r.Item, mark, r.Lower, r.Upper)
-				if i < len(t.Rows)-1 {
-					b.WriteString(",")
-				}
+			b.WriteString("; bounds of the answered rows")
+			if spec.Threshold == 0 {
+				b.WriteString(" (* place uncertain)")
 			}
+			b.WriteString(":")
+			writeRows(&b, t.Rows)
 		}
-		if spec.Threshold > 0 && (t.Missing > 0 || t.MaxError >= spec.Threshold) {
-			fmt.Fprintf(&b, "; %d tracked item(s) may also reach %d", t.Missing, spec.Threshold)
-			if t.MaxError >= spec.Threshold {
-				b.WriteString(", and untracked ones may")
-			}
+		if spec.Threshold > 0 && len(t.Missing) > 0 {
+			fmt.Fprintf(&b, "; not answered but may reach %d:", spec.Threshold)
+			writeRows(&b, t.Missing)
+		}
+		if spec.Threshold > 0 && t.MaxError >= spec.Threshold {
+			fmt.Fprintf(&b, "; untracked items may reach %d too", spec.Threshold)
 		}
 		if spec.Threshold == 0 && int64(len(t.Rows)) < spec.Limit && t.MaxError > 0 {
 			fmt.Fprintf(&b, "; only %d item(s) tracked, fewer than the %d asked for", len(t.Rows), spec.Limit)
@@ -468,6 +466,24 @@ func topkNotice(p *plan.Plan, t *TopK) string {
 		fmt.Fprintf(&b, "count number %d is %d, no uncounted item counts more than %d", spec.Limit, t.Cut, t.Bound)
 	}
 	return b.String()
+}
+
+// writeRows lists rows' bounds, at most maxNoticeRows of them.
+func writeRows(b *strings.Builder, rows []TopKRow) {
+	for i, r := range rows {
+		if i == maxNoticeRows {
+			fmt.Fprintf(b, " and %d more", len(rows)-i)
+			return
+		}
+		mark := ""
+		if r.Uncertain {
+			mark = "*"
+		}
+		fmt.Fprintf(b, " %s%s %d..%d", r.Item, mark, r.Lower, r.Upper)
+		if i < len(rows)-1 {
+			b.WriteString(",")
+		}
+	}
 }
 
 // maxNoticeRows is the most rows whose bounds a NOTICE lists.

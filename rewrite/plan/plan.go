@@ -352,10 +352,10 @@ type TopKSpec struct {
 	// ties): then which of the rows tied at the cut are answered matters.
 	TotalOrder bool
 	// CountSQL counts candidates exactly: the query's FROM and WHERE with
-	// the item in $Params+1 (an array of ArrayType) or NULL when
-	// $Params+2 (a boolean) is true, grouped by Plan.Keys (in that order),
-	// returning their values and count(*). CountParams lists the client's
-	// parameters it references.
+	// the item in $Params+1 (an array of ArrayType), and the NULL item too
+	// when $Params+2 (a boolean) is true, grouped by Plan.Keys (in that
+	// order), returning their values and count(*). CountParams lists the
+	// client's parameters it references.
 	CountSQL    string
 	CountParams []int
 	// ArrayType is the type the candidates are bound as: bigint[] for
