@@ -41,16 +41,25 @@ func topkShape(s *selectStmt) bool {
 		return false
 	}
 	rows, other := false, false
+	s.eachAggCall(func(f *funcCall) {
+		switch classifyAgg(f) {
+		case notAgg:
+		case countRows:
+			rows = true
+		default:
+			other = true
+		}
+	})
+	return rows && !other
+}
+
+// eachAggCall calls f on each function call where aggregates may be: in
+// the select list, HAVING and ORDER BY.
+func (s *selectStmt) eachAggCall(f func(*funcCall)) {
 	visit := func(e expr) {
 		walk(e, func(x expr) bool {
-			if f, ok := x.(*funcCall); ok {
-				switch classifyAgg(f) {
-				case notAgg:
-				case countRows:
-					rows = true
-				default:
-					other = true
-				}
+			if c, ok := x.(*funcCall); ok {
+				f(c)
 			}
 			return true
 		})
@@ -62,7 +71,6 @@ func topkShape(s *selectStmt) bool {
 	for _, o := range s.orderBy {
 		visit(o.e)
 	}
-	return rows && !other
 }
 
 // planTopK plans a top-k statement (topkShape holds), or says why it is
@@ -297,24 +305,12 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec
 func countCalls(s *selectStmt) []*funcCall {
 	var out []*funcCall
 	seen := map[string]bool{}
-	visit := func(e expr) {
-		walk(e, func(x expr) bool {
-			if f, ok := x.(*funcCall); ok && classifyAgg(f) == countRows {
-				if c := sqlOf(f, nil); !seen[c] {
-					seen[c] = true
-					out = append(out, f)
-				}
-			}
-			return true
-		})
-	}
-	for _, t := range s.targets {
-		visit(t.e)
-	}
-	visit(s.having)
-	for _, o := range s.orderBy {
-		visit(o.e)
-	}
+	s.eachAggCall(func(f *funcCall) {
+		if c := sqlOf(f, nil); classifyAgg(f) == countRows && !seen[c] {
+			seen[c] = true
+			out = append(out, f)
+		}
+	})
 	return out
 }
 

@@ -257,6 +257,21 @@ func TestTopKThroughProxy(t *testing.T) {
 		verified(extended, q)
 	}
 
+	// EXPLAIN shows the plan and what running it found.
+	ex, err := simple.query(ctx, "EXPLAIN "+queries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, r := range ex.rows {
+		text.WriteString(r[0] + "\n")
+	}
+	for _, want := range []string{"top-k: the 10 largest counts of \"user_id\"", "mode: verified", "count: SELECT", "answer: top-k of \"user_id\" answered exactly"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("EXPLAIN lacks %q:\n%s", want, text.String())
+		}
+	}
+
 	// Writes after the refresh: a new heaviest user, in a bucket the
 	// summaries have, and deletes of January's top user.
 	mustExec(t, conn, `INSERT INTO events (id, created_at, user_id, country, device, amount)

@@ -95,7 +95,7 @@ func (h *Handler) decide(v view, s statement) verdict {
 		return verdict{pass: "only rollup answers are served within a text of several statements"}
 	case p.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
 		return verdict{pass: "PostgreSQL described the EXPLAIN otherwise"}
-	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention) && !p.Explain:
+	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention || p.Kind == rewrite.TopK) && !p.Explain:
 		plans := []*rewrite.Plan{p}
 		if len(p.Arms) > 0 {
 			plans = p.Arms
@@ -234,7 +234,9 @@ func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionS
 	if err != nil {
 		end = "ROLLBACK"
 	}
-	if eerr := c.Exec(ctx, end); eerr != nil {
+	// Even when the client cancelled: the session must not stay in the
+	// proxy's transaction.
+	if eerr := c.Exec(context.WithoutCancel(ctx), end); eerr != nil {
 		return nil, eerr
 	}
 	return ans, err
@@ -258,7 +260,7 @@ func hashable(p *rewrite.Plan, snap *catalog.Snapshot, st exec.Settings) string 
 		return "rollup " + p.Rollup + " is not in the catalog"
 	}
 	for _, a := range p.Aggs {
-		if a.Op != rewrite.MergeHLL && a.Op != rewrite.MergeTheta {
+		if a.Op != rewrite.MergeHLL && a.Op != rewrite.MergeTheta && a.Op != rewrite.MergeFreq {
 			continue
 		}
 		for _, m := range r.Measures {

@@ -114,8 +114,10 @@ func run(ctx context.Context, o options) error {
 		}
 		if ix.cols != "" {
 			t0 := time.Now()
-			if _, err := conn.Exec(ctx, "CREATE INDEX events_topk_item ON events ("+ix.cols+"); VACUUM ANALYZE events"); err != nil {
-				return err
+			for _, sql := range []string{"CREATE INDEX events_topk_item ON events (" + ix.cols + ")", "VACUUM ANALYZE events"} {
+				if _, err := conn.Exec(ctx, sql); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(os.Stderr, "index on (%s) built in %s\n", ix.cols, time.Since(t0).Round(time.Second))
 		}
@@ -334,8 +336,27 @@ func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) error {
 			return err
 		}
 	}
-	_, err = conn.Exec(ctx, "CREATE INDEX IF NOT EXISTS events_created_at ON events (created_at)")
-	return err
+	if _, err := conn.Exec(ctx, "CREATE INDEX IF NOT EXISTS events_created_at ON events (created_at)"); err != nil {
+		return err
+	}
+	// Any other index (an earlier run's, another script's) would change
+	// what "without an index on user_id" measures.
+	rows, err := conn.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'events'
+		AND indexname NOT IN ('events_pkey', 'events_created_at')`)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "dropping index %s\n", n)
+		if _, err := conn.Exec(ctx, "DROP INDEX "+pgx.Identifier{n}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildRollup (re)creates the top-k rollup and builds it.
