@@ -75,6 +75,13 @@ bench-query: deps
 bench-overlap: deps
 	./scripts/bench-overlap.sh $(BENCH_OVERLAP_ARGS)
 
+## bench-topk: top 10 users (a month, a week, all time) and users above a threshold, exact in PostgreSQL against
+## the proxy's verified and approx modes, without and with an index on user_id, 20 M events (docs/benchmarks.md);
+## BENCH_TOPK_ARGS="--keep DIR" reuses the data
+.PHONY: bench-topk
+bench-topk: deps
+	./scripts/bench-topk.sh $(BENCH_TOPK_ARGS)
+
 ## bench-capture: change capture's cost to writers (1 M-row INSERT ... SELECT, 10000 one-row INSERTs, with and
 ## without the triggers) and to queries with changed buckets (docs/benchmarks.md); BENCH_CAPTURE_ARGS="--rows 20000000"
 .PHONY: bench-capture
