@@ -61,25 +61,67 @@ func Open(dsn string, log *slog.Logger) (*Migrator, error) {
 
 // Up applies every migration not yet applied. Being up to date is not an error.
 func (mg *Migrator) Up() error {
-	if err := mg.m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return fmt.Errorf("migrations: up: %w", err)
+	for {
+		done, err := mg.step(+1)
+		if err != nil {
+			return fmt.Errorf("migrations: up: %w", err)
+		}
+		if done {
+			return nil
+		}
 	}
-	return nil
 }
 
 // Down reverts the last n applied migrations; n < 0 reverts all of them.
 // Having nothing to revert is not an error.
 func (mg *Migrator) Down(n int) error {
-	var err error
-	if n < 0 {
-		err = mg.m.Down()
-	} else {
-		err = mg.m.Steps(-n)
-	}
-	if err != nil && !errors.Is(err, migrate.ErrNoChange) && !isNoMigration(err) {
-		return fmt.Errorf("migrations: down: %w", err)
+	for i := 0; n < 0 || i < n; i++ {
+		done, err := mg.step(-1)
+		if err != nil {
+			return fmt.Errorf("migrations: down: %w", err)
+		}
+		if done {
+			return nil
+		}
 	}
 	return nil
+}
+
+// step applies one migration up (+1) or reverts one (-1); done reports
+// that there was none to apply. Each migration file runs as one statement
+// string, so in one implicit transaction (none holds transaction control):
+// one that fails, such as a down migration refused because rollups still
+// use what it would remove, changes nothing. golang-migrate has marked the
+// database dirty by then; step puts the version back as it was, clean, so
+// that the next attempt (after dropping those rollups, say) needs no
+// manual force.
+func (mg *Migrator) step(dir int) (done bool, err error) {
+	before, dirty, err := mg.Version()
+	if err != nil {
+		return false, err
+	}
+	if dirty {
+		return false, fmt.Errorf("version %d is dirty: a migration failed half-way outside this program; inspect the schema, then force the version", before)
+	}
+	err = mg.m.Steps(dir)
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, migrate.ErrNoChange) || isNoMigration(err):
+		return true, nil
+	}
+	if ferr := mg.m.Force(forceVersion(before)); ferr != nil {
+		return false, errors.Join(err, fmt.Errorf("putting back version %d: %w", before, ferr))
+	}
+	return false, err
+}
+
+// forceVersion is v as Force takes it: -1 for no version.
+func forceVersion(v uint) int {
+	if v == 0 {
+		return -1
+	}
+	return int(v)
 }
 
 // Version returns the applied version (0 when none) and whether the last

@@ -134,6 +134,11 @@ func TestThetaRollupHashing(t *testing.T) {
 	if err := m.Down(int(migrations.Latest()) - 6); err == nil || !strings.Contains(err.Error(), "keep theta measures") {
 		t.Fatalf("down with a theta rollup: %v", err)
 	}
+	// Refused, the migration changed nothing: the version that added
+	// them stays, clean.
+	if v, dirty, err := m.Version(); err != nil || v != 7 || dirty {
+		t.Fatalf("after the refused down: version %d, dirty %v, %v; want 7, clean", v, dirty, err)
+	}
 
 	for _, c := range []struct{ args, msg string }{
 		{`theta_columns => '{n}'`, "cannot build a Theta sketch of column n of type numeric"},

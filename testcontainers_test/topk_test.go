@@ -139,6 +139,11 @@ func TestTopkRollupBounds(t *testing.T) {
 	if err := m.Down(int(migrations.Latest()) - 7); err == nil || !strings.Contains(err.Error(), "keep topk measures") {
 		t.Fatalf("down with a topk rollup: %v", err)
 	}
+	// Refused, the migration changed nothing: the version that added
+	// them stays, clean.
+	if v, dirty, err := m.Version(); err != nil || v != 8 || dirty {
+		t.Fatalf("after the refused down: version %d, dirty %v, %v; want 8, clean", v, dirty, err)
+	}
 	for _, c := range []struct{ args, code, msg string }{
 		{`topk_columns => '{n}'`, "42804", "cannot keep a top-k summary of column n of type numeric"},
 		{`topk_columns => '{i8}', topk_size => 100`, "22023", "topk_size 100 is not a power of two"},

@@ -47,6 +47,7 @@ func main() {
 	dsn := flag.String("dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; the table events_bench is created in it")
 	keep := flag.String("keep", "", "keep the throwaway cluster in this directory, and reuse its table on the next run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	withSum := flag.Bool("sum", true, "both builds also keep sum(amount) (a numeric(10,2) column)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -61,14 +62,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *rows, *days, *users, *rounds, *dsn, *keep); err != nil {
+	if err := run(ctx, *rows, *days, *users, *rounds, *dsn, *keep, *withSum); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-rollup:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn, keep string) error {
+func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn, keep string, withSum bool) error {
 	if dsn == "" {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		c, err := localpg.Start(ctx, localpg.Options{Dir: keep, Keep: keep != "", Logger: log,
@@ -87,13 +88,10 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
 		return fmt.Errorf("the hll extension is needed for the PostgreSQL side: %w", err)
 	}
-	// A fresh catalog each run: a kept cluster may hold an older one.
-	_, _ = conn.Exec(ctx, "SELECT pgsketch.drop_rollup('bench_daily', if_exists => true)")
+	// The current catalog: a kept cluster may hold an older one (and other
+	// benchmarks' rollups, which a migration down would refuse to drop).
 	m, err := migrations.Open(dsn, nil)
 	if err != nil {
-		return err
-	}
-	if err := m.Down(-1); err != nil {
 		return err
 	}
 	if err := m.Up(); err != nil {
@@ -113,9 +111,14 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 		}
 		fmt.Printf("generated in %s\n", time.Since(t0).Round(time.Second))
 	}
+	sums, pgSum := "'{}'", ""
+	if withSum {
+		sums, pgSum = "'{amount}'", ", sum(amount) AS sum_amount"
+	}
 	if _, err := conn.Exec(ctx, `SELECT pgsketch.drop_rollup('bench_daily', if_exists => true);
 		SELECT pgsketch.create_rollup('bench_daily', 'events_bench', 'created_at', grain => 'day',
-		       dimensions => '{country,device}', distinct_columns => '{user_id}', log2m => 14, regwidth => 5)`); err != nil {
+		       dimensions => '{country,device}', distinct_columns => '{user_id}', log2m => 14, regwidth => 5,
+		       sum_columns => `+sums+`)`); err != nil {
 		return err
 	}
 	var size string
@@ -134,7 +137,7 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 		}
 		t0 := time.Now()
 		tag, err := conn.Exec(ctx, `CREATE TABLE bench_daily_pg AS
-			SELECT date_trunc('day', created_at, 'UTC') AS bucket, country, device, count(*) AS row_count,
+			SELECT date_trunc('day', created_at, 'UTC') AS bucket, country, device, count(*) AS row_count`+pgSum+`,
 			       hll_add_agg(hll_hash_bigint(user_id), 14, 5) AS users
 			  FROM events_bench GROUP BY 1, 2, 3`)
 		return time.Since(t0), tag.RowsAffected(), err
