@@ -186,7 +186,7 @@ type Rollup struct {
 	// then do its rows and the change log describe the source.
 	CaptureBroken string
 	// Collated are the source columns, among the dimensions and the
-	// columns of min and max measures, whose collation is not the
+	// columns of min, max and top-k measures, whose collation is not the
 	// database's default (CollationQuery; WithCollated sets them). The
 	// rollup table's columns, and the arrays the merged groups are
 	// shaped from, have the default collation: ordering and case mapping
@@ -280,7 +280,8 @@ func (s *Snapshot) HLL() Extension {
 }
 
 // CollationQuery returns one row (rollup name, column) per source column
-// of a rollup that is a dimension or the column of a min or max measure
+// of a rollup that is a dimension or the column of a min, max or top-k
+// measure (whose values a top-k answer orders and compares)
 // and whose collation is neither none (0) nor the database's default
 // (DEFAULT_COLLATION_OID, 100 in every database). It reads what
 // pgsketch.catalog() reads, so a role that may run one may run the other.
@@ -291,7 +292,7 @@ const CollationQuery = `SELECT d.name, a.attname::text
  WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attcollation <> 0 AND a.attcollation <> 100
    AND (a.attname::text = ANY (d.dimensions)
         OR a.attname::text IN (SELECT m.expression FROM pgsketch.rollup_measures AS m
-                                WHERE m.rollup = d.name AND m.kind IN ('min', 'max')))
+                                WHERE m.rollup = d.name AND m.kind IN ('min', 'max', 'topk')))
  ORDER BY 1, 2`
 
 // WithCollated returns a copy of s whose rollups have the Collated

@@ -11,6 +11,7 @@ import (
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	migratesource "github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 )
@@ -23,8 +24,9 @@ const Table = "pgsketch_schema_migrations"
 
 // Migrator applies the embedded migrations to one database.
 type Migrator struct {
-	db *sql.DB
-	m  *migrate.Migrate
+	db  *sql.DB
+	m   *migrate.Migrate
+	src migratesource.Driver
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string).
@@ -56,7 +58,7 @@ func Open(dsn string, log *slog.Logger) (*Migrator, error) {
 	if log != nil {
 		m.Log = logger{log}
 	}
-	return &Migrator{db: db, m: m}, nil
+	return &Migrator{db: db, m: m, src: src}, nil
 }
 
 // Up applies every migration not yet applied. Being up to date is not an error.
@@ -91,17 +93,16 @@ func (mg *Migrator) Down(n int) error {
 // that there was none to apply. Each migration file runs as one statement
 // string, so in one implicit transaction (none holds transaction control):
 // one that fails, such as a down migration refused because rollups still
-// use what it would remove, changes nothing. golang-migrate has marked the
-// database dirty by then; step puts the version back as it was, clean, so
-// that the next attempt (after dropping those rollups, say) needs no
-// manual force.
+// use what it would remove, changes nothing. golang-migrate has then
+// marked its target version dirty; step puts back the version the failed
+// migration started from, clean, so that the next attempt (after dropping
+// those rollups, say) needs no manual force. A version dirty for another
+// reason is left alone.
 func (mg *Migrator) step(dir int) (done bool, err error) {
-	before, dirty, err := mg.Version()
-	if err != nil {
+	if v, dirty, err := mg.Version(); err != nil {
 		return false, err
-	}
-	if dirty {
-		return false, fmt.Errorf("version %d is dirty: a migration failed half-way outside this program; inspect the schema, then force the version", before)
+	} else if dirty {
+		return false, fmt.Errorf("version %d is dirty: a migration failed half-way outside this program; inspect the schema, then force the version", v)
 	}
 	err = mg.m.Steps(dir)
 	switch {
@@ -110,18 +111,33 @@ func (mg *Migrator) step(dir int) (done bool, err error) {
 	case errors.Is(err, migrate.ErrNoChange) || isNoMigration(err):
 		return true, nil
 	}
-	if ferr := mg.m.Force(forceVersion(before)); ferr != nil {
-		return false, errors.Join(err, fmt.Errorf("putting back version %d: %w", before, ferr))
+	target, dirty, verr := mg.Version()
+	if verr != nil || !dirty {
+		return false, err
+	}
+	from, ferr := mg.startOf(dir, target)
+	if ferr == nil {
+		ferr = mg.m.Force(from)
+	}
+	if ferr != nil {
+		return false, errors.Join(err, fmt.Errorf("putting back the version before the failed migration: %w", ferr))
 	}
 	return false, err
 }
 
-// forceVersion is v as Force takes it: -1 for no version.
-func forceVersion(v uint) int {
-	if v == 0 {
-		return -1
+// startOf is the version a migration in direction dir to target started
+// from, as Force takes it (-1 for none): the one before target going up,
+// the one after it going down.
+func (mg *Migrator) startOf(dir int, target uint) (int, error) {
+	if dir > 0 {
+		prev, err := mg.src.Prev(target)
+		if errors.Is(err, fs.ErrNotExist) {
+			return -1, nil
+		}
+		return int(prev), err
 	}
-	return int(v)
+	next, err := mg.src.Next(target)
+	return int(next), err
 }
 
 // Version returns the applied version (0 when none) and whether the last

@@ -192,9 +192,9 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 // summaries the fetch read) runs: own is true outside a transaction
 // block, where it runs in a REPEATABLE READ transaction of its own; inside
 // a REPEATABLE READ or SERIALIZABLE block it runs as any plan does; inside
-// a READ COMMITTED block, or an extended-protocol request not yet synced,
-// each statement would take a snapshot of its own: a Refused error, and
-// the query runs exactly.
+// a READ COMMITTED or READ UNCOMMITTED block, or an extended-protocol
+// request not yet synced, each statement would take a snapshot of its own:
+// a Refused error, and the query runs exactly.
 func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn) (own bool, err error) {
 	refused := &exec.Refused{Reason: "a verified top-k reads the summaries and counts the candidates in two statements, which must see one snapshot: "}
 	switch {
@@ -208,8 +208,9 @@ func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn) (own bool, er
 	if err != nil {
 		return false, err
 	}
-	if len(res.Rows) == 1 && len(res.Rows[0]) == 1 && string(res.Rows[0][0]) == "read committed" {
-		refused.Reason += "in a READ COMMITTED transaction block they would not"
+	// READ UNCOMMITTED runs as READ COMMITTED: a snapshot per statement.
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 || (string(res.Rows[0][0]) != "repeatable read" && string(res.Rows[0][0]) != "serializable") {
+		refused.Reason += "in a transaction block whose isolation level is not REPEATABLE READ or SERIALIZABLE they would not"
 		return false, refused
 	}
 	return false, nil
@@ -225,7 +226,13 @@ func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionS
 		return nil, err
 	}
 	// As outside a block: the proxy's statements are not worth compiling.
-	err = c.Exec(ctx, "SET LOCAL jit = off")
+	// And the session is idle in this transaction while the proxy merges:
+	// a client's idle_in_transaction_session_timeout must not end it.
+	for _, set := range []string{"SET LOCAL jit = off", "SET LOCAL idle_in_transaction_session_timeout = 0"} {
+		if err == nil {
+			err = c.Exec(ctx, set)
+		}
+	}
 	var ans *exec.Answer
 	if err == nil {
 		ans, err = exec.RunCached(ctx, querier{c}, p, params, formats, h.Cache, cacheScope(c, st))
