@@ -156,7 +156,7 @@ func TestRollupAccuracy(t *testing.T) {
 		         count(DISTINCT user_id) AS users, sum(amount) AS s, min(amount) AS lo, max(created_at) AS hi
 		    FROM events GROUP BY 1, 2, 3)
 		SELECT e.bucket::text, coalesce(e.country, 'NULL'), e.device, e.users, r.distinct_user_id,
-		       e.n = r.row_count AND e.s = r.sum_amount AND e.lo = r.min_amount AND e.hi = r.max_created_at,
+		       e.n = r.row_count AND e.s::text = r.sum_amount::text AND e.lo = r.min_amount AND e.hi = r.max_created_at,
 		       hll_cardinality(r.distinct_user_id::hll)
 		  FROM exact e FULL JOIN events_daily r
 		    ON r.bucket = e.bucket AND r.country IS NOT DISTINCT FROM e.country AND r.device = e.device`)

@@ -2,8 +2,10 @@ package refresh
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"slices"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
@@ -44,11 +46,18 @@ type fastState struct {
 	dsk []*sketch.HLL
 	dhs []uint64
 	// wide and lean say what each measure value of a tuple of either shape
-	// is: its hll measure (an index into hllIdx), or -1 for another
+	// is: its hll measure (an index into hllIdx), sumPlan(s) for the s-th
+	// sum the refresher adds (an index into sumIdx), or -1 for another
 	// measure's; forms how each hll measure's value comes (valueInt8, ...).
 	wide, lean []int
 	valForms   []uint8
+	// sums holds, per tuple and added sum (tuple-major), the value's bytes
+	// (a slice of the data being fed) or nil for NULL.
+	sums [][]byte
 }
+
+// sumPlan is the plan entry of the s-th added sum.
+func sumPlan(s int) int { return -2 - s }
 
 const (
 	formAbsent uint8 = iota // NULL
@@ -72,15 +81,21 @@ func (st *fastState) init(g *groups) {
 	st.forms = make([]uint8, fastBatch*nh)
 	st.dsk = make([]*sketch.HLL, 0, fastBatch*nh)
 	st.dhs = make([]uint64, 0, fastBatch*nh)
-	for _, f := range g.fields {
-		if f.kind != "hll" {
+	st.sums = make([][]byte, fastBatch*len(g.sumIdx))
+	for i, f := range g.fields {
+		switch f.kind {
+		case "hll":
+			j := len(st.valForms)
+			st.wide = append(st.wide, j)
+			st.lean = append(st.lean, j)
+			st.valForms = append(st.valForms, map[string]uint8{"int8": valueInt8, "int4": valueInt4, "int2": valueInt2, "text": valueText}[f.form])
+		case "gsum":
+			s := slices.Index(g.sumIdx, i)
+			st.wide = append(st.wide, sumPlan(s))
+			st.lean = append(st.lean, sumPlan(s))
+		default:
 			st.wide = append(st.wide, -1)
-			continue
 		}
-		j := len(st.lean)
-		st.wide = append(st.wide, j)
-		st.lean = append(st.lean, j)
-		st.valForms = append(st.valForms, map[string]uint8{"int8": valueInt8, "int4": valueInt4, "int2": valueInt2, "text": valueText}[f.form])
 	}
 }
 
@@ -88,7 +103,7 @@ func (st *fastState) init(g *groups) {
 // integer or text), the values feedFast reads and the lean shape carries.
 func (g *groups) rawForms() bool {
 	for _, f := range g.fields {
-		if f.sketched() && f.form != "int2" && f.form != "int4" && f.form != "int8" && f.form != "text" {
+		if f.sketched() && f.kind != "gsum" && f.form != "int2" && f.form != "int4" && f.form != "int8" && f.form != "text" {
 			return false
 		}
 	}
@@ -124,7 +139,8 @@ func (g *groups) feedFast(b []byte) (used int, tuples int64) {
 		st.init(g)
 	}
 	flagged := uint16(2 + g.ndims + len(g.fields))
-	lean := uint16(1 + g.ndims + nh)
+	lean := uint16(1 + g.ndims + len(g.sketchIdx))
+	ns := len(g.sumIdx)
 	if !g.lean {
 		lean = flagged
 	}
@@ -198,10 +214,16 @@ func (g *groups) feedFast(b []byte) (used int, tuples int64) {
 				if null {
 					if j >= 0 {
 						st.forms[row+j] = formAbsent
+					} else if j <= sumPlan(0) {
+						st.sums[k*ns+sumPlan(0)-j] = nil
 					}
 					continue
 				}
 				l := len(v)
+				if j <= sumPlan(0) {
+					st.sums[k*ns+sumPlan(0)-j] = v
+					continue
+				}
 				if j < 0 {
 					continue // another measure: set only in partials rows, ignored in base rows
 				}
@@ -259,9 +281,19 @@ func (g *groups) feedFast(b []byte) (used int, tuples int64) {
 			}
 		}
 		sketch.AddHashEach(dsk, dhs)
+		// Pass 4: the sums the refresher adds.
+		for r, grp := range st.grps[:k] {
+			for s, i := range g.sumIdx {
+				if v := st.sums[r*ns+s]; v != nil {
+					if err := grp.sums[i].add(g.fields[i].form, v); err != nil && g.fastErr == nil {
+						g.fastErr = fmt.Errorf("measure %d: %w", i+1, err)
+					}
+				}
+			}
+		}
 		g.rows += int64(k)
 		tuples += int64(k)
-		if stop {
+		if stop || g.fastErr != nil {
 			return used, tuples
 		}
 	}
@@ -297,6 +329,12 @@ func (g *groups) newGroup(key string) *group {
 				grp.topks = make([]*topkState, len(g.fields))
 			}
 			grp.topks[i] = newTopkState(fd.log2m)
+		}
+		if fd.kind == "gsum" {
+			if grp.sums == nil {
+				grp.sums = make([]*sumState, len(g.fields))
+			}
+			grp.sums[i] = &sumState{}
 		}
 		if fd.kind == "hll" {
 			grp.sketches[i], _ = sketch.NewHLL(fd.log2m, fd.regwidth) // checked by parseFields

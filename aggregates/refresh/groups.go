@@ -19,18 +19,21 @@ import (
 // field is one measure column of refresh_begin's read_sql and write_sql,
 // in position order.
 type field struct {
-	kind     string // hll, theta, count, sum, min, max
+	kind     string // hll, theta, topk, gsum, count, sum, min, max
 	log2m    int    // hll: log2 of the registers; theta: lg_k
 	regwidth int
 	// form says what a sketched measure's values are: int2, int4, int8
 	// (binary), text (hll: the canonical text; theta: the string's bytes),
-	// or sketch (a rollup's, to unite).
+	// numeric (binary; gsum only) or sketch (a rollup's, to unite).
 	form string
 }
 
-// sketched reports whether the field is a sketch built from base rows
-// rather than a partial aggregate that PostgreSQL computes.
-func (f field) sketched() bool { return f.kind == "hll" || f.kind == "theta" || f.kind == "topk" }
+// sketched reports whether the field is built from base rows (a sketch,
+// or a sum the refresher adds: gsum) rather than a partial aggregate that
+// PostgreSQL computes.
+func (f field) sketched() bool {
+	return f.kind == "hll" || f.kind == "theta" || f.kind == "topk" || f.kind == "gsum"
+}
 
 // parseFields reads refresh_begin's fields: "hll:14:5:int8", "theta:12:text",
 // "count", "sum", ...
@@ -89,6 +92,15 @@ func parseFields(ss []string) ([]field, error) {
 			if _, err := sketch.NewTheta(f.log2m); err != nil {
 				return nil, fmt.Errorf("measure %d: %w", i+1, err)
 			}
+		case "gsum":
+			if len(parts) == 2 {
+				f.form = parts[1]
+			}
+			switch f.form {
+			case "int2", "int4", "int8", "numeric":
+			default:
+				return nil, fmt.Errorf("measure %d: bad sum %q", i+1, s)
+			}
 		case "count", "sum", "min", "max":
 			if len(parts) != 1 {
 				return nil, fmt.Errorf("measure %d: unknown kind %q", i+1, s)
@@ -118,6 +130,7 @@ type group struct {
 	sketches []*sketch.HLL // per field; nil for non-hll fields
 	thetas   []*thetaState // per field; nil for non-theta fields
 	topks    []*topkState  // per field; nil for non-topk fields
+	sums     []*sumState   // per field; nil for non-gsum fields
 	pending  []*hashSet    // per hll field: hashes not yet added, while the sketch is exact; else nil
 	flushAt  []int         // per hll field: the size of pending that adds it
 	partials [][]byte      // per field: the partials row's value; nil for NULL and hll fields
@@ -146,10 +159,14 @@ type groups struct {
 	// feedFast reads them.
 	lean, fast bool
 	hllIdx     []int // the hll measures' positions in fields
-	sketchIdx  []int // the sketched (hll and theta) measures' positions in fields
-	slots      slotCache
-	wide       [][]byte
-	fs         fastState
+	sketchIdx  []int // the sketched measures' positions in fields (hll, theta, topk, gsum)
+	sumIdx     []int // the gsum measures' positions in fields
+	// fastErr is an error feedFast met adding a sum (the only measure it
+	// adds that can fail once parsed).
+	fastErr error
+	slots   slotCache
+	wide    [][]byte
+	fs      fastState
 }
 
 func newGroups(ndims int, fields []field, b bucketer) *groups {
@@ -161,6 +178,9 @@ func newGroups(ndims int, fields []field, b bucketer) *groups {
 		}
 		if f.sketched() {
 			g.sketchIdx = append(g.sketchIdx, i)
+		}
+		if f.kind == "gsum" {
+			g.sumIdx = append(g.sumIdx, i)
 		}
 		slow = slow || f.kind == "theta" || f.kind == "topk"
 	}
@@ -178,6 +198,9 @@ func (g *groups) feed(data []byte) (int, error) {
 			n, k := g.feedFast(data[used:])
 			used += n
 			g.tuples.Add(k)
+			if err := g.fastErr; err != nil {
+				return used, fmt.Errorf("copy tuple %d: %w", g.tuples.Load(), err)
+			}
 		}
 		n, fields, need, err := g.rd.next(data[used:])
 		if err != nil {
@@ -228,6 +251,14 @@ func (g *groups) add(f [][]byte) error {
 			if fd.kind == "topk" { // a NULL is an item too
 				if err := grp.topks[i].add(fd.form, v); err != nil {
 					return fmt.Errorf("measure %d: %w", i+1, err)
+				}
+				continue
+			}
+			if fd.kind == "gsum" {
+				if v != nil {
+					if err := grp.sums[i].add(fd.form, v); err != nil {
+						return fmt.Errorf("measure %d: %w", i+1, err)
+					}
 				}
 				continue
 			}
@@ -349,6 +380,9 @@ func (g *groups) merge(o *groups) error {
 					return err
 				}
 			}
+			if fd.kind == "gsum" {
+				mine.sums[i].absorb(og.sums[i])
+			}
 			if fd.kind != "hll" {
 				continue
 			}
@@ -426,6 +460,8 @@ func (g *groups) writeTo(w io.Writer) error {
 					return err
 				}
 				buf = appendField(buf, sk)
+			case fd.kind == "gsum":
+				buf = appendField(buf, grp.sums[i].marshal(fd.form))
 			case fd.kind == "theta":
 				sk, err := grp.thetas[i].marshal()
 				if err != nil {
