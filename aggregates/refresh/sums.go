@@ -28,7 +28,7 @@ type sumState struct {
 	dec    *big.Int
 	small  int64
 	frac   int // base-10000 fraction digits dec and small count
-	dscale int      // the largest display scale
+	dscale int // the largest display scale
 	nan    bool
 	posInf bool
 	negInf bool
