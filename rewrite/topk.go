@@ -266,6 +266,8 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec
 	if b.Kind != FromRollup || len(b.Aggs) != 1 || b.Aggs[0].Op != MergeFreq {
 		return nil, "the summaries of " + catalog.QuoteIdent(ms.Expression) + " are not answered for its type"
 	}
+	// The arm's aggregate is no call of the query's: say what it is.
+	b.Aggs[0].Expr = "the top-k summaries of " + m.canon(item)
 	// The shape: the query over the counted groups.
 	for _, f := range countCalls(s) {
 		m.aggs = append(m.aggs, &aggInfo{f: f, canon: m.canon(f), kind: countRows, name: "pgsketch_a" + strconv.Itoa(len(m.aggs)+1)})
