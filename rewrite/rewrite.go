@@ -237,15 +237,23 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, st
 	if len(rollups) == 0 {
 		return fallback("no rollup reads table " + table)
 	}
-	best, why := bestRollup(s, fi, rollups, sess)
+	best, why := bestRollup(rollups, func(r *catalog.Rollup) (*built, string) { return matchRollup(s, fi, r, sess) })
 	if best == nil {
 		return fallback(why)
 	}
-	if fi.schema == "" {
-		best.Guard = fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
-			catalog.QuoteLiteral(catalog.QuoteIdent(fi.name)), catalog.QuoteLiteral(best.Source.String()))
-	}
+	best.Guard = guard(fi, best.Source)
 	return best, ""
+}
+
+// guard is the query a plan's Guard runs for FROM item fi answered from
+// a rollup of source: whether its unqualified name resolves to source in
+// the session; none when the name is qualified.
+func guard(fi fromItem, source catalog.Table) string {
+	if fi.schema != "" {
+		return ""
+	}
+	return fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
+		catalog.QuoteLiteral(catalog.QuoteIdent(fi.name)), catalog.QuoteLiteral(source.String()))
 }
 
 // findAggs reports whether the select list, HAVING or ORDER BY call
@@ -325,13 +333,13 @@ func unanswerable(s *selectStmt, sess Session) string {
 	return ""
 }
 
-// bestRollup matches s against each of the rollups of its table and
+// bestRollup matches each of the rollups of a table with match and
 // returns the plan of the one with the fewest rows, or why none answers.
-func bestRollup(s *selectStmt, fi fromItem, rollups []*catalog.Rollup, sess Session) (*built, string) {
+func bestRollup(rollups []*catalog.Rollup, match func(*catalog.Rollup) (*built, string)) (*built, string) {
 	var best *built
 	var reasons []string
 	for _, r := range rollups {
-		p, why := matchRollup(s, fi, r, sess)
+		p, why := match(r)
 		if p == nil {
 			reasons = append(reasons, "rollup "+r.Name+": "+why)
 			continue

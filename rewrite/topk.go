@@ -96,25 +96,11 @@ func planTopK(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, stri
 	if len(rollups) == 0 {
 		return nil, "no rollup reads table " + table
 	}
-	var best *built
-	var reasons []string
-	for _, r := range rollups {
-		b, why := matchTopK(s, fi, r, sess, spec)
-		if b == nil {
-			reasons = append(reasons, "rollup "+r.Name+": "+why)
-			continue
-		}
-		if best == nil || b.rows < best.rows {
-			best = b
-		}
-	}
+	best, why := bestRollup(rollups, func(r *catalog.Rollup) (*built, string) { return matchTopK(s, fi, r, sess, spec) })
 	if best == nil {
-		return nil, strings.Join(reasons, "; ")
+		return nil, why
 	}
-	if fi.schema == "" {
-		best.Guard = fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
-			catalog.QuoteLiteral(catalog.QuoteIdent(fi.name)), catalog.QuoteLiteral(best.Source.String()))
-	}
+	best.Guard = guard(fi, best.Source)
 	return best, ""
 }
 

@@ -172,13 +172,9 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 	if err != nil {
 		return nil, err
 	}
-	shape, err := m.shapeStatement(ctx, q, p, params, resultFormats)
+	res, err := m.shape(ctx, q, p, params, resultFormats)
 	if err != nil {
 		return nil, err
-	}
-	res, err := q.Query(ctx, shape)
-	if err != nil {
-		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
 	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: f.fromCache,
 		Merge: f.strategy, ChangedBuckets: f.changed}, nil
@@ -300,6 +296,19 @@ func unionFolding(dst **sketch.HLL, s *sketch.HLL) error {
 		return h.Union(f)
 	}
 	return h.Union(s)
+}
+
+// shape runs the shaping statement over the merged groups.
+func (m *merged) shape(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16) (*Result, error) {
+	st, err := m.shapeStatement(ctx, q, p, params, resultFormats)
+	if err != nil {
+		return nil, err
+	}
+	res, err := q.Query(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("exec: shape: %w", err)
+	}
+	return res, nil
 }
 
 // shapeStatement builds the shaping statement over the merged groups.

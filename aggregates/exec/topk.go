@@ -105,13 +105,9 @@ func runTopK(ctx context.Context, q Querier, p *plan.Plan, params Params, result
 	if err != nil {
 		return nil, err
 	}
-	shape, err := m.shapeStatement(ctx, q, p, params, resultFormats)
+	res, err := m.shape(ctx, q, p, params, resultFormats)
 	if err != nil {
 		return nil, err
-	}
-	res, err := q.Query(ctx, shape)
-	if err != nil {
-		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
 	ans.Result, ans.TopK, ans.Groups = *res, tk, len(m.cols[0])
 	return ans, nil
