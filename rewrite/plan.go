@@ -209,8 +209,12 @@ func (m *matcher) fetchStatement(p *Plan, c fetchCols) {
 	default:
 		bwhere = append(bwhere, ranges...)
 		// No range on the time column: rows whose time is NULL count
-		// too, and no rollup holds them.
-		bwhere = append(bwhere, "("+notBefore(p.Time.BucketsTo)+" OR "+tcol+" IS NULL)")
+		// too, and no rollup holds them. The bound "<= 'infinity'",
+		// true of every time, makes the tail a range to PostgreSQL's
+		// planner, which cannot know the statement's own watermark and
+		// would otherwise guess a third of the table and scan it all;
+		// as a range, it reads the tail and the NULLs by the index.
+		bwhere = append(bwhere, "(("+notBefore(p.Time.BucketsTo)+" AND "+tcol+" <= 'infinity') OR "+tcol+" IS NULL)")
 	}
 	// Buckets the change log lists are read from the base table instead
 	// (the dirty arm below), in the same statement, so in one snapshot

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -151,6 +153,32 @@ func TestRollupLevels(t *testing.T) {
 	sameAsWithout("levels, cache filling", answers(cached))
 	sameAsWithout("levels, cached", answers(cached))
 
+	// Over all time, the rows after the watermark (and those without a
+	// time) are read by the index on the time column. PostgreSQL's planner
+	// cannot know the watermark the statement reads: it took a third of
+	// the table for its estimate, and at 20 M rows read all of it.
+	ex, err := c.query(ctx, "EXPLAIN SELECT country, count(DISTINCT user_id) FROM events GROUP BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	tail := regexp.MustCompile(`Scan on events t .*rows=(\d+)`)
+	found := false
+	for _, r := range ex.rows {
+		if m := tail.FindStringSubmatch(r[0]); m != nil {
+			found = true
+			if n, _ := strconv.ParseInt(m[1], 10, 64); strings.Contains(r[0], "Seq Scan") || n > total/10 {
+				t.Errorf("all time: the tail is read as %q (%d rows in the table)", strings.TrimSpace(r[0]), total)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("all time: no read of the base table in the fetch's plan: %q", ex.rows)
+	}
+
 	// Appends, late rows inside the window, then a range refresh after an
 	// update and a delete: the levels follow.
 	mustExec(t, conn, `INSERT INTO events SELECT id + 20000000, created_at + interval '2 days', user_id + 7, country, device, amount
@@ -190,6 +218,31 @@ func TestRollupLevels(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "day level rows") || !strings.Contains(r.stdout, "month level rows") {
 		t.Errorf("rollup create --levels day,month: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+
+	// Without --levels, a daily rollup gets week and month levels;
+	// --levels none gives none; rollup list shows them.
+	r = runCLI(t, nil, "rollup", "create", "daily_default", "--dsn", db.DSN, "--table", "public.events", "--time", "created_at",
+		"--distinct", "user_id")
+	if r.code != 0 || !strings.Contains(r.stdout, "week level rows") || !strings.Contains(r.stdout, "month level rows") {
+		t.Errorf("rollup create without --levels: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, "rollup", "create", "daily_bare", "--dsn", db.DSN, "--table", "public.events", "--time", "created_at",
+		"--distinct", "user_id", "--levels", "none")
+	if r.code != 0 || strings.Contains(r.stdout, "level rows") {
+		t.Errorf("rollup create --levels none: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, "rollup", "list", "--dsn", db.DSN)
+	if !regexp.MustCompile(`(?m)^daily_default .* month \d+ kB, week \d+ kB `).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^daily_bare .* none `).MatchString(r.stdout) {
+		t.Errorf("rollup list:\n%s%s", r.stdout, r.stderr)
+	}
+	r = runCLI(t, nil, "rollup", "create", "daily_odd", "--dsn", db.DSN, "--table", "public.events", "--time", "created_at",
+		"--distinct", "user_id", "--levels", "none,week")
+	if r.code == 0 || !strings.Contains(r.stderr, "auto and none stand alone") {
+		t.Errorf("rollup create --levels none,week: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('daily_default')`)
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('daily_bare')`)
 
 	// Dropping a level bumps the version (the proxy stops reading it) and
 	// drops its table; dropping the rollup drops the rest.

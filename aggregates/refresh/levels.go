@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
 )
@@ -15,6 +16,9 @@ type LevelResult struct {
 	Grain string
 	// Written is the number of level rows rebuilt.
 	Written int64
+	// Elapsed is the time the rebuild took (the level's share of the
+	// refresh).
+	Elapsed time.Duration
 }
 
 // rebuildLevels rebuilds, after the rollup's buckets in [lo, hi) (nil:
@@ -29,11 +33,12 @@ func rebuildLevels(ctx context.Context, conn Conn, name string, lo, hi any) ([]L
 	var out []LevelResult
 	for _, r := range rows {
 		grain := string(r[0])
+		t0 := time.Now()
 		n, err := rebuildLevel(ctx, conn, name, grain, lo, hi)
 		if err != nil {
 			return out, fmt.Errorf("%s level: %w", grain, err)
 		}
-		out = append(out, LevelResult{Grain: grain, Written: n})
+		out = append(out, LevelResult{Grain: grain, Written: n, Elapsed: time.Since(t0)})
 	}
 	return out, nil
 }

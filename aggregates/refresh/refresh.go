@@ -124,7 +124,7 @@ func (r Result) String() string {
 	}
 	levels := ""
 	for _, l := range r.Levels {
-		levels += fmt.Sprintf(", %d %s level rows", l.Written, l.Grain)
+		levels += fmt.Sprintf(", %d %s level rows (%s)", l.Written, l.Grain, l.Elapsed.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("%s: %s refresh of %s: %d rows read, %d rollup rows written (%d in total)%s, version %d, watermark %s, %s",
 		r.Rollup, r.Mode, rng, r.RowsRead, r.Written, r.RollupRows, levels, r.Version, wm, r.Elapsed.Round(time.Millisecond))

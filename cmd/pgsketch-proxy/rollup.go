@@ -138,8 +138,9 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	log2m := f.Int("log2m", 14, "sketch registers 2^log2m (4..17); standard error 1.04/sqrt(2^log2m)")
 	regwidth := f.Int("regwidth", 5, "bits per sketch register (1..5)")
 	late := f.String("late-window", "", "how far before the watermark refreshes re-read late rows, as a PostgreSQL interval (default one bucket)")
-	levels := f.String("levels", "", "comma-separated coarser grains to keep pre-merged copies of the rollup by "+
-		"(week, month for a daily rollup; also day for an hourly one): queries over long ranges read those instead")
+	levels := f.String("levels", "auto", "comma-separated coarser grains to keep pre-merged copies of the rollup by "+
+		"(week, month for a daily rollup; also day for an hourly one): queries over long ranges read those instead; "+
+		"auto: week,month for a daily rollup, day,month for an hourly one, none for coarser grains; none: no levels")
 	noBuild := f.Bool("no-build", false, "only define the rollup; do not fill it now")
 	streams := streamsFlag(f)
 	name, err := parseNamed(f, args, true)
@@ -148,6 +149,10 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	}
 	if *table == "" || *timeCol == "" {
 		return fmt.Errorf("%w: --table and --time are required", errUsage)
+	}
+	grains, err := levelGrains(*levels, *grain)
+	if err != nil {
+		return err
 	}
 	conn, err := connect(ctx, *dsn)
 	if err != nil {
@@ -175,7 +180,7 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return explain(err)
 	}
-	for _, g := range splitList(*levels) {
+	for _, g := range grains {
 		if _, err := tx.Exec(ctx, `SELECT pgsketch.add_rollup_level($1, $2)`, name, g); err != nil {
 			return explain(err)
 		}
@@ -198,6 +203,32 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	}
 	fmt.Fprintln(a.stdout, res)
 	return nil
+}
+
+// levelGrains is the list of level grains --levels names for a rollup of
+// grain g: auto gives the levels that pay for a daily or hourly rollup (a
+// week or a month then reads one row per group instead of 7 or 30, for
+// about a fifth more storage; docs/benchmarks.md), none gives none.
+func levelGrains(levels, g string) ([]string, error) {
+	switch strings.TrimSpace(levels) {
+	case "auto":
+		switch g {
+		case "day":
+			return []string{"week", "month"}, nil
+		case "hour":
+			return []string{"day", "month"}, nil
+		}
+		return nil, nil
+	case "none", "":
+		return nil, nil
+	}
+	grains := splitList(levels)
+	for _, x := range grains {
+		if x == "auto" || x == "none" {
+			return nil, fmt.Errorf("%w: --levels %s: auto and none stand alone", errUsage, levels)
+		}
+	}
+	return grains, nil
 }
 
 func streamsFlag(f *flags) *int {
@@ -276,21 +307,24 @@ func rollupList(ctx context.Context, a *app, args []string) error {
 		coalesce(rows, 0), pg_size_pretty(bytes), coalesce(to_char(last_refresh AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'never'),
 		coalesce(justify_interval(date_trunc('second', lag))::text, ''),
 		CASE WHEN capture_broken IS NULL THEN format('captured, %s changed', dirty_buckets)
-		     ELSE 'not captured: ' || capture_broken END
-		FROM pgsketch.rollups ORDER BY name`)
+		     ELSE 'not captured: ' || capture_broken END,
+		coalesce((SELECT string_agg(l.grain || ' ' || coalesce(pg_size_pretty(pg_total_relation_size(
+		            to_regclass(format('%I.%I', l.table_schema, l.table_name)))), '?'), ', ' ORDER BY l.grain)
+		            FROM pgsketch.rollup_levels AS l WHERE l.rollup = r.name), 'none')
+		FROM pgsketch.rollups AS r ORDER BY name`)
 	if err != nil {
 		return explain(err)
 	}
 	defer rows.Close()
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLAST REFRESH\tLAG\tCHANGES")
+	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLEVELS\tLAST REFRESH\tLAG\tCHANGES")
 	for rows.Next() {
-		var s [11]string
+		var s [12]string
 		var n int64
-		if err := rows.Scan(&s[0], &s[1], &s[2], &s[3], &s[4], &s[5], &s[6], &n, &s[7], &s[8], &s[9], &s[10]); err != nil {
+		if err := rows.Scan(&s[0], &s[1], &s[2], &s[3], &s[4], &s[5], &s[6], &n, &s[7], &s[8], &s[9], &s[10], &s[11]); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6], n, s[7], s[8], s[9], s[10])
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6], n, s[7], s[11], s[8], s[9], s[10])
 	}
 	if err := rows.Err(); err != nil {
 		return explain(err)

@@ -490,7 +490,7 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, o.proxy, "rollup", "create", rollupName, "--dsn", dsn, "--table", "public.events",
-		"--time", "created_at", "--grain", "day", "--dims", "country,device", "--distinct", "user_id")
+		"--time", "created_at", "--grain", "day", "--dims", "country,device", "--distinct", "user_id", "--levels", "none")
 	out, err := cmd.CombinedOutput()
 	fmt.Print(string(out))
 	if err != nil {

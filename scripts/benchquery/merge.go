@@ -74,7 +74,7 @@ func setupHourly(ctx context.Context, conn *pgx.Conn, dsn, bin string, fresh boo
 	}
 	for _, args := range [][]string{
 		{"rollup", "create", hourlyName, "--dsn", dsn, "--table", "public.events", "--time", "created_at",
-			"--grain", "hour", "--tz", "UTC", "--distinct", "user_id", "--log2m", "14", "--regwidth", "5", "--log-level", "warn"},
+			"--grain", "hour", "--tz", "UTC", "--distinct", "user_id", "--log2m", "14", "--regwidth", "5", "--levels", "none", "--log-level", "warn"},
 		{"rollup", "refresh", hourlyName, "--dsn", dsn, "--log-level", "warn"},
 	} {
 		cmd := exec.CommandContext(ctx, bin, args...)
