@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
@@ -125,6 +126,27 @@ type partRow struct {
 	theta []*sketch.CompactTheta // per MergeTheta agg: the union of the row's sketches; else nil
 	freq  []*sketch.Freq         // per MergeFreq agg: the row's summaries merged; else nil
 	vals  [][]byte               // per agg; the fetched value for other ops
+	// est holds, per agg, the estimate of the row's sketch alone as a
+	// group's merge would compute it, once computed: a cached row is
+	// read by many queries, most of which add nothing to it.
+	est []atomic.Pointer[float64]
+}
+
+// estimate is the estimate of a group whose agg j holds the row's sketch
+// and nothing more: computed as a merge would (a new sketch of the
+// aggregate's parameters, united with the row's), then kept.
+func (pr *partRow) estimate(j int, a plan.Agg) (float64, error) {
+	if e := pr.est[j].Load(); e != nil {
+		return *e, nil
+	}
+	g := &group{sketches: make([]*sketch.HLL, j+1), only: make([]*partRow, j+1)}
+	g.only[j] = pr
+	if err := g.materialize(j, a); err != nil {
+		return 0, err
+	}
+	e := g.sketches[j].Estimate()
+	pr.est[j].Store(&e)
+	return e, nil
 }
 
 // buildPart decodes and merges the rollup rows of a fetch. The result
@@ -140,7 +162,8 @@ func buildPart(p *plan.Plan, rows [][][]byte) (*rollupPart, error) {
 		return append(make([]byte, 0, len(b)), b...)
 	}
 	for _, r := range rows {
-		pr := partRow{keys: make([][]byte, nkeys), hll: make([]*sketch.HLL, len(p.Aggs)), vals: make([][]byte, len(p.Aggs))}
+		pr := partRow{keys: make([][]byte, nkeys), hll: make([]*sketch.HLL, len(p.Aggs)), vals: make([][]byte, len(p.Aggs)),
+			est: make([]atomic.Pointer[float64], len(p.Aggs))}
 		part.size += 64 + int64(nkeys+2*len(p.Aggs))*24
 		for i := range nkeys {
 			pr.keys[i] = clone(r[1+i])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/sketch"
 )
 
 // tokenQuerier answers fetches like PostgreSQL would the cached form: the
@@ -202,6 +204,84 @@ func TestQuotesRelativeTime(t *testing.T) {
 	} {
 		if got := QuotesRelativeTime(sql); got != want {
 			t.Errorf("QuotesRelativeTime(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
+// TestMergeLeavesCachedRowsAlone: a cached rollup half is read by many
+// merges. A group holding one cached row's sketch takes the row's own
+// estimate (kept after the first merge); a group to which more is added
+// gets a sketch of its own. Each estimate is the one a fresh union gives,
+// every time, and the cached rows' sketches never change.
+func TestMergeLeavesCachedRowsAlone(t *testing.T) {
+	p := cachePlan()
+	vals := func(lo, hi int) []string {
+		var out []string
+		for i := lo; i < hi; i++ {
+			out = append(out, fmt.Sprint(i))
+		}
+		return out
+	}
+	i8 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
+	arr := func(sk ...[]byte) []byte { return appendBinaryArray(nil, pgtype.ByteaOID, sk) }
+	a, b1, b2 := sketchOf(t, vals(0, 5000)...), sketchOf(t, vals(3000, 9000)...), sketchOf(t, vals(8000, 20000)...)
+	part, err := buildPart(p, [][][]byte{
+		{[]byte("rollup"), []byte("A"), arr(a), nil, i8(1)},
+		{[]byte("rollup"), []byte("B"), arr(b1), nil, i8(1)},
+		{[]byte("rollup"), []byte("B"), arr(b2), nil, i8(1)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[int][]byte{}
+	for i, r := range part.rows {
+		if before[i], err = r.hll[0].MarshalBinary(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(base []string, sks ...[]byte) int64 {
+		h, _ := sketch.NewHLL(14, 5)
+		for _, s := range sks {
+			var x sketch.HLL
+			if err := x.UnmarshalBinary(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Union(&x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, v := range base {
+			h.Add([]byte(v))
+		}
+		return int64(math.Round(h.Estimate()))
+	}
+	fields := []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID), field(pgtype.Int8OID)}
+	for round, tc := range []struct {
+		base       [][][]byte
+		wantA, wnB int64
+	}{
+		{nil, want(nil, a), want(nil, b1, b2)},
+		{nil, want(nil, a), want(nil, b1, b2)},
+		{[][][]byte{{[]byte("base"), []byte("A"), nil, []byte("{x1,x2,x3}"), i8(3)}}, want([]string{"x1", "x2", "x3"}, a), want(nil, b1, b2)},
+		{nil, want(nil, a), want(nil, b1, b2)},
+	} {
+		m, err := merge(p, part, &Result{Fields: fields, Rows: tc.base}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		n := len(m.cols[0])
+		for i := n - m.groups; i < n; i++ {
+			got[string(m.cols[0][i])] = int64(binary.BigEndian.Uint64(m.cols[1][i]))
+		}
+		if got["A"] != tc.wantA || got["B"] != tc.wnB {
+			t.Errorf("merge %d: estimates %v, want A %d, B %d", round+1, got, tc.wantA, tc.wnB)
+		}
+		for i, r := range part.rows {
+			after, _ := r.hll[0].MarshalBinary()
+			if string(after) != string(before[i]) {
+				t.Fatalf("merge %d changed cached row %d's sketch", round+1, i)
+			}
 		}
 	}
 }

@@ -243,7 +243,11 @@ func (m *merged) addRow(vals [][]byte) {
 
 type group struct {
 	keys     [][]byte
-	sketches []*sketch.HLL  // per agg; nil for other ops
+	sketches []*sketch.HLL // per agg; nil for other ops
+	// only is, per agg, the one rollup-half row whose sketch is all the
+	// group has so far: it is not copied into sketches unless more comes,
+	// and its estimate is the row's own, computed once per cached row.
+	only     []*partRow
 	thetas   []thetaMerge   // per agg; used by MergeTheta aggs
 	freqs    []*sketch.Freq // per agg; used by MergeFreq aggs
 }
@@ -273,6 +277,22 @@ func (g *group) newSketch(j int, a plan.Agg) error {
 		return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 	}
 	g.sketches[j] = h
+	return nil
+}
+
+// materialize makes agg j's sketch of the group hold what only held.
+func (g *group) materialize(j int, a plan.Agg) error {
+	pr := g.only[j]
+	if pr == nil {
+		return nil
+	}
+	g.only[j] = nil
+	if err := g.newSketch(j, a); err != nil {
+		return err
+	}
+	if err := unionFolding(&g.sketches[j], pr.hll[j]); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+	}
 	return nil
 }
 

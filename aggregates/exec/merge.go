@@ -73,8 +73,8 @@ func (mg *merger) lookup(keys [][]byte) *group {
 	mg.kb = groupKey(mg.kb[:0], keys)
 	g := mg.groups[string(mg.kb)]
 	if g == nil {
-		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs)), thetas: make([]thetaMerge, len(mg.p.Aggs)),
-			freqs: make([]*sketch.Freq, len(mg.p.Aggs))}
+		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs)), only: make([]*partRow, len(mg.p.Aggs)),
+			thetas: make([]thetaMerge, len(mg.p.Aggs)), freqs: make([]*sketch.Freq, len(mg.p.Aggs))}
 		mg.groups[string(mg.kb)] = g
 		mg.order = append(mg.order, g)
 	}
@@ -90,12 +90,20 @@ func (mg *merger) startRow(keys [][]byte) {
 // rollupRows merges the rollup half's rows: sketches into their group's,
 // the other aggregates' values into the merged columns.
 func (mg *merger) rollupRows(part *rollupPart) error {
-	for _, pr := range part.rows {
+	for i := range part.rows {
+		pr := &part.rows[i]
 		g := mg.lookup(pr.keys)
 		mg.startRow(pr.keys)
 		for j, a := range mg.p.Aggs {
 			switch a.Op {
 			case plan.MergeHLL:
+				if pr.hll[j] != nil && g.sketches[j] == nil && g.only[j] == nil {
+					g.only[j] = pr
+					continue
+				}
+				if err := g.materialize(j, a); err != nil {
+					return err
+				}
 				if err := g.newSketch(j, a); err != nil {
 					return err
 				}
@@ -142,6 +150,9 @@ func (mg *merger) baseRows(fetch *Result) error {
 		for j, a := range mg.p.Aggs {
 			switch a.Op {
 			case plan.MergeHLL:
+				if err := g.materialize(j, a); err != nil {
+					return err
+				}
 				if err := g.newSketch(j, a); err != nil {
 					return err
 				}
@@ -214,8 +225,16 @@ func (mg *merger) estimates(exact *Result) error {
 				continue
 			}
 			est := int64(0)
-			if h := g.sketches[j]; h != nil {
-				e := h.Estimate()
+			if h, pr := g.sketches[j], g.only[j]; h != nil || pr != nil {
+				var e float64
+				if pr != nil {
+					var err error
+					if e, err = pr.estimate(j, a); err != nil {
+						return err
+					}
+				} else {
+					e = h.Estimate()
+				}
 				if math.IsNaN(e) {
 					return fmt.Errorf("%w: %s: undefined sketch", ErrData, a.Measure)
 				}

@@ -39,6 +39,7 @@ type Handler struct {
 	Cache *exec.Cache
 
 	catalogs catalogCache
+	plans    planCache
 }
 
 // New returns a Handler logging to log.

@@ -82,7 +82,7 @@ func (h *Handler) readView(ctx context.Context, c *sessionConn) (v view, pass st
 // hashed as the refresher hashed it; what the statement's protocol can
 // carry).
 func (h *Handler) decide(v view, s statement) verdict {
-	res := rewrite.Rewrite(s.sql, v.snap, v.st.rw)
+	res := h.plans.rewrite(s.sql, v.snap, v.st.rw)
 	p := res.Plan
 	switch {
 	case res.Multi:

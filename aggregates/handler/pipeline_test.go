@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pgsketch/pgsketch/catalog"
@@ -33,5 +34,36 @@ func TestDecide(t *testing.T) {
 	param.extended = true
 	if vd := h.decide(v, param); vd.plan == nil {
 		t.Errorf("a parameter in the extended protocol: %+v, want a plan", vd)
+	}
+}
+
+// TestPlanCache: a statement planned again against the same catalog
+// snapshot and settings gets the plan already made; another snapshot or
+// other settings are planned anew; the cache stays bounded.
+func TestPlanCache(t *testing.T) {
+	var pc planCache
+	snap := catalog.NewSnapshot(nil)
+	rw := rewrite.Session{Approx: true, TimeZone: "UTC"}
+	sql := "SELECT approx_count_distinct(user_id) FROM events"
+	first := pc.rewrite(sql, snap, rw)
+	if first.Plan == nil {
+		t.Fatalf("no plan: %s", first.Reason)
+	}
+	if again := pc.rewrite(sql, snap, rw); again.Plan != first.Plan {
+		t.Error("the same statement, snapshot and settings were planned anew")
+	}
+	other := rw
+	other.TimeZone = "Europe/Paris"
+	if res := pc.rewrite(sql, snap, other); res.Plan == first.Plan {
+		t.Error("other settings got the plan made for the first")
+	}
+	if res := pc.rewrite(sql, catalog.NewSnapshot(nil), rw); res.Plan == first.Plan {
+		t.Error("another catalog snapshot got the plan made for the first")
+	}
+	for i := range maxPlans + 10 {
+		pc.rewrite(sql+" WHERE user_id > "+string(rune('0'+i%10))+strings.Repeat(" ", i), snap, rw)
+	}
+	if n := pc.lru.Len(); n != maxPlans || len(pc.items) != maxPlans {
+		t.Errorf("%d entries (%d in the map), want %d", n, len(pc.items), maxPlans)
 	}
 }
