@@ -19,7 +19,10 @@ import (
 func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Session) error {
 	start := time.Now()
 	pass := func(reason string) error { return h.recordPassed(q.String, reason, start, forwardQuery(q.String, s)) }
-	c := &sessionConn{s: s}
+	// The upstream has answered every earlier request (the relay hands a
+	// Query over only then): its last ReadyForQuery is the session's state.
+	_, status := s.ReadyForQuery()
+	c := &sessionConn{s: s, txStatus: status}
 	if m := showRE.FindStringSubmatch(q.String); m != nil {
 		st, err := h.settings(ctx, c)
 		if err != nil {
