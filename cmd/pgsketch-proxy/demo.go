@@ -146,8 +146,12 @@ func loadDemoData(ctx context.Context, a *app, dsn string, rows int64) error {
 		return err
 	}
 	if !exists {
+		// The rollup rollup create makes without tuning flags: daily, with
+		// its default levels.
 		if _, err := conn.Exec(ctx, `SELECT pgsketch.create_rollup('events_daily', 'public.events', 'created_at',
-			grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}', sum_columns => '{amount}')`); err != nil {
+			grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}', sum_columns => '{amount}');
+			SELECT pgsketch.add_rollup_level('events_daily', 'week');
+			SELECT pgsketch.add_rollup_level('events_daily', 'month')`); err != nil {
 			return fmt.Errorf("create rollup: %w", err)
 		}
 	}
