@@ -83,6 +83,7 @@ type options struct {
 	mergeBench bool
 	mergeMore  bool
 	levels     string
+	matrix     bool
 }
 
 func main() {
@@ -105,6 +106,9 @@ func main() {
 		"(by day and device, by week and country, by hour and by day from the hourly rollup)")
 	flag.StringVar(&o.levels, "levels", "", "give "+rollupName+" these levels (comma-separated, e.g. month) before the runs, and time "+
 		"hll_union_agg on the month level too (hll-level); without it, levels "+rollupName+" has are dropped")
+	flag.BoolVar(&o.matrix, "matrix", false, "instead, time five ranges by three groupings against the rollup rollup create makes "+
+		"without tuning flags (matrix.go): cold, warm and new-connection through the proxy, exact, hll_union_agg daily and by a "+
+		"monthly table built by hand, over a simple-protocol client and pgx; --runs rounds, --exact-runs exact runs per shape")
 	flag.Parse()
 	o.exactRuns = max(1, min(o.exactRuns, o.runs))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -135,6 +139,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.mergeBench {
 		return runMerge(ctx, o, dsn)
+	}
+	if o.matrix {
+		return runMatrix(ctx, o, dsn)
 	}
 
 	direct, err := pgconn.Connect(ctx, dsn)
@@ -359,6 +366,9 @@ func setup(ctx context.Context, dsn string, o options) error {
 	}
 	if _, err := conn.Exec(ctx, "CREATE INDEX IF NOT EXISTS events_created_at ON events (created_at)"); err != nil {
 		return err
+	}
+	if o.matrix {
+		return nil // runMatrix makes its rollup
 	}
 	var built bool
 	_ = conn.QueryRow(ctx, "SELECT watermark IS NOT NULL FROM pgsketch.rollup_defs WHERE name = $1", rollupName).Scan(&built)
