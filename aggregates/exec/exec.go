@@ -247,9 +247,9 @@ type group struct {
 	// only is, per agg, the one rollup-half row whose sketch is all the
 	// group has so far: it is not copied into sketches unless more comes,
 	// and its estimate is the row's own, computed once per cached row.
-	only     []*partRow
-	thetas   []thetaMerge   // per agg; used by MergeTheta aggs
-	freqs    []*sketch.Freq // per agg; used by MergeFreq aggs
+	only   []*partRow
+	thetas []thetaMerge   // per agg; used by MergeTheta aggs
+	freqs  []*sketch.Freq // per agg; used by MergeFreq aggs
 }
 
 // groupKey encodes key values so that equal keys (NULLs equal) give equal

@@ -181,9 +181,9 @@ func dial(ctx context.Context, client, dsn string) (mclient, error) {
 type mkind struct {
 	name   string
 	proxy  bool
-	newDSN string            // a new connection per query to this
+	newDSN string             // a new connection per query to this
 	long   map[string]mclient // or these, per client
-	table  string            // the table the baseline reads ("": the query itself)
+	table  string             // the table the baseline reads ("": the query itself)
 	col    string
 }
 
