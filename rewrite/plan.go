@@ -271,7 +271,13 @@ func (m *matcher) exactStatement(p *Plan, exactCols []string) {
 // constant within a level bucket (grouping by day rules out a month level;
 // by month, or by nothing, allows it). Nil if none.
 func (m *matcher) level() *catalog.Level {
+	hours, known := m.rangeHours()
 	for i, l := range m.r.Levels { // coarsest first
+		if known && hours < minGrainHours[l.Grain] {
+			// The range holds no whole bucket of this level: a finer
+			// level may hold some (a week inside a month).
+			continue
+		}
 		r := *m.r
 		r.Grain = l.Grain
 		lm := *m
@@ -293,6 +299,11 @@ func (m *matcher) level() *catalog.Level {
 	}
 	return nil
 }
+
+// minGrainHours are the shortest lengths of a level's buckets (a day or a
+// week with a clock change an hour short, February): a range of constants
+// shorter than that holds no whole level bucket, whatever its zone.
+var minGrainHours = map[catalog.Grain]float64{catalog.Day: 23, catalog.Week: 7*24 - 1, catalog.Month: 28*24 - 1}
 
 // levelFrom is the rollup half's FROM item when it reads level l: the
 // level buckets lying wholly in the range's buckets [BucketsFrom,
