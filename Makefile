@@ -69,6 +69,11 @@ bench-rollup: deps
 bench-query: deps
 	./scripts/bench-query.sh $(BENCH_QUERY_ARGS)
 
+## bench-query-matrix: the rollup rollup create makes, five ranges by three groupings, cold, warm and new connection, simple protocol and pgx, against exact and hll_union_agg (docs/benchmarks.md)
+.PHONY: bench-query-matrix
+bench-query-matrix: deps
+	./scripts/bench-query.sh --matrix --runs 9 --exact-runs 3 $(BENCH_QUERY_ARGS)
+
 ## bench-overlap: a Theta column's build cost and storage, and INTERSECT / EXCEPT / NOT IN counts through the proxy
 ## (cold and warm) against exact, 20 M events (docs/benchmarks.md); BENCH_OVERLAP_ARGS="--keep DIR" reuses the data
 .PHONY: bench-overlap

@@ -23,9 +23,19 @@
 # PASS when <= 1.10 at p50. --merge-more adds four queries near the boundary
 # of auto's rule.
 #
+# --matrix times the rollup `rollup create` makes without tuning flags (a
+# daily rollup with its default week and month levels) instead, for five
+# ranges (a day, a week, a month, a quarter, all time) by three groupings
+# (none, country, country and device): exact, hll_union_agg over the daily
+# table and over a monthly table built by hand, and through the proxy cold
+# (no cache), warm, and on a new connection per query, over a simple-protocol
+# client and pgx (matrix.go); it first measures the default levels' storage
+# and one-day refresh cost.
+#
 #   scripts/bench-query.sh [--rows N] [--days N] [--runs N] [--exact-runs N]
 #                          [--keep DIR] [--dsn URL] [--profile DIR]
 #                          [--cache-bytes N] [--merge-bench [--merge-more]]
+#                          [--matrix]
 #
 # It builds bin/pgsketch-proxy, then starts a throwaway PostgreSQL 15 cluster
 # (removed at the end; --keep DIR keeps it and reuses its table and rollup
@@ -35,6 +45,6 @@
 # installs them) and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy
 exec go run ./scripts/benchquery --proxy bin/pgsketch-proxy "$@"
