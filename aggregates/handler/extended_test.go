@@ -340,3 +340,48 @@ func TestExtendedDescribeAndClose(t *testing.T) {
 		want(&pgproto3.Close{ObjectType: 'S', Name: "s"}), pass(&pgproto3.Sync{})))
 	c.WantClient(&pgproto3.ParseComplete{}, noParams, countRow, &pgproto3.CloseComplete{}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
 }
+
+// A simple Query after an extended-protocol request served without Sync:
+// the upstream may be inside a block the request began (BEGIN, unsynced),
+// so the proxy's first statements go without the JIT setting (which would
+// last until the block ends) and unprepared. Here the role cannot read the
+// catalog, and the Query then goes upstream as it is.
+func TestSimpleQueryAfterUnsyncedRequest(t *testing.T) {
+	row := make([][]byte, 13)
+	for i := range row {
+		row[i] = []byte("x")
+	}
+	row[9] = []byte("f") // the catalog is not readable
+	c := wiretest.New(t,
+		// The last request synced: idle.
+		wiretest.Expect(&pgproto3.Sync{}),
+		wiretest.Reply(&pgproto3.ReadyForQuery{TxStatus: 'I'}),
+		wiretest.Expect(&pgproto3.Parse{Query: settingsSQL}),
+		wiretest.Expect(&pgproto3.Bind{}),
+		wiretest.Expect(&pgproto3.Describe{ObjectType: 'P'}),
+		wiretest.Expect(&pgproto3.Execute{}),
+		wiretest.Expect(&pgproto3.Sync{}),
+		wiretest.Reply(&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.RowDescription{},
+			&pgproto3.DataRow{Values: row}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
+			&pgproto3.ReadyForQuery{TxStatus: 'T'}),
+		wiretest.Expect(&pgproto3.Query{String: answerable}),
+		wiretest.Reply(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")}, &pgproto3.ReadyForQuery{TxStatus: 'T'}),
+	)
+	c.Session.Frontend.Send(&pgproto3.Sync{})
+	if err := c.Session.Frontend.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Session.Frontend.Receive(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*pgproto3.ReadyForQuery); !ok {
+		t.Fatalf("got %T", m)
+	}
+	// Then an extended request served here ended with Flush (BEGIN
+	// among its statements, say).
+	es := extState(c.Session)
+	es.dirty = true
+	if err := New(nil).serveQuery(context.Background(), &pgproto3.Query{String: answerable}, c.Session); err != nil {
+		t.Fatal(err)
+	}
+	c.WantClient(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")}, &pgproto3.ReadyForQuery{TxStatus: 'T'})
+}

@@ -20,8 +20,16 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	start := time.Now()
 	pass := func(reason string) error { return h.recordPassed(q.String, reason, start, forwardQuery(q.String, s)) }
 	// The upstream has answered every earlier request (the relay hands a
-	// Query over only then): its last ReadyForQuery is the session's state.
-	_, status := s.ReadyForQuery()
+	// Query over only then), so its last ReadyForQuery is the session's
+	// state; unless an extended-protocol request served here ended without
+	// Sync: the upstream is then inside that request's implicit
+	// transaction, perhaps in a block it began, and the state is unknown
+	// (0: the first statements run without the JIT setting, which would
+	// outlive them in a block, and unprepared).
+	var status byte
+	if es := extState(s); !es.dirty && !es.discarding {
+		_, status = s.ReadyForQuery()
+	}
 	c := &sessionConn{s: s, txStatus: status}
 	if m := showRE.FindStringSubmatch(q.String); m != nil {
 		st, err := h.settings(ctx, c)
