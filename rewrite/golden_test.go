@@ -270,6 +270,17 @@ func testCatalog() *catalog.Snapshot {
 			Watermark: time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC), Version: 2, Rows: 300,
 		},
 		{
+			Name: "shipments_daily", Source: catalog.Table{Schema: "public", Name: "shipments"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily"},
+			TimeColumn: "shipped_on", TimeType: catalog.Date, Grain: catalog.Day, TimeZone: "UTC",
+			Measures:   []catalog.Measure{rows, hll("customer_id", "integer")},
+			Watermark:  time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC), Version: 4, Rows: 150,
+			Levels: []catalog.Level{
+				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily_month"}},
+				{Grain: catalog.Week, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily_week"}},
+			},
+		},
+		{
 			Name: "signups_berlin", Source: catalog.Table{Schema: "public", Name: "signups"},
 			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "signups_berlin"},
 			TimeColumn: "signed_up_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "Europe/Berlin",

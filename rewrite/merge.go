@@ -168,10 +168,20 @@ func (m *matcher) truncUnit(e expr) (string, bool) {
 // upper bound).
 func (m *matcher) rangeHours() (float64, bool) {
 	var lo, hi time.Time
+	// On a date column, "> d" starts a day later and "<= d" ends a day
+	// later (BETWEEN's upper end); on timestamps a bound's inclusion is
+	// a microsecond.
+	day := time.Duration(0)
+	if m.r.TimeType == catalog.Date {
+		day = 24 * time.Hour
+	}
 	for _, b := range m.lower {
 		t, ok := constTime(b.expr)
 		if !ok {
 			return 0, false
+		}
+		if !b.Inclusive {
+			t = t.Add(day)
 		}
 		if lo.IsZero() || t.After(lo) {
 			lo = t
@@ -182,6 +192,9 @@ func (m *matcher) rangeHours() (float64, bool) {
 		t, ok := constTime(b.expr)
 		if !ok {
 			return 0, false
+		}
+		if b.Inclusive {
+			t = t.Add(day)
 		}
 		if t.Before(hi) {
 			hi = t
