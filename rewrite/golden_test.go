@@ -273,8 +273,8 @@ func testCatalog() *catalog.Snapshot {
 			Name: "shipments_daily", Source: catalog.Table{Schema: "public", Name: "shipments"},
 			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily"},
 			TimeColumn: "shipped_on", TimeType: catalog.Date, Grain: catalog.Day, TimeZone: "UTC",
-			Measures:   []catalog.Measure{rows, hll("customer_id", "integer")},
-			Watermark:  time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC), Version: 4, Rows: 150,
+			Measures:  []catalog.Measure{rows, hll("customer_id", "integer")},
+			Watermark: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC), Version: 4, Rows: 150,
 			Levels: []catalog.Level{
 				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily_month"}},
 				{Grain: catalog.Week, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily_week"}},
