@@ -44,13 +44,17 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 	return out
 }
 
-// mask makes outputs comparable across data sizes and runs: every number
-// becomes 9, runs of blanks one space.
+// mask makes outputs comparable across data sizes and runs: every
+// duration (886ms, 1.244s, 2m3.5s) becomes 9ms, every other number 9, runs
+// of blanks one space.
 func mask(s string) string {
+	s = durationRE.ReplaceAllString(s, "9ms")
 	s = regexp.MustCompile(`[0-9]+`).ReplaceAllString(s, "9")
 	s = regexp.MustCompile(`-{2,}`).ReplaceAllString(s, "--") // psql's rules follow the widths
 	return strings.Join(strings.Fields(s), " ")
 }
+
+var durationRE = regexp.MustCompile(`\b(?:[0-9]+(?:\.[0-9]+)?(?:h|m|s|ms|µs|ns))+\b`)
 
 // TestReadme runs every command and SQL snippet of README.md, so that the
 // README cannot drift from the code:
