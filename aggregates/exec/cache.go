@@ -139,12 +139,11 @@ func (pr *partRow) estimate(j int, a plan.Agg) (float64, error) {
 	if e := pr.est[j].Load(); e != nil {
 		return *e, nil
 	}
-	g := &group{sketches: make([]*sketch.HLL, j+1), only: make([]*partRow, j+1)}
-	g.only[j] = pr
-	if err := g.materialize(j, a); err != nil {
+	h, err := unitedCopy(a, pr.hll[j])
+	if err != nil {
 		return 0, err
 	}
-	e := g.sketches[j].Estimate()
+	e := h.Estimate()
 	pr.est[j].Store(&e)
 	return e, nil
 }

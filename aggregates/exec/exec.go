@@ -287,13 +287,22 @@ func (g *group) materialize(j int, a plan.Agg) error {
 		return nil
 	}
 	g.only[j] = nil
-	if err := g.newSketch(j, a); err != nil {
-		return err
+	h, err := unitedCopy(a, pr.hll[j])
+	g.sketches[j] = h
+	return err
+}
+
+// unitedCopy is a new sketch of a's parameters united with s: what a
+// group's sketch is after its first row's. s is not modified.
+func unitedCopy(a plan.Agg, s *sketch.HLL) (*sketch.HLL, error) {
+	h, err := sketch.NewHLL(a.Log2m, a.Regwidth)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 	}
-	if err := unionFolding(&g.sketches[j], pr.hll[j]); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+	if err := unionFolding(&h, s); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 	}
-	return nil
+	return h, nil
 }
 
 // unionFolding unions s into *dst, folding the finer of the two to the

@@ -208,7 +208,7 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 // levelGrains is the list of level grains --levels names for a rollup of
 // grain g: auto gives the levels that pay for a daily or hourly rollup (a
 // week or a month then reads one row per group instead of 7 or 30, for
-// about a fifth more storage; docs/benchmarks.md), none gives none.
+// about a quarter more storage; docs/benchmarks.md), none gives none.
 func levelGrains(levels, g string) ([]string, error) {
 	switch strings.TrimSpace(levels) {
 	case "auto":
