@@ -162,6 +162,18 @@ type selectStmt struct {
 	// (unsupported is then set too: only the retention planner reads
 	// them).
 	ctes map[string]*selectStmt
+	// with is the WITH clause for the nested planner, nil if none.
+	with *withClause
+	// raw is where the statement sits in the parser's tree when it is a
+	// subquery (in FROM, a WITH clause, a set operation's arm).
+	raw *rawSelect
+}
+
+// withClause is a WITH clause: its names and the bodies that are SELECTs.
+type withClause struct {
+	recursive bool
+	names     []string
+	bodies    []*selectStmt
 }
 
 // eachExpr calls f on each top-level expression of the statement, in
@@ -196,6 +208,11 @@ type fromItem struct {
 	// then set too: only the overlap and retention planners read them).
 	sub  *selectStmt
 	join *joinItem
+	// query is a subquery in FROM, with column aliases or not; joined the
+	// two sides of any join (for the nested planner).
+	query      *selectStmt
+	colAliases bool
+	joined     []fromItem
 }
 
 // joinItem is l [INNER] JOIN r ON on.

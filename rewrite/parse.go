@@ -5,6 +5,7 @@ package rewrite
 // model becomes an unsupported node naming the construct.
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,9 @@ type parsed struct {
 	other string
 	// multi: the text holds several statements.
 	multi bool
+	// tree is the parser's tree of the text, for printing the statement
+	// around its subqueries (outerText).
+	tree *pg.ParseResult
 }
 
 // parseSQL parses sql with PostgreSQL's parser. A syntax error is returned as
@@ -44,7 +48,7 @@ func parseSQL(sql string) (*parsed, error) {
 		return &parsed{other: strconv.Itoa(len(stmts)) + " statements", multi: true}, nil
 	}
 	n := stmts[0].GetStmt()
-	out := &parsed{}
+	out := &parsed{tree: tree}
 	if ex := n.GetExplainStmt(); ex != nil {
 		if len(ex.GetOptions()) > 0 {
 			return &parsed{other: "EXPLAIN with options"}, nil
@@ -178,6 +182,11 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 			pg.SetOperation_SETOP_INTERSECT: "INTERSECT", pg.SetOperation_SETOP_EXCEPT: "EXCEPT"}[s.GetOp()]
 		out.setAll = s.GetAll()
 		out.larg, out.rarg = convSelect(s.GetLarg()), convSelect(s.GetRarg())
+		out.larg.raw = &rawSelect{get: s.GetLarg, set: func(x *pg.SelectStmt) { s.Larg = x }}
+		out.rarg.raw = &rawSelect{get: s.GetRarg, set: func(x *pg.SelectStmt) { s.Rarg = x }}
+		if w := s.GetWithClause(); w != nil {
+			out.with = convWithBodies(w)
+		}
 		switch {
 		case s.GetWithClause() != nil:
 			out.setExtra = "a WITH clause"
@@ -192,6 +201,7 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 	case s.GetWithClause() != nil:
 		out.unsupported = "a WITH clause"
 		out.ctes = convWith(s.GetWithClause())
+		out.with = convWithBodies(s.GetWithClause())
 	}
 	switch {
 	case len(s.GetValuesLists()) > 0:
@@ -304,8 +314,9 @@ func convFrom(n *pg.Node) fromItem {
 	case n.GetJoinExpr() != nil:
 		j := n.GetJoinExpr()
 		fi := fromItem{unsupported: "a JOIN"}
+		l, r := convFrom(j.GetLarg()), convFrom(j.GetRarg())
+		fi.joined = []fromItem{l, r}
 		if j.GetJointype() == pg.JoinType_JOIN_INNER && !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil {
-			l, r := convFrom(j.GetLarg()), convFrom(j.GetRarg())
 			fi.join = &joinItem{l: l, r: r}
 			if q := j.GetQuals(); q != nil {
 				fi.join.on = conv(q)
@@ -317,10 +328,13 @@ func convFrom(n *pg.Node) fromItem {
 		fi := fromItem{unsupported: "a subquery in FROM"}
 		if sel := rs.GetSubquery().GetSelectStmt(); sel != nil && !rs.GetLateral() {
 			fi.sub = convSelect(sel)
+			fi.sub.raw = nodeSlot(rs.GetSubquery())
+			fi.query = fi.sub
 			if a := rs.GetAlias(); a != nil {
 				fi.alias = a.GetAliasname()
 				if len(a.GetColnames()) > 0 {
 					fi.sub = nil
+					fi.colAliases = true
 				}
 			}
 		}
@@ -686,4 +700,89 @@ func convWith(w *pg.WithClause) map[string]*selectStmt {
 		out[c.GetCtename()] = convSelect(sel)
 	}
 	return out
+}
+
+// convWithBodies lists a WITH clause's common table expressions for the
+// nested planner: every name (a table name in the statement may mean
+// one), and the body of each that is a SELECT, with where it sits.
+func convWithBodies(w *pg.WithClause) *withClause {
+	out := &withClause{recursive: w.GetRecursive()}
+	for _, n := range w.GetCtes() {
+		c := n.GetCommonTableExpr()
+		if c == nil {
+			continue
+		}
+		out.names = append(out.names, c.GetCtename())
+		if sel := c.GetCtequery().GetSelectStmt(); sel != nil {
+			body := convSelect(sel)
+			body.raw = nodeSlot(c.GetCtequery())
+			out.bodies = append(out.bodies, body)
+		}
+	}
+	return out
+}
+
+// rawSelect is where a subquery's statement sits in the parser's tree, so
+// that outerText can print the statement around it.
+type rawSelect struct {
+	get func() *pg.SelectStmt
+	set func(*pg.SelectStmt)
+}
+
+// nodeSlot is the rawSelect of the SELECT a node holds.
+func nodeSlot(n *pg.Node) *rawSelect {
+	return &rawSelect{
+		get: n.GetSelectStmt,
+		set: func(x *pg.SelectStmt) { n.Node = &pg.Node_SelectStmt{SelectStmt: x} },
+	}
+}
+
+// armMarker is the text outerText prints in place of subquery i.
+func armMarker(i int) string { return "pgsketch_subquery_" + strconv.Itoa(i) }
+
+// outerText prints the parsed statement with each of subs (subqueries of
+// it, found by convSelect) replaced: the pieces around them, len(subs)+1,
+// in order. The text is the parser's deparse of the tree, which PostgreSQL
+// reads as the same statement. Each subquery stands where a parenthesized
+// SELECT may.
+func (p *parsed) outerText(subs []*selectStmt) ([]string, error) {
+	if p.tree == nil {
+		return nil, errors.New("no parse tree")
+	}
+	type swapped struct {
+		slot *rawSelect
+		orig *pg.SelectStmt
+	}
+	var undo []swapped
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i].slot.set(undo[i].orig)
+		}
+	}()
+	for i, sub := range subs {
+		if sub.raw == nil {
+			return nil, errors.New("a subquery without its place in the tree")
+		}
+		m, err := pg.Parse("SELECT '" + armMarker(i) + "'")
+		if err != nil {
+			return nil, err
+		}
+		undo = append(undo, swapped{sub.raw, sub.raw.get()})
+		sub.raw.set(m.GetStmts()[0].GetStmt().GetSelectStmt())
+	}
+	text, err := pg.Deparse(p.tree)
+	if err != nil {
+		return nil, err
+	}
+	pieces := make([]string, 0, len(subs)+1)
+	for i := range subs {
+		m := "SELECT '" + armMarker(i) + "'"
+		at := strings.Index(text, m)
+		if at < 0 || strings.Count(text, m) != 1 {
+			return nil, errors.New("the printed statement does not hold its subquery once")
+		}
+		pieces = append(pieces, text[:at])
+		text = text[at+len(m):]
+	}
+	return append(pieces, text), nil
 }

@@ -23,6 +23,7 @@ const (
 	Overlap    = plan.Overlap
 	Retention  = plan.Retention
 	TopK       = plan.TopK
+	Nested     = plan.Nested
 
 	MergeHLL   = plan.MergeHLL
 	MergeTheta = plan.MergeTheta

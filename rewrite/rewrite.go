@@ -101,6 +101,15 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		b, reason = planTopK(p.sel, snap, sess)
 	default:
 		b, reason = planSelect(p.sel, snap, sess)
+		if b == nil && pullUp(p.sel) {
+			b, reason = planSelect(p.sel, snap, sess)
+		}
+		if b == nil {
+			var why string
+			if b, why = planNested(p, snap, sess); b == nil && why != noSubquery {
+				reason += "; " + why
+			}
+		}
 	}
 	if b == nil {
 		return Result{Reason: reason}
@@ -184,6 +193,7 @@ func maxParam(s *selectStmt) int {
 	for _, c := range s.ctes {
 		subs = append(subs, c)
 	}
+	subs = append(subs, subqueries(s)...)
 	for _, sub := range subs {
 		if sub != nil {
 			top = max(top, maxParam(sub))

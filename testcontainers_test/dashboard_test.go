@@ -89,6 +89,17 @@ func rolledUpEvents(t *testing.T, rows int64, days int, tailFrom, shift string) 
 		SELECT id + 10000000, created_at + interval '%s', user_id + 17, country, device, amount
 		FROM events WHERE created_at >= '%s'`, shift, tailFrom))
 	mustExec(t, conn, `ANALYZE events`)
+	// A dimension table, as star schemas join to (one country, AR, has no
+	// region: an inner join drops it).
+	mustExec(t, conn, `CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL, region text)`)
+	mustExec(t, conn, `INSERT INTO countries VALUES
+		('US', 'United States', 'Americas'), ('CA', 'Canada', 'Americas'), ('MX', 'Mexico', 'Americas'),
+		('BR', 'Brazil', 'Americas'), ('AR', 'Argentina', NULL), ('DE', 'Germany', 'Europe'),
+		('GB', 'United Kingdom', 'Europe'), ('FR', 'France', 'Europe'), ('ES', 'Spain', 'Europe'),
+		('IT', 'Italy', 'Europe'), ('NL', 'Netherlands', 'Europe'), ('PL', 'Poland', 'Europe'),
+		('SE', 'Sweden', 'Europe'), ('IN', 'India', 'Asia'), ('JP', 'Japan', 'Asia'), ('KR', 'South Korea', 'Asia'),
+		('AU', 'Australia', 'Oceania'), ('NG', 'Nigeria', 'Africa'), ('ZA', 'South Africa', 'Africa'),
+		('NZ', 'New Zealand', 'Oceania')`)
 	return db, conn
 }
 

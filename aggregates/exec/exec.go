@@ -153,22 +153,12 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 		return runRetention(ctx, q, p, params, resultFormats, cache, scope)
 	case plan.TopK:
 		return runTopK(ctx, q, p, params, resultFormats, cache, scope)
+	case plan.Nested:
+		return runNested(ctx, q, p, params, resultFormats, cache, scope)
 	default:
 		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
 	}
-	f, err := runFetch(ctx, q, p, params, cache, scope)
-	if err != nil {
-		return nil, err
-	}
-	part, err := f.rollupPart(p)
-	if err != nil {
-		return nil, err
-	}
-	exact, err := runExact(ctx, q, p, params)
-	if err != nil {
-		return nil, err
-	}
-	m, err := merge(p, part, f.res, exact)
+	m, ans, err := runGroups(ctx, q, p, params, cache, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +166,31 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 	if err != nil {
 		return nil, err
 	}
-	return &Answer{Result: *res, BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: f.fromCache,
+	ans.Result = *res
+	return ans, nil
+}
+
+// runGroups runs a FromRollup plan up to its shaping statement: the fetch,
+// the exact statement if any, and the merge; the Answer says what they
+// read.
+func runGroups(ctx context.Context, q Querier, p *plan.Plan, params Params, cache *Cache, scope string) (*merged, *Answer, error) {
+	f, err := runFetch(ctx, q, p, params, cache, scope)
+	if err != nil {
+		return nil, nil, err
+	}
+	part, err := f.rollupPart(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	exact, err := runExact(ctx, q, p, params)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := merge(p, part, f.res, exact)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, &Answer{BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: f.fromCache,
 		Merge: f.strategy, ChangedBuckets: f.changed}, nil
 }
 
@@ -342,12 +356,23 @@ func (m *merged) shape(ctx context.Context, q Querier, p *plan.Plan, params Para
 
 // shapeStatement builds the shaping statement over the merged groups.
 func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16) (Statement, error) {
-	nkeys := len(p.Keys)
 	st := statement("", p.Params, p.ShapeParams, params, resultFormats)
-	n := p.Params
-	if len(st.ParamFormats) == 0 && len(m.cols) > 0 {
-		st.ParamFormats = make([]int16, n)
+	if len(st.ParamFormats) == 0 && len(m.elemOIDs) > 0 {
+		st.ParamFormats = make([]int16, p.Params)
 	}
+	sql, err := m.groupsSQL(ctx, q, p, &st)
+	if err != nil {
+		return Statement{}, err
+	}
+	st.SQL = sql
+	return st, nil
+}
+
+// groupsSQL is the shaping statement over the merged groups: the groups
+// as GroupsRelation, then p.ShapeSQL. It binds the groups' columns as
+// parameters appended to st's.
+func (m *merged) groupsSQL(ctx context.Context, q Querier, p *plan.Plan, st *Statement) (string, error) {
+	nkeys := len(p.Keys)
 	var names, cols, sel, args []string
 	for i, k := range p.Keys {
 		names = append(names, catalog.QuoteIdent(k.Name))
@@ -372,16 +397,16 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, pa
 		case plan.TakeMax:
 			sel = append(sel, "max("+c+")")
 		default:
-			return Statement{}, fmt.Errorf("exec: unknown merge op %q", a.Op)
+			return "", fmt.Errorf("exec: unknown merge op %q", a.Op)
 		}
 	}
 	for i, elem := range m.elemOIDs {
 		arr, err := arrayOID(ctx, q, elem)
 		if err != nil {
-			return Statement{}, err
+			return "", err
 		}
 		cols = append(cols, "c"+strconv.Itoa(i+1))
-		args = append(args, "$"+strconv.Itoa(n+i+1))
+		args = append(args, "$"+strconv.Itoa(len(st.Params)+1))
 		st.ParamOIDs = append(st.ParamOIDs, arr)
 		st.Params = append(st.Params, appendBinaryArray(nil, elem, m.cols[i]))
 		st.ParamFormats = append(st.ParamFormats, 1)
@@ -399,8 +424,7 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, pa
 	}
 	b.WriteString(") ")
 	b.WriteString(p.ShapeSQL)
-	st.SQL = b.String()
-	return st, nil
+	return b.String(), nil
 }
 
 var (

@@ -95,7 +95,7 @@ func (h *Handler) decide(v view, s statement) verdict {
 		return verdict{pass: "only rollup answers are served within a text of several statements"}
 	case p.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
 		return verdict{pass: "PostgreSQL described the EXPLAIN otherwise"}
-	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention || p.Kind == rewrite.TopK) && !p.Explain:
+	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention || p.Kind == rewrite.TopK || p.Kind == rewrite.Nested) && !p.Explain:
 		plans := []*rewrite.Plan{p}
 		if len(p.Arms) > 0 {
 			plans = p.Arms
@@ -153,8 +153,8 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 	if err := mergeRefusal(ctx, c, st, p); err != nil {
 		return nil, err
 	}
-	if p.Kind == rewrite.TopK && p.Session.TopK != rewrite.TopKApprox {
-		own, err := h.oneSnapshot(ctx, c)
+	if why := oneSnapshotWhy(p); why != "" {
+		own, err := h.oneSnapshot(ctx, c, why)
 		if err != nil || own {
 			return h.runInSnapshot(ctx, c, st, p, params, formats, err)
 		}
@@ -187,16 +187,29 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 	return ans, nil
 }
 
+// oneSnapshotWhy says why p's statements must all see one snapshot, or
+// "": a verified top-k's exact counts are proven complete by the summaries
+// its fetch read; a nested plan's outer statement joins its arms' answers
+// to what else it reads, as PostgreSQL would in one statement.
+func oneSnapshotWhy(p *rewrite.Plan) string {
+	switch {
+	case p.Kind == rewrite.TopK && p.Session.TopK != rewrite.TopKApprox:
+		return "a verified top-k reads the summaries and counts the candidates in two statements"
+	case p.Kind == rewrite.Nested:
+		return "a statement with subqueries answered from rollups reads them and runs the statement around them in several statements"
+	}
+	return ""
+}
+
 // oneSnapshot decides how a plan whose statements must all see one
-// snapshot (a verified top-k: its exact counts are proven complete by the
-// summaries the fetch read) runs: own is true outside a transaction
+// snapshot (why says which and why) runs: own is true outside a transaction
 // block, where it runs in a REPEATABLE READ transaction of its own; inside
 // a REPEATABLE READ or SERIALIZABLE block it runs as any plan does; inside
 // a READ COMMITTED or READ UNCOMMITTED block, or an extended-protocol
 // request not yet synced, each statement would take a snapshot of its own:
 // a Refused error, and the query runs exactly.
-func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn) (own bool, err error) {
-	refused := &exec.Refused{Reason: "a verified top-k reads the summaries and counts the candidates in two statements, which must see one snapshot: "}
+func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn, why string) (own bool, err error) {
+	refused := &exec.Refused{Reason: why + ", which must see one snapshot: "}
 	switch {
 	case c.noSync:
 		refused.Reason += "inside an extended-protocol request not yet synced they would not"

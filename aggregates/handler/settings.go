@@ -196,7 +196,7 @@ func mergeRefusal(ctx context.Context, c *sessionConn, st sessionSettings, p *re
 	case st.badTopK != "" && p.Kind == rewrite.TopK:
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", TopKSetting, st.badTopK),
 			"Available values: verified, approx, off.")
-	case p.Merge == rewrite.MergeServer && p.ServerFetchSQL == "":
+	case needsServerMerge(p):
 		return refuse(ctx, c, "55000", MergeSetting+" is server, but this database has no hll extension to merge sketches with",
 			"CREATE EXTENSION hll, or SET "+MergeSetting+" = auto.")
 	}
@@ -225,4 +225,18 @@ func show(which string, st sessionSettings, c *sessionConn, s *wire.Session) err
 	s.Send(&pgproto3.CommandComplete{CommandTag: []byte("SHOW")})
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
 	return s.Flush()
+}
+
+// needsServerMerge reports whether p, or an arm of it, must merge its
+// sketches in PostgreSQL but has no statement to do it with.
+func needsServerMerge(p *rewrite.Plan) bool {
+	if p.Merge == rewrite.MergeServer && p.ServerFetchSQL == "" {
+		return true
+	}
+	for _, a := range p.Arms {
+		if needsServerMerge(a) {
+			return true
+		}
+	}
+	return false
 }

@@ -35,6 +35,13 @@ const (
 	// ShapeSQL shapes it over GroupsRelation, whose columns are Keys (the
 	// query's group keys, the item among them) and Aggs (its count).
 	TopK Kind = "topk"
+	// Nested plans answer aggregate subqueries of a larger statement (in
+	// FROM, in a WITH clause, a UNION ALL's arms) from rollups and let
+	// PostgreSQL do the rest: each of Arms is a FromRollup plan of one
+	// subquery, and the statement run is Outer with arm i's shaping
+	// statement, parenthesized, between Outer[i] and Outer[i+1] (see
+	// NestedSQL). Every statement sees one snapshot.
+	Nested Kind = "nested"
 )
 
 // CellsRelation is the relation a Retention plan's ShapeSQL and
@@ -180,6 +187,10 @@ type Plan struct {
 	OutputName string
 	// TopK describes a TopK plan's answer.
 	TopK *TopKSpec
+	// Outer is a Nested plan's statement around its arms, in
+	// len(Arms)+1 pieces; OuterParams lists the $n the pieces reference.
+	Outer       []string
+	OuterParams []int
 	// PeriodCondSQL is a Retention plan's condition on a pair of periods,
 	// over CellsRelation's pgsketch_a and pgsketch_b ("true" for none);
 	// CellSQL counts cells exactly: it binds $1 and $2, arrays of set 1's
@@ -361,4 +372,18 @@ type TopKSpec struct {
 	// ArrayType is the type the candidates are bound as: bigint[] for
 	// integer items, text[] for strings.
 	ArrayType string
+}
+
+// NestedSQL is the statement a Nested plan runs: Outer with each arm's
+// shaping statement (shapes[i], as the executor built it over the arm's
+// merged groups) in its place.
+func (p *Plan) NestedSQL(shapes []string) string {
+	var b strings.Builder
+	for i, piece := range p.Outer {
+		b.WriteString(piece)
+		if i < len(shapes) {
+			b.WriteString("(" + shapes[i] + ")")
+		}
+	}
+	return b.String()
 }

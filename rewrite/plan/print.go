@@ -40,6 +40,23 @@ func (p *Plan) String() string {
 		p.printTopK(w)
 		return strings.TrimSuffix(b.String(), "\n")
 	}
+	if p.Kind == Nested {
+		w("nested: %d aggregate subquer%s answered from rollups, the statement around %s run by PostgreSQL in the same snapshot", len(p.Arms), plural(len(p.Arms), "y", "ies"), plural(len(p.Arms), "it", "them"))
+		if p.Explain {
+			w("explain: yes")
+		}
+		for i, a := range p.Arms {
+			w("subquery %d:", i+1)
+			for _, line := range strings.Split(a.String(), "\n") {
+				w("  %s", line)
+			}
+		}
+		w("outer: %s", p.NestedSQL(nestedMarks(len(p.Arms))))
+		if p.Guard != "" {
+			w("guard: %s", p.Guard)
+		}
+		return strings.TrimSuffix(b.String(), "\n")
+	}
 	if p.Kind == Overlap {
 		w("overlap: %s = the distinct values of set 1 %s set 2, counted from Theta sketches", catalog.QuoteIdent(p.OutputName), p.SetOp)
 		if p.Explain {
@@ -193,4 +210,20 @@ func (p *Plan) printTopK(w func(string, ...any)) {
 	if p.Guard != "" {
 		w("guard: %s", p.Guard)
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// nestedMarks stands for a Nested plan's arms in its printout.
+func nestedMarks(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("subquery %d", i+1)
+	}
+	return out
 }

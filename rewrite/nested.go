@@ -1,0 +1,292 @@
+package rewrite
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// Statements whose distinct counts sit in subqueries: a FROM subquery that
+// only filters and projects the table (pullUp), and aggregate subqueries
+// anywhere PostgreSQL can take their rows from elsewhere (planNested).
+
+// pullUp merges s's one FROM item, a subquery that only filters and
+// projects one table (SELECT * or columns FROM t WHERE ..., as BI tools
+// wrap a table), into s: s then reads the table, its WHERE clause ANDed
+// with the subquery's, its column references made bare column names. It
+// reports false, leaving s as it was, when the subquery does anything
+// else or s refers to what the subquery does not pass on by name.
+func pullUp(s *selectStmt) bool {
+	if len(s.from) != 1 || s.unsupported != "" {
+		return false
+	}
+	outer := s.from[0]
+	sub := outer.sub
+	if sub == nil || outer.colAliases || outer.alias == "" || !filtersOnly(sub) {
+		return false
+	}
+	inner := sub.from[0]
+	// The subquery's output names and the columns they are.
+	star := false
+	cols := map[string]string{}
+	seen := map[string]int{}
+	computed := map[string]bool{}
+	for _, t := range sub.targets {
+		if t.star {
+			star = true
+			continue
+		}
+		name := t.name
+		if name == "" {
+			name = figureColname(t.e)
+		}
+		seen[name]++
+		c, isRef := t.e.(*colRef)
+		if !isRef {
+			// A computed column: PostgreSQL computes it only for a
+			// reference, which then fails to resolve below.
+			computed[name] = true
+			continue
+		}
+		col, ok := bareColumn(c, inner)
+		if !ok {
+			return false
+		}
+		cols[name] = col
+	}
+	// Resolve every reference first: nothing changes unless all resolve.
+	type change struct {
+		c   *colRef
+		col string
+	}
+	var changes []change
+	ok := true
+	resolveInner := func(e expr) {
+		walk(e, func(x expr) bool {
+			if c, isRef := x.(*colRef); isRef {
+				col, good := bareColumn(c, inner)
+				ok = ok && good
+				changes = append(changes, change{c, col})
+			}
+			return ok
+		})
+	}
+	resolveOuter := func(e expr) {
+		walk(e, func(x expr) bool {
+			c, isRef := x.(*colRef)
+			if !isRef {
+				return ok
+			}
+			name := c.parts[len(c.parts)-1]
+			switch {
+			case len(c.parts) > 2, len(c.parts) == 2 && c.parts[0] != outer.alias, name == "*":
+				ok = false
+			case seen[name] > 1 || computed[name]:
+				ok = false // ambiguous in PostgreSQL too, or computed
+			case cols[name] != "":
+				changes = append(changes, change{c, cols[name]})
+			case star:
+				changes = append(changes, change{c, name})
+			default:
+				ok = false
+			}
+			return ok
+		})
+	}
+	resolveInner(sub.where)
+	// Bare output columns keep the name they had.
+	names := make([]string, len(s.targets))
+	for i, t := range s.targets {
+		if t.star {
+			return false
+		}
+		if _, isRef := t.e.(*colRef); isRef && t.name == "" {
+			names[i] = figureColname(t.e)
+		}
+	}
+	s.eachExpr(resolveOuter)
+	if !ok {
+		return false
+	}
+	for _, ch := range changes {
+		ch.c.parts = []string{ch.col}
+	}
+	for i, n := range names {
+		if n != "" {
+			s.targets[i].name = n
+		}
+	}
+	s.from = []fromItem{{schema: inner.schema, name: inner.name, only: inner.only}}
+	switch {
+	case sub.where == nil:
+	case s.where == nil:
+		s.where = sub.where
+	default:
+		s.where = &boolExpr{op: "AND", args: []expr{sub.where, s.where}}
+	}
+	return true
+}
+
+// filtersOnly reports whether sub only filters and projects one table.
+func filtersOnly(sub *selectStmt) bool {
+	if sub.unsupported != "" || sub.setOp != "" || sub.with != nil || sub.distinct ||
+		len(sub.groupBy) > 0 || sub.having != nil || len(sub.orderBy) > 0 || sub.limit != nil || sub.offset != nil ||
+		len(sub.from) != 1 {
+		return false
+	}
+	fi := sub.from[0]
+	if fi.unsupported != "" || fi.name == "" {
+		return false
+	}
+	if why := unknownFunctions(sub); why != "" {
+		return false
+	}
+	return true
+}
+
+// bareColumn is the column a reference names in table fi (unqualified,
+// or qualified by fi's reference name, or by its schema and name when it
+// has no alias).
+func bareColumn(c *colRef, fi fromItem) (string, bool) {
+	parts := c.parts
+	name := parts[len(parts)-1]
+	if name == "*" {
+		return "", false
+	}
+	switch q := parts[:len(parts)-1]; len(q) {
+	case 0:
+		return name, true
+	case 1:
+		return name, q[0] == refName(fi)
+	case 2:
+		return name, fi.alias == "" && fi.schema != "" && q[0] == fi.schema && q[1] == fi.name
+	}
+	return "", false
+}
+
+// planNested plans a statement whose aggregate subqueries rollups answer:
+// in its WITH clause, in FROM (also inside joins), as a set operation's
+// arms, at any depth along those. Each subquery planSelect answers from a
+// rollup becomes an arm; the statement around them runs in PostgreSQL
+// as it was written.
+func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string) {
+	s := p.sel
+	if s.with != nil && s.with.recursive {
+		return nil, "a recursive WITH clause"
+	}
+	ctes := cteNames(s, nil)
+	var subs []*selectStmt
+	var arms []*built
+	var reasons []string
+	var visit func(*selectStmt)
+	visit = func(s *selectStmt) {
+		for _, c := range subqueries(s) {
+			b, why := planArm(c, ctes, snap, sess)
+			if b != nil {
+				subs = append(subs, c)
+				arms = append(arms, b)
+				continue
+			}
+			reasons = append(reasons, why)
+			visit(c)
+		}
+	}
+	visit(s)
+	if len(arms) == 0 {
+		if len(reasons) == 0 {
+			return nil, noSubquery
+		}
+		return nil, "no subquery answered: " + reasons[0]
+	}
+	outer, err := p.outerText(subs)
+	if err != nil {
+		return nil, "the statement around its subqueries cannot be printed: " + err.Error()
+	}
+	pl := &Plan{Kind: Nested, Outer: outer, OuterParams: paramsIn(strings.Join(outer, " ")),
+		Source: arms[0].Source}
+	var rollups, guards, notices []string
+	for i, a := range arms {
+		pl.Arms = append(pl.Arms, a.Plan)
+		if !slices.Contains(rollups, a.Rollup) {
+			rollups = append(rollups, a.Rollup)
+		}
+		if g := strings.TrimPrefix(a.Guard, "SELECT "); g != "" && !slices.Contains(guards, g) {
+			guards = append(guards, g)
+		}
+		notices = append(notices, "subquery "+strconv.Itoa(i+1)+": "+strings.TrimPrefix(a.Notice, "pgsketch: "))
+		pl.StdErr = max(pl.StdErr, a.StdErr)
+	}
+	pl.Rollup = strings.Join(rollups, ", ")
+	if len(guards) > 0 {
+		pl.Guard = "SELECT (" + strings.Join(guards, ") AND (") + ")"
+	}
+	pl.Notice = "pgsketch: " + strings.Join(notices, "; ")
+	return &built{Plan: pl}, ""
+}
+
+// noSubquery is planNested's reason for a statement without subqueries.
+const noSubquery = "no subquery"
+
+// planArm plans subquery c on its own: a FromRollup plan, or why not.
+func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session) (*built, string) {
+	for _, f := range c.from {
+		if f.name != "" && f.schema == "" && slices.Contains(ctes, f.name) {
+			return nil, "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+		}
+	}
+	b, why := planSelect(c, snap, sess)
+	if b == nil && pullUp(c) {
+		b, why = planSelect(c, snap, sess)
+	}
+	switch {
+	case b == nil:
+		return nil, why
+	case b.Kind != FromRollup:
+		return nil, "a subquery's APPROX_COUNT_DISTINCT has no rollup"
+	}
+	return b, ""
+}
+
+// subqueries lists s's subqueries that PostgreSQL evaluates on their own,
+// without reference to s's rows: its WITH clause's SELECTs, the
+// subqueries in FROM (not LATERAL, also inside joins), a set operation's
+// arms.
+func subqueries(s *selectStmt) []*selectStmt {
+	var out []*selectStmt
+	if s.with != nil {
+		out = append(out, s.with.bodies...)
+	}
+	if s.setOp != "" {
+		return append(out, s.larg, s.rarg)
+	}
+	var from func(fi fromItem)
+	from = func(fi fromItem) {
+		if fi.query != nil && fi.query.raw != nil {
+			out = append(out, fi.query)
+		}
+		for _, j := range fi.joined {
+			from(j)
+		}
+	}
+	for _, fi := range s.from {
+		from(fi)
+	}
+	return out
+}
+
+// cteNames adds the names of every WITH clause in s, at any depth, to
+// names: a table name in a subquery may mean one of them.
+func cteNames(s *selectStmt, names []string) []string {
+	if s == nil {
+		return names
+	}
+	if s.with != nil {
+		names = append(names, s.with.names...)
+	}
+	for _, c := range subqueries(s) {
+		names = cteNames(c, names)
+	}
+	return names
+}
