@@ -172,6 +172,8 @@ type selectStmt struct {
 // withClause is a WITH clause: its names and the bodies that are SELECTs.
 type withClause struct {
 	recursive bool
+	// modifying: a body is INSERT, UPDATE, DELETE or MERGE.
+	modifying bool
 	names     []string
 	bodies    []*selectStmt
 }

@@ -176,6 +176,9 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 	if s.with != nil && s.with.recursive {
 		return nil, "a recursive WITH clause"
 	}
+	if modifies(s) {
+		return nil, "a data-modifying WITH clause"
+	}
 	ctes := cteNames(s, nil)
 	var subs []*selectStmt
 	var arms []*built
@@ -183,6 +186,10 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 	var visit func(*selectStmt)
 	visit = func(s *selectStmt) {
 		for _, c := range subqueries(s) {
+			if acd, cd, _ := findAggs(c); !acd && !cd {
+				visit(c) // no distinct count of its own
+				continue
+			}
 			b, why := planArm(c, ctes, snap, sess)
 			if b != nil {
 				subs = append(subs, c)
@@ -289,4 +296,18 @@ func cteNames(s *selectStmt, names []string) []string {
 		names = cteNames(c, names)
 	}
 	return names
+}
+
+// modifies reports whether s holds a data-modifying WITH clause: its
+// effects and its snapshot are PostgreSQL's business alone.
+func modifies(s *selectStmt) bool {
+	if s.with != nil && s.with.modifying {
+		return true
+	}
+	for _, c := range subqueries(s) {
+		if modifies(c) {
+			return true
+		}
+	}
+	return false
 }

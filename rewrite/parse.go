@@ -713,6 +713,9 @@ func convWithBodies(w *pg.WithClause) *withClause {
 			continue
 		}
 		out.names = append(out.names, c.GetCtename())
+		if c.GetCtequery().GetSelectStmt() == nil {
+			out.modifying = true
+		}
 		if sel := c.GetCtequery().GetSelectStmt(); sel != nil {
 			body := convSelect(sel)
 			body.raw = nodeSlot(c.GetCtequery())

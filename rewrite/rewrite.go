@@ -104,11 +104,11 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		if b == nil && pullUp(p.sel) {
 			b, reason = planSelect(p.sel, snap, sess)
 		}
-		if b == nil {
-			var why string
-			if b, why = planNested(p, snap, sess); b == nil && why != noSubquery {
-				reason += "; " + why
-			}
+	}
+	if b == nil {
+		var why string
+		if b, why = planNested(p, snap, sess); b == nil && why != noSubquery {
+			reason += "; " + why
 		}
 	}
 	if b == nil {

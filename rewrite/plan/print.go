@@ -162,6 +162,15 @@ func (p *Plan) SQL() []string {
 	for _, a := range p.Arms {
 		out = append(out, a.SQL()...)
 	}
+	if p.Kind == Nested {
+		// The outer statement with each arm a stand-in of one NULL
+		// column (so that it parses).
+		stand := make([]string, len(p.Arms))
+		for i := range stand {
+			stand[i] = "SELECT NULL"
+		}
+		out = append(out, p.NestedSQL(stand))
+	}
 	sqls := []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard, p.CellSQL}
 	if p.TopK != nil {
 		sqls = append(sqls, p.TopK.CountSQL)
