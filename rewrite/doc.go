@@ -18,6 +18,13 @@
 // for the rollup with the fewest rows (plan.go). rewrite.go holds the entry,
 // Rewrite, and the order of these steps (planSelect).
 //
+// nested.go handles distinct counts inside larger statements: a FROM
+// subquery that only filters and projects the table is merged into the
+// query (pullUp), and aggregate subqueries planSelect answers, in a WITH
+// clause, in FROM or as a set operation's arm, become the arms of a
+// Nested plan, whose outer statement is the parser's deparse of the
+// client's tree with those subqueries cut out (parse.go, outerText).
+//
 // The plan types (package plan, beside this one) are plain data the
 // executor imports without linking the SQL parser. A Plan carries SQL text
 // only: whole buckets are read from the rollup, edge

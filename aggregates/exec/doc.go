@@ -33,4 +33,9 @@
 // (ServerFetchSQL): the same bytes, estimated here either way. Cache keeps
 // the merged rollup half between queries, under a token the fetch itself
 // computes, whichever statement filled it.
+//
+// A Nested plan (nested.go) runs each arm up to its merged groups
+// (runGroups) and then one statement: the plan's outer statement with each
+// arm's shaping statement, parenthesized, in its place, the arms' arrays
+// bound after the client's parameters, one arm after the other.
 package exec
