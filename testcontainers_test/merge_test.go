@@ -62,7 +62,7 @@ func TestMergeStrategies(t *testing.T) {
 		name := fmt.Sprintf("query %d (line %d)", i, q.line)
 		res := rewrite.Rewrite(q.sql, snap, sess)
 		pl := res.Plan
-		if pl == nil || pl.Kind != rewrite.FromRollup {
+		if pl == nil || pl.Kind != rewrite.FromRollup && pl.Kind != rewrite.Nested {
 			t.Errorf("%s: not planned from the rollup: %s\n%s", name, res.Reason, q.sql)
 			continue
 		}
@@ -70,24 +70,35 @@ func TestMergeStrategies(t *testing.T) {
 			continue // the suites' parameterized forms come from the literal ones
 		}
 		planned++
-		// The rollup halves, merged both ways.
-		byProxy := rollupHalf(t, conn, pl, pl.FetchSQL)
-		byServer := rollupHalf(t, conn, pl, pl.ServerFetchSQL)
-		if len(byProxy) != len(byServer) {
-			t.Errorf("%s: %d rollup groups merged in the proxy, %d in PostgreSQL", name, len(byProxy), len(byServer))
-			continue
+		// The rollup halves, merged both ways (a nested plan's, per arm).
+		arms, merge := []*rewrite.Plan{pl}, pl.Merge
+		if pl.Kind == rewrite.Nested {
+			arms, merge = pl.Arms, rewrite.MergeProxy
+			for _, a := range arms {
+				if a.Merge == rewrite.MergeServer {
+					merge = rewrite.MergeServer
+				}
+			}
 		}
-		for key, ps := range byProxy {
-			ss, ok := byServer[key]
-			if !ok {
-				t.Errorf("%s: group %x merged in the proxy only", name, key)
+		for _, arm := range arms {
+			byProxy := rollupHalf(t, conn, arm, arm.FetchSQL)
+			byServer := rollupHalf(t, conn, arm, arm.ServerFetchSQL)
+			if len(byProxy) != len(byServer) {
+				t.Errorf("%s: %d rollup groups merged in the proxy, %d in PostgreSQL", name, len(byProxy), len(byServer))
 				continue
 			}
-			groups++
-			for j := range ps {
-				sketches++
-				if !bytes.Equal(ps[j], ss[j]) {
-					t.Errorf("%s: group %x, sketch %d: proxy merge %x, PostgreSQL's %x", name, key, j, head(ps[j]), head(ss[j]))
+			for key, ps := range byProxy {
+				ss, ok := byServer[key]
+				if !ok {
+					t.Errorf("%s: group %x merged in the proxy only", name, key)
+					continue
+				}
+				groups++
+				for j := range ps {
+					sketches++
+					if !bytes.Equal(ps[j], ss[j]) {
+						t.Errorf("%s: group %x, sketch %d: proxy merge %x, PostgreSQL's %x", name, key, j, head(ps[j]), head(ss[j]))
+					}
 				}
 			}
 		}
@@ -101,14 +112,14 @@ func TestMergeStrategies(t *testing.T) {
 			}
 			answers[k] = a
 			want := mergedInProxy
-			if m == rewrite.MergeServer || m == rewrite.MergeAuto && pl.Merge == rewrite.MergeServer {
+			if m == rewrite.MergeServer || m == rewrite.MergeAuto && merge == rewrite.MergeServer {
 				want = mergedInPostgres
 			}
 			if len(a.notices) != 1 || !strings.HasSuffix(a.notices[0], want) {
 				t.Errorf("%s: pgsketch.merge = %s (plan: %s, %s): notices %q, want one ending %q", name, m, pl.Merge, pl.MergeReason, a.notices, want)
 			}
 		}
-		if pl.Merge == rewrite.MergeServer {
+		if merge == rewrite.MergeServer {
 			autoServer++
 		}
 		if answers[0] == nil || answers[1] == nil || answers[2] == nil {
