@@ -215,6 +215,10 @@ type fromItem struct {
 	query      *selectStmt
 	colAliases bool
 	joined     []fromItem
+	// joinKind ("JOIN" or "LEFT JOIN") and joinOn describe a join with an
+	// ON condition, for the star-join planner; empty for other joins.
+	joinKind string
+	joinOn   expr
 }
 
 // joinItem is l [INNER] JOIN r ON on.

@@ -316,6 +316,17 @@ func convFrom(n *pg.Node) fromItem {
 		fi := fromItem{unsupported: "a JOIN"}
 		l, r := convFrom(j.GetLarg()), convFrom(j.GetRarg())
 		fi.joined = []fromItem{l, r}
+		if !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil && j.GetQuals() != nil {
+			switch j.GetJointype() {
+			case pg.JoinType_JOIN_INNER:
+				fi.joinKind = "JOIN"
+			case pg.JoinType_JOIN_LEFT:
+				fi.joinKind = "LEFT JOIN"
+			}
+			if fi.joinKind != "" {
+				fi.joinOn = conv(j.GetQuals())
+			}
+		}
 		if j.GetJointype() == pg.JoinType_JOIN_INNER && !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil {
 			fi.join = &joinItem{l: l, r: r}
 			if q := j.GetQuals(); q != nil {

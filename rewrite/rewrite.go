@@ -105,11 +105,25 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 			b, reason = planSelect(p.sel, snap, sess)
 		}
 	}
-	if b == nil {
-		var why string
-		if b, why = planNested(p, snap, sess); b == nil && why != noSubquery {
+	// A statement no planner answered whole (or whose APPROX_COUNT_DISTINCT
+	// would be counted exactly) may be a join of the fact table, or hold
+	// subqueries a rollup answers.
+	if b == nil || b.Kind == Substitute {
+		if sb, why := planStarJoin(p.sel, snap, sess); sb != nil {
+			b = sb
+		} else if why != notAJoin {
+			reason += "; as a join: " + why
+		}
+	}
+	if b == nil || b.Kind == Substitute {
+		if nb, why := planNested(p, snap, sess); nb != nil {
+			b = nb
+		} else if why != noSubquery {
 			reason += "; " + why
 		}
+	}
+	if b != nil && b.Kind == Substitute {
+		reason = ""
 	}
 	if b == nil {
 		return Result{Reason: reason}

@@ -31,11 +31,15 @@
 # (no cache), warm, and on a new connection per query, over a simple-protocol
 # client and pgx (matrix.go); it first measures the default levels' storage
 # and one-day refresh cost.
+# --join times a star join instead: distinct users by region for one month,
+# the events joined to a 15-row dimension table on its key (join.go): exact,
+# by hand over the rollup (hll_union_agg of the daily sketches joined to the
+# same table), and through the proxy without and with its cache.
 #
 #   scripts/bench-query.sh [--rows N] [--days N] [--runs N] [--exact-runs N]
 #                          [--keep DIR] [--dsn URL] [--profile DIR]
 #                          [--cache-bytes N] [--merge-bench [--merge-more]]
-#                          [--matrix]
+#                          [--matrix] [--join]
 #
 # It builds bin/pgsketch-proxy, then starts a throwaway PostgreSQL 15 cluster
 # (removed at the end; --keep DIR keeps it and reuses its table and rollup
@@ -45,6 +49,6 @@
 # installs them) and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy
 exec go run ./scripts/benchquery --proxy bin/pgsketch-proxy "$@"

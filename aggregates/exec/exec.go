@@ -387,6 +387,11 @@ func (m *merged) groupsSQL(ctx context.Context, q Querier, p *plan.Plan, st *Sta
 		c := "u.c" + strconv.Itoa(nkeys+j+1)
 		switch a.Op {
 		case plan.MergeHLL, plan.MergeTheta, plan.Exact:
+			if a.Sketch {
+				// The one row of the group that carries it (bytea has no max).
+				sel = append(sel, "(array_agg("+c+") FILTER (WHERE "+c+" IS NOT NULL))[1]")
+				continue
+			}
 			sel = append(sel, "max("+c+")")
 		case plan.AddCounts:
 			sel = append(sel, "CAST(COALESCE(sum("+c+"), 0) AS bigint)")

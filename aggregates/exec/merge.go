@@ -56,6 +56,9 @@ func newMerger(p *plan.Plan, fetch, exact *Result) *merger {
 		switch a.Op {
 		case plan.MergeHLL, plan.MergeTheta, plan.MergeFreq:
 			mg.m.elemOIDs[nkeys+j] = pgtype.Int8OID
+			if a.Sketch {
+				mg.m.elemOIDs[nkeys+j] = pgtype.ByteaOID
+			}
 		case plan.Exact:
 			mg.m.elemOIDs[nkeys+j] = exact.Fields[a.ExactColumn].DataTypeOID
 		default:
@@ -224,6 +227,14 @@ func (mg *merger) estimates(exact *Result) error {
 			if a.Op != plan.MergeHLL {
 				continue
 			}
+			if a.Sketch {
+				b, err := g.sketchBytes(j)
+				if err != nil {
+					return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+				}
+				mg.row[mg.nkeys+j] = b
+				continue
+			}
 			est := int64(0)
 			if h, pr := g.sketches[j], g.only[j]; h != nil || pr != nil {
 				var e float64
@@ -279,4 +290,16 @@ func exactBeside(p *plan.Plan, exact *Result) (exactOf map[int]int, exactVals ma
 		exactVals[string(groupKey(nil, r[:len(p.Keys)]))] = vals
 	}
 	return exactOf, exactVals
+}
+
+// sketchBytes is agg j's merged sketch in postgresql-hll's storage
+// format, or nil when the group has none.
+func (g *group) sketchBytes(j int) ([]byte, error) {
+	switch h, pr := g.sketches[j], g.only[j]; {
+	case h != nil:
+		return h.AppendBinary(nil)
+	case pr != nil:
+		return pr.hll[j].AppendBinary(nil)
+	}
+	return nil, nil
 }

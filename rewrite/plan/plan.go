@@ -284,6 +284,11 @@ type Agg struct {
 	// Log2m (the lg_k) and Hash those merged by MergeTheta.
 	Log2m, Regwidth int
 	Hash            string
+	// Sketch, on a MergeHLL agg, makes the group's value the merged
+	// sketch's bytes (postgresql-hll's storage format, bytea; NULL for no
+	// sketch) instead of its estimate: a Nested plan's outer statement
+	// unites them further (hll_union_agg).
+	Sketch bool
 	// ValueForm says how MergeTheta hashes a base row's value, given as
 	// its text: int2, int4 or int8 (the integer's 2, 4 or 8 little-endian
 	// bytes) or text (the string's bytes).

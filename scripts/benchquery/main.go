@@ -84,6 +84,7 @@ type options struct {
 	mergeMore  bool
 	levels     string
 	matrix     bool
+	join       bool
 }
 
 func main() {
@@ -106,6 +107,8 @@ func main() {
 		"(by day and device, by week and country, by hour and by day from the hourly rollup)")
 	flag.StringVar(&o.levels, "levels", "", "give "+rollupName+" these levels (comma-separated, e.g. month) before the runs, and time "+
 		"hll_union_agg on the month level too (hll-level); without it, levels "+rollupName+" has are dropped")
+	flag.BoolVar(&o.join, "join", false, "instead, time distinct users by region for one month, the events joined to a 15-row dimension "+
+		"table, exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
 	flag.BoolVar(&o.matrix, "matrix", false, "instead, time five ranges by three groupings against the rollup rollup create makes "+
 		"without tuning flags (matrix.go): cold, warm and new-connection through the proxy, exact, hll_union_agg daily and by a "+
 		"monthly table built by hand, over a simple-protocol client and pgx; --runs rounds, --exact-runs exact runs per shape")
@@ -142,6 +145,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.matrix {
 		return runMatrix(ctx, o, dsn)
+	}
+	if o.join {
+		return runJoin(ctx, o, dsn)
 	}
 
 	direct, err := pgconn.Connect(ctx, dsn)

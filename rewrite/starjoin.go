@@ -1,0 +1,340 @@
+package rewrite
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// A star join: the fact table (the one a rollup reads) joined to a
+// dimension table, aggregated over the joined rows, as in
+//
+//	SELECT c.region, count(DISTINCT e.user_id), count(*) FROM events e
+//	JOIN countries c ON c.code = e.country WHERE ... GROUP BY c.region
+//
+// is answered by aggregating the fact table first, per value of the fact
+// columns the rest of the statement reads (the join keys, say), from the
+// rollup: a Nested plan whose arm returns, per such key, the merged HLL
+// sketch (not its estimate), the count and the sums. PostgreSQL then joins
+// those rows to the dimension table and aggregates them again: the
+// sketches are united (hll_union_agg) and estimated (hll_cardinality),
+// counts and sums added. Every joined row of the original statement is a
+// fact row with the key values of its arm row, joined to the same
+// dimension rows, so the answer is the original's however many dimension
+// rows match a key (a key matching two rows counts twice, as in the
+// original; a key matching none drops, or keeps NULLs under LEFT JOIN):
+// distinct counts are never summed, and counts and sums stay exact.
+
+// planStarJoin plans s as a star join, or says why not.
+func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+	sj, why := readStarJoin(s, snap, sess)
+	if why != "" {
+		return nil, why
+	}
+	hll := snap.HLL()
+	if !hll.Installed() {
+		return nil, "a join's distinct counts are united in PostgreSQL, and the database has no hll extension"
+	}
+	arm, aggOf, why := sj.arm(s)
+	if why != "" {
+		return nil, why
+	}
+	b, why := planSelect(arm, snap, sess)
+	switch {
+	case b == nil:
+		return nil, "the fact table " + refName(sj.fact) + " per join key: " + why
+	case b.Kind != FromRollup:
+		return nil, "the fact table " + refName(sj.fact) + " per join key: no rollup answers its APPROX_COUNT_DISTINCT"
+	}
+	for i := range b.Aggs {
+		if a := &b.Aggs[i]; a.Op == MergeHLL {
+			a.Sketch, a.Type = true, "bytea"
+		}
+	}
+	// The arm's select list names its aggregates pgsketch_a1, ... (its
+	// targets); the plan's own Agg names are internal to the arm.
+	q := catalog.QuoteIdent(refName(sj.fact)) + "."
+	hs := catalog.QuoteIdent(hll.Schema) + "."
+	hook := func(e expr) (string, bool) {
+		if c, ok := e.(*colRef); ok && sj.side(c) == "fact" {
+			// The arm's column of that name, by the arm's alias.
+			return q + catalog.QuoteIdent(c.parts[len(c.parts)-1]), true
+		}
+		f, ok := e.(*funcCall)
+		if !ok {
+			return "", false
+		}
+		i, ok := aggOf[f]
+		if !ok {
+			return "", false
+		}
+		col := q + catalog.QuoteIdent(armAggName(i))
+		switch classifyAgg(f) {
+		case countDistinct, approxCountDistinct:
+			return "CAST(COALESCE(" + hs + "hll_cardinality(" + hs + "hll_union_agg(CAST(" + col + " AS " + hs + "hll))), 0) AS bigint)", true
+		case countRows, countValues:
+			return "CAST(COALESCE(sum(" + col + "), 0) AS bigint)", true
+		case sumOf:
+			return "CAST(sum(" + col + ") AS " + aggType(b, f) + ")", true
+		case minOf:
+			return "min(" + col + ")", true
+		case maxOf:
+			return "max(" + col + ")", true
+		}
+		return "", false
+	}
+	from := armMarker(0) + " AS " + catalog.QuoteIdent(refName(sj.fact))
+	if sj.kind == "" {
+		from += ", " + fromSQL(sj.dim)
+	} else {
+		from += " " + sj.kind + " " + fromSQL(sj.dim) + " ON " + sqlOf(sj.on, hook)
+	}
+	var where []string
+	for _, c := range sj.outer {
+		where = append(where, sqlOf(c, hook))
+	}
+	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
+	before, after, _ := strings.Cut(text, armMarker(0))
+	b.Notice += ", its sketches per " + strings.Join(sj.keys, ", ") + " united across the join by PostgreSQL"
+	pl := &Plan{Kind: Nested, Outer: []string{before, after}, Arms: []*Plan{b.Plan}, Rollup: b.Rollup, Source: b.Source,
+		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}
+	pl.OuterParams = paramsIn(before + " " + after)
+	return &built{Plan: pl}, ""
+}
+
+// armAggName names the arm's i-th aggregate column.
+func armAggName(i int) string { return "pgsketch_a" + strconv.Itoa(i+1) }
+
+// aggType is the SQL type of the arm's aggregate f (the plan's Aggs are
+// f's, written with bare column names).
+func aggType(b *built, f *funcCall) string {
+	bare := sqlOf(f, func(x expr) (string, bool) {
+		if c, ok := x.(*colRef); ok {
+			return catalog.QuoteIdent(c.parts[len(c.parts)-1]), true
+		}
+		return "", false
+	})
+	for _, a := range b.Aggs {
+		if a.Expr == bare {
+			return a.Type
+		}
+	}
+	return "numeric"
+}
+
+// starJoin is a statement read as a star join.
+type starJoin struct {
+	fact, dim fromItem
+	kind      string // "JOIN", "LEFT JOIN", or "" for a comma join
+	on        expr
+	// inner are the WHERE conjuncts on fact columns only (the arm's),
+	// outer the others.
+	inner, outer []expr
+	// keys are the fact columns read outside the aggregates and the
+	// inner conjuncts.
+	keys []string
+}
+
+// notAJoin is readStarJoin's reason for a statement that joins no two
+// tables.
+const notAJoin = "not one table joined to another"
+
+// readStarJoin reads s as a fact table joined to a dimension table.
+func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin, string) {
+	var sj starJoin
+	if s.unsupported != "" {
+		return sj, notAJoin
+	}
+	var items []fromItem
+	switch {
+	case len(s.from) == 1 && s.from[0].joinKind != "" && len(s.from[0].joined) == 2:
+		fi := s.from[0]
+		sj.kind, sj.on = fi.joinKind, fi.joinOn
+		items = fi.joined
+	case len(s.from) == 2:
+		items = s.from
+	default:
+		return sj, notAJoin
+	}
+	for _, it := range items {
+		if it.name == "" || it.unsupported != "" || it.only {
+			return sj, "a join of other than two plain tables"
+		}
+	}
+	if refName(items[0]) == refName(items[1]) {
+		return sj, "both tables of the join have one name"
+	}
+	_, r0 := resolveTable(items[0], snap, sess)
+	_, r1 := resolveTable(items[1], snap, sess)
+	switch {
+	case len(r0) > 0 && len(r1) == 0:
+		sj.fact, sj.dim = items[0], items[1]
+	case len(r1) > 0 && len(r0) == 0 && sj.kind != "LEFT JOIN":
+		// Under LEFT JOIN the fact table must be the side kept whole.
+		sj.fact, sj.dim = items[1], items[0]
+	default:
+		return sj, "no one table of the join is the fact table of a rollup (kept whole by a LEFT JOIN)"
+	}
+	// Every column reference names its table.
+	bad := ""
+	side := sj.side
+	keys := map[string]bool{}
+	// refs reads e outside aggregates: fact columns become keys; reports
+	// whether e reads the fact table, the dimension table.
+	refs := func(e expr, key bool) (fact, dim bool) {
+		walk(e, func(x expr) bool {
+			switch x := x.(type) {
+			case *unsupported:
+				if bad == "" {
+					bad = "the statement uses " + x.what
+				}
+			case *funcCall:
+				if classifyAgg(x) != notAgg {
+					return false
+				}
+			case *colRef:
+				switch side(x) {
+				case "fact":
+					fact = true
+					if key {
+						keys[x.parts[len(x.parts)-1]] = true
+					}
+				case "dim":
+					dim = true
+				default:
+					if bad == "" {
+						bad = "column reference " + sqlOf(x, nil) + " does not name its table in a join"
+					}
+				}
+			}
+			return true
+		})
+		return fact, dim
+	}
+	for _, c := range conjuncts(s.where) {
+		fact, dim := refs(c, false)
+		if fact && !dim {
+			sj.inner = append(sj.inner, c)
+		} else {
+			refs(c, true)
+			sj.outer = append(sj.outer, c)
+		}
+	}
+	if sj.on != nil {
+		refs(sj.on, true)
+	}
+	for _, t := range s.targets {
+		refs(t.e, true)
+	}
+	for _, g := range s.groupBy {
+		refs(g, true)
+	}
+	refs(s.having, true)
+	for _, o := range s.orderBy {
+		if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && s.outputName(c.parts[0]) {
+			continue // an output column (ORDER BY prefers those to input columns)
+		}
+		refs(o.e, true)
+	}
+	refs(s.limit, true)
+	refs(s.offset, true)
+	// Aggregates read fact columns only.
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			f, ok := x.(*funcCall)
+			if !ok || classifyAgg(f) == notAgg {
+				return true
+			}
+			walk(f, func(y expr) bool {
+				c, ok := y.(*colRef)
+				switch {
+				case !ok || bad != "":
+				case side(c) == "":
+					bad = "column reference " + sqlOf(c, nil) + " does not name its table in a join"
+				case side(c) != "fact":
+					bad = "an aggregate reads " + sqlOf(c, nil) + ", not a column of the fact table"
+				}
+				return true
+			})
+			return false
+		})
+	})
+	if bad != "" {
+		return sj, bad
+	}
+	if len(keys) == 0 {
+		return sj, "the join reads no column of the fact table"
+	}
+	for k := range keys {
+		sj.keys = append(sj.keys, k)
+	}
+	slices.Sort(sj.keys)
+	return sj, ""
+}
+
+// side says which table of the join a column reference names: "fact",
+// "dim", or "" when it does not name one.
+func (sj starJoin) side(c *colRef) string {
+	switch {
+	case len(c.parts) == 2 && c.parts[0] == refName(sj.fact):
+		return "fact"
+	case len(c.parts) == 2 && c.parts[0] == refName(sj.dim):
+		return "dim"
+	case len(c.parts) == 3 && sj.fact.alias == "" && c.parts[1] == sj.fact.name && c.parts[0] == sj.fact.schema:
+		return "fact"
+	case len(c.parts) == 3 && sj.dim.alias == "" && c.parts[1] == sj.dim.name && c.parts[0] == sj.dim.schema:
+		return "dim"
+	}
+	return ""
+}
+
+// arm is the statement over the fact table alone that the star join's
+// arm answers: per key, each aggregate of s (named armAggName(i)); aggOf
+// maps s's aggregate calls to their index.
+func (sj starJoin) arm(s *selectStmt) (*selectStmt, map[*funcCall]int, string) {
+	arm := &selectStmt{from: []fromItem{sj.fact}}
+	q := refName(sj.fact)
+	for _, k := range sj.keys {
+		arm.targets = append(arm.targets, target{name: k, e: &colRef{parts: []string{q, k}}})
+		arm.groupBy = append(arm.groupBy, &colRef{parts: []string{q, k}})
+	}
+	switch len(sj.inner) {
+	case 0:
+	case 1:
+		arm.where = sj.inner[0]
+	default:
+		arm.where = &boolExpr{op: "AND", args: sj.inner}
+	}
+	aggOf := map[*funcCall]int{}
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			f, ok := x.(*funcCall)
+			if !ok || classifyAgg(f) == notAgg {
+				return true
+			}
+			if _, seen := aggOf[f]; !seen {
+				aggOf[f] = len(aggOf)
+				arm.targets = append(arm.targets, target{name: armAggName(aggOf[f]), e: f})
+			}
+			return false
+		})
+	})
+	if len(aggOf) == 0 {
+		return nil, nil, "no aggregate"
+	}
+	return arm, aggOf, ""
+}
+
+// fromSQL prints a plain table FROM item.
+func fromSQL(fi fromItem) string {
+	s := catalog.QuoteIdent(fi.name)
+	if fi.schema != "" {
+		s = catalog.QuoteIdent(fi.schema) + "." + s
+	}
+	if fi.alias != "" {
+		s += " AS " + catalog.QuoteIdent(fi.alias)
+	}
+	return s
+}
