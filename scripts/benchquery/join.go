@@ -23,7 +23,8 @@ const joinDim = "countries15"
 var (
 	joinExactSQL = `SELECT c.region, count(DISTINCT e.user_id) AS users FROM events e JOIN ` + joinDim + ` c ON c.code = e.country
  WHERE e.created_at >= '` + from + `' AND e.created_at < '` + to + `' GROUP BY c.region`
-	joinHLLSQL = `SELECT c.region, hll_cardinality(hll_union_agg(r.distinct_user_id::hll))::bigint AS users FROM ` + rollupName + ` r
+	// joinHLLSQL's %s is the rollup table.
+	joinHLLSQL = `SELECT c.region, hll_cardinality(hll_union_agg(r.distinct_user_id::hll))::bigint AS users FROM %s r
  JOIN ` + joinDim + ` c ON c.code = r.country WHERE r.bucket >= '` + from + `' AND r.bucket < '` + to + `' GROUP BY c.region`
 )
 
@@ -42,6 +43,14 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 		ANALYZE `+joinDim).Close(); err != nil {
 		return err
 	}
+	var table string
+	res := direct.ExecParams(ctx, "SELECT format('%I.%I', rollup_schema, rollup_table) FROM pgsketch.rollup_defs WHERE name = $1",
+		[][]byte{[]byte(rollupName)}, nil, nil, nil).Read()
+	if res.Err != nil || len(res.Rows) != 1 {
+		return fmt.Errorf("the rollup %s: %v", rollupName, res.Err)
+	}
+	table = string(res.Rows[0][0])
+	hllSQL := fmt.Sprintf(joinHLLSQL, table)
 	var conns []*benchproxy.Conn
 	open := func(cacheBytes int64) (*benchproxy.Conn, error) {
 		p, err := benchproxy.Start(ctx, o.proxy, dsn, cacheBytes, false)
@@ -84,7 +93,7 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 		sql  string
 	}
 	kinds := []kind{{"proxy-cold", cold, joinExactSQL}, {"proxy-warm", warm, joinExactSQL},
-		{"hll-by-hand", &benchproxy.Conn{PgConn: direct}, joinHLLSQL}, {"exact", &benchproxy.Conn{PgConn: direct}, joinExactSQL}}
+		{"hll-by-hand", &benchproxy.Conn{PgConn: direct}, hllSQL}, {"exact", &benchproxy.Conn{PgConn: direct}, joinExactSQL}}
 	runOne := func(k kind) (time.Duration, error) {
 		if k.c.PgConn != direct {
 			k.c.ResetNotices()
