@@ -58,6 +58,9 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	q := catalog.QuoteIdent(refName(sj.fact)) + "."
 	hs := catalog.QuoteIdent(hll.Schema) + "."
 	hook := func(e expr) (string, bool) {
+		if k := sj.exprKey(e); k != "" {
+			return q + k, true
+		}
 		if c, ok := e.(*colRef); ok && sj.side(c) == "fact" {
 			// The arm's column of that name, by the arm's alias.
 			return q + catalog.QuoteIdent(c.parts[len(c.parts)-1]), true
@@ -97,7 +100,7 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	}
 	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
 	before, after, _ := strings.Cut(text, armMarker(0))
-	b.Notice += ", its sketches per " + strings.Join(sj.keys, ", ") + " united across the join by PostgreSQL"
+	b.Notice += ", its sketches per " + strings.Join(append(slices.Clone(sj.keys), sj.exprKeys...), ", ") + " united across the join by PostgreSQL"
 	pl := &Plan{Kind: Nested, Outer: []string{before, after}, Arms: []*Plan{b.Plan}, Rollup: b.Rollup, Source: b.Source,
 		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}
 	pl.OuterParams = paramsIn(before + " " + after)
@@ -133,8 +136,19 @@ type starJoin struct {
 	// outer the others.
 	inner, outer []expr
 	// keys are the fact columns read outside the aggregates and the
-	// inner conjuncts.
-	keys []string
+	// inner conjuncts; exprKeys the GROUP BY items that read only fact
+	// columns and are not one (a time bucket, say), by their text.
+	keys     []string
+	exprKeys []string
+	exprs    []expr
+}
+
+// exprKey is the arm's column of a key expression, or "".
+func (sj starJoin) exprKey(e expr) string {
+	if i := slices.Index(sj.exprKeys, sqlOf(e, nil)); i >= 0 {
+		return "pgsketch_g" + strconv.Itoa(i+1)
+	}
+	return ""
 }
 
 // notAJoin is readStarJoin's reason for a statement that joins no two
@@ -181,10 +195,45 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	bad := ""
 	side := sj.side
 	keys := map[string]bool{}
+	// GROUP BY items (or the select-list items their positions name) that
+	// read fact columns only, and are not one, are keys as a whole.
+	for _, g := range s.groupBy {
+		if c, ok := g.(*constExpr); ok && c.kind == "int" {
+			n, err := strconv.Atoi(c.val)
+			if err != nil || n < 1 || n > len(s.targets) || s.targets[n-1].star {
+				continue
+			}
+			g = s.targets[n-1].e
+		}
+		if _, isRef := g.(*colRef); isRef || sj.exprKey(g) != "" {
+			continue
+		}
+		factOnly, any := true, false
+		walk(g, func(x expr) bool {
+			switch x := x.(type) {
+			case *colRef:
+				any = true
+				factOnly = factOnly && side(x) == "fact"
+			case *funcCall:
+				factOnly = factOnly && classifyAgg(x) == notAgg
+			case *unsupported:
+				factOnly = false
+			}
+			return true
+		})
+		if factOnly && any {
+			sj.exprKeys = append(sj.exprKeys, sqlOf(g, nil))
+			sj.exprs = append(sj.exprs, g)
+		}
+	}
 	// refs reads e outside aggregates: fact columns become keys; reports
 	// whether e reads the fact table, the dimension table.
 	refs := func(e expr, key bool) (fact, dim bool) {
 		walk(e, func(x expr) bool {
+			if key && sj.exprKey(x) != "" {
+				fact = true
+				return false // the arm's column
+			}
 			switch x := x.(type) {
 			case *unsupported:
 				if bad == "" {
@@ -264,7 +313,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	if bad != "" {
 		return sj, bad
 	}
-	if len(keys) == 0 {
+	if len(keys) == 0 && len(sj.exprs) == 0 {
 		return sj, "the join reads no column of the fact table"
 	}
 	for k := range keys {
@@ -299,6 +348,10 @@ func (sj starJoin) arm(s *selectStmt) (*selectStmt, map[*funcCall]int, string) {
 	for _, k := range sj.keys {
 		arm.targets = append(arm.targets, target{name: k, e: &colRef{parts: []string{q, k}}})
 		arm.groupBy = append(arm.groupBy, &colRef{parts: []string{q, k}})
+	}
+	for _, e := range sj.exprs {
+		arm.targets = append(arm.targets, target{name: sj.exprKey(e), e: e})
+		arm.groupBy = append(arm.groupBy, e)
 	}
 	switch len(sj.inner) {
 	case 0:
