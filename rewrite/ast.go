@@ -96,6 +96,13 @@ type (
 	}
 	// arrayExpr is ARRAY[...].
 	arrayExpr struct{ elems []expr }
+	// groupingSet is GROUPING SETS (...), ROLLUP (...) or CUBE (...) in
+	// GROUP BY (kind), or one set inside them: "(...)" for a parenthesized
+	// list, "()" for the empty set.
+	groupingSet struct {
+		kind  string
+		items []expr
+	}
 	// unsupported stands for a construct the rewriter does not handle.
 	unsupported struct {
 		what string
@@ -131,6 +138,7 @@ func (*caseExpr) isExpr()    {}
 func (*varFunc) isExpr()     {}
 func (*arrayExpr) isExpr()   {}
 func (*unsupported) isExpr() {}
+func (*groupingSet) isExpr() {}
 
 // selectStmt is one simple SELECT.
 type selectStmt struct {
@@ -248,6 +256,12 @@ func (f *funcCall) builtin() (string, bool) {
 	return "", false
 }
 
+// isGrouping reports whether f is the GROUPING(...) operation of grouped
+// queries (not a function named grouping).
+func (f *funcCall) isGrouping() bool {
+	return f.sqlSyntax && len(f.name) == 1 && f.name[0] == "grouping"
+}
+
 // printer renders an expression as SQL. hook, when set, may replace any
 // node's rendering (column mapping, substitution of group keys and
 // aggregates); it is consulted before the node's own rule.
@@ -281,7 +295,11 @@ func (p *printer) expr(e expr) {
 		p.sb.WriteByte('$')
 		p.sb.WriteString(strconv.Itoa(e.n))
 	case *funcCall:
-		p.funcName(e.name)
+		if e.isGrouping() {
+			p.sb.WriteString("GROUPING")
+		} else {
+			p.funcName(e.name)
+		}
 		p.sb.WriteByte('(')
 		if e.star {
 			p.sb.WriteByte('*')
@@ -416,6 +434,19 @@ func (p *printer) expr(e expr) {
 		p.sb.WriteString("ARRAY[")
 		p.list(e.elems)
 		p.sb.WriteByte(']')
+	case *groupingSet:
+		switch e.kind {
+		case "()":
+			p.sb.WriteString("()")
+		case "(...)":
+			p.sb.WriteByte('(')
+			p.list(e.items)
+			p.sb.WriteByte(')')
+		default:
+			p.sb.WriteString(e.kind + " (")
+			p.list(e.items)
+			p.sb.WriteByte(')')
+		}
 	case *unsupported:
 		// Never emitted: plans are only built from supported trees. It
 		// shows in passthrough reasons; keep it parseable all the same.
@@ -598,6 +629,10 @@ func walk(e expr, f func(expr) bool) {
 		}
 	case *arrayExpr:
 		for _, a := range e.elems {
+			walk(a, f)
+		}
+	case *groupingSet:
+		for _, a := range e.items {
 			walk(a, f)
 		}
 	}

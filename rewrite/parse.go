@@ -250,9 +250,15 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		out.where = conv(w)
 	}
 	for _, g := range s.GetGroupClause() {
-		if g.GetGroupingSet() != nil {
-			out.unsupported = "GROUPING SETS, ROLLUP or CUBE"
-			return out
+		if gs := g.GetGroupingSet(); gs != nil {
+			// Only the star-join planner answers these (starjoin.go),
+			// regrouping the fact table's rows: every other planner
+			// refuses the statement.
+			if out.unsupported == "" { // a WITH clause stays the reason
+				out.unsupported = groupingSetsWhat
+			}
+			out.groupBy = append(out.groupBy, convGroupingSet(gs))
+			continue
 		}
 		out.groupBy = append(out.groupBy, conv(g))
 	}
@@ -524,7 +530,9 @@ func conv(n *pg.Node) expr {
 	case *pg.Node_AIndirection:
 		return &unsupported{what: "a subscript or field selection"}
 	case *pg.Node_GroupingFunc:
-		return &unsupported{what: "GROUPING()"}
+		// An aggregate to the planners (they refuse it), evaluated by
+		// PostgreSQL over the arm's keys in a star join.
+		return &funcCall{name: []string{"grouping"}, args: convList(v.GroupingFunc.GetArgs()), sqlSyntax: true}
 	}
 	return &unsupported{what: "an unsupported expression"}
 }
@@ -799,4 +807,36 @@ func (p *parsed) outerText(subs []*selectStmt) ([]string, error) {
 		text = text[at+len(m):]
 	}
 	return append(pieces, text), nil
+}
+
+// groupingSetsWhat is the unsupported construct of a GROUP BY with
+// grouping sets.
+const groupingSetsWhat = "GROUPING SETS, ROLLUP or CUBE"
+
+// convGroupingSet converts GROUPING SETS, ROLLUP or CUBE, or one set of
+// them.
+func convGroupingSet(gs *pg.GroupingSet) expr {
+	out := &groupingSet{}
+	switch gs.GetKind() {
+	case pg.GroupingSetKind_GROUPING_SET_EMPTY:
+		out.kind = "()"
+	case pg.GroupingSetKind_GROUPING_SET_SIMPLE:
+		out.kind = "(...)"
+	case pg.GroupingSetKind_GROUPING_SET_ROLLUP:
+		out.kind = "ROLLUP"
+	case pg.GroupingSetKind_GROUPING_SET_CUBE:
+		out.kind = "CUBE"
+	case pg.GroupingSetKind_GROUPING_SET_SETS:
+		out.kind = "GROUPING SETS"
+	default:
+		return &unsupported{what: "an unknown grouping set"}
+	}
+	for _, n := range gs.GetContent() {
+		if sub := n.GetGroupingSet(); sub != nil {
+			out.items = append(out.items, convGroupingSet(sub))
+			continue
+		}
+		out.items = append(out.items, conv(n))
+	}
+	return out
 }

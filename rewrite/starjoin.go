@@ -89,9 +89,13 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 		return "", false
 	}
 	from := armMarker(0) + " AS " + catalog.QuoteIdent(refName(sj.fact))
-	if sj.kind == "" {
+	united := " united across the join by PostgreSQL"
+	switch {
+	case sj.dim.name == "":
+		united = " united per grouping set by PostgreSQL"
+	case sj.kind == "":
 		from += ", " + fromSQL(sj.dim)
-	} else {
+	default:
 		from += " " + sj.kind + " " + fromSQL(sj.dim) + " ON " + sqlOf(sj.on, hook)
 	}
 	var where []string
@@ -100,7 +104,7 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	}
 	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
 	before, after, _ := strings.Cut(text, armMarker(0))
-	b.Notice += ", its sketches per " + strings.Join(append(slices.Clone(sj.keys), sj.exprKeys...), ", ") + " united across the join by PostgreSQL"
+	b.Notice += ", its sketches per " + strings.Join(append(slices.Clone(sj.keys), sj.exprKeys...), ", ") + united
 	pl := &Plan{Kind: Nested, Outer: []string{before, after}, Arms: []*Plan{b.Plan}, Rollup: b.Rollup, Source: b.Source,
 		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}
 	pl.OuterParams = paramsIn(before + " " + after)
@@ -158,11 +162,16 @@ const notAJoin = "not one table joined to another"
 // readStarJoin reads s as a fact table joined to a dimension table.
 func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin, string) {
 	var sj starJoin
-	if s.unsupported != "" {
+	if s.unsupported != "" && s.unsupported != groupingSetsWhat || s.with != nil {
+		// A WITH clause, say, whose names the FROM items could mean.
 		return sj, notAJoin
 	}
 	var items []fromItem
 	switch {
+	case len(s.from) == 1 && s.unsupported == groupingSetsWhat && s.from[0].name != "":
+		// One table, grouped by grouping sets: its rows regrouped as a
+		// join's are, with no dimension table.
+		items = s.from
 	case len(s.from) == 1 && s.from[0].joinKind != "" && len(s.from[0].joined) == 2:
 		fi := s.from[0]
 		sj.kind, sj.on = fi.joinKind, fi.joinOn
@@ -177,12 +186,21 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 			return sj, "a join of other than two plain tables"
 		}
 	}
-	if refName(items[0]) == refName(items[1]) {
+	if len(items) == 1 {
+		if _, r := resolveTable(items[0], snap, sess); len(r) == 0 {
+			return sj, "no rollup reads table " + refName(items[0])
+		}
+		sj.fact = items[0]
+	} else if refName(items[0]) == refName(items[1]) {
 		return sj, "both tables of the join have one name"
 	}
-	_, r0 := resolveTable(items[0], snap, sess)
-	_, r1 := resolveTable(items[1], snap, sess)
+	var r0, r1 []*catalog.Rollup
+	if len(items) == 2 {
+		_, r0 = resolveTable(items[0], snap, sess)
+		_, r1 = resolveTable(items[1], snap, sess)
+	}
 	switch {
+	case len(items) == 1:
 	case len(r0) > 0 && len(r1) == 0:
 		sj.fact, sj.dim = items[0], items[1]
 	case len(r1) > 0 && len(r0) == 0 && sj.kind != "LEFT JOIN":
@@ -207,6 +225,9 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		}
 		if _, isRef := g.(*colRef); isRef || sj.exprKey(g) != "" {
 			continue
+		}
+		if _, isSets := g.(*groupingSet); isSets {
+			continue // their columns are keys
 		}
 		factOnly, any := true, false
 		walk(g, func(x expr) bool {
@@ -240,7 +261,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 					bad = "the statement uses " + x.what
 				}
 			case *funcCall:
-				if classifyAgg(x) != notAgg {
+				if isAggregate(x) {
 					return false
 				}
 			case *colRef:
@@ -293,7 +314,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	s.eachExpr(func(e expr) {
 		walk(e, func(x expr) bool {
 			f, ok := x.(*funcCall)
-			if !ok || classifyAgg(f) == notAgg {
+			if !ok || !isAggregate(f) {
 				return true
 			}
 			walk(f, func(y expr) bool {
@@ -327,6 +348,8 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 // "dim", or "" when it does not name one.
 func (sj starJoin) side(c *colRef) string {
 	switch {
+	case len(c.parts) == 1 && sj.dim.name == "":
+		return "fact" // one table: unambiguous
 	case len(c.parts) == 2 && c.parts[0] == refName(sj.fact):
 		return "fact"
 	case len(c.parts) == 2 && c.parts[0] == refName(sj.dim):
@@ -364,7 +387,7 @@ func (sj starJoin) arm(s *selectStmt) (*selectStmt, map[*funcCall]int, string) {
 	s.eachExpr(func(e expr) {
 		walk(e, func(x expr) bool {
 			f, ok := x.(*funcCall)
-			if !ok || classifyAgg(f) == notAgg {
+			if !ok || !isAggregate(f) {
 				return true
 			}
 			if _, seen := aggOf[f]; !seen {
@@ -390,4 +413,11 @@ func fromSQL(fi fromItem) string {
 		s += " AS " + catalog.QuoteIdent(fi.alias)
 	}
 	return s
+}
+
+// isAggregate reports whether f is an aggregate call the star join
+// reaggregates: GROUPING(...) is evaluated by PostgreSQL over the arm's
+// keys instead.
+func isAggregate(f *funcCall) bool {
+	return !f.isGrouping() && classifyAgg(f) != notAgg
 }
