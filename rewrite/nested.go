@@ -54,6 +54,13 @@ func pullUp(s *selectStmt) bool {
 		if !ok {
 			return false
 		}
+		if name != col {
+			// A renamed column: after the merge the outer names would
+			// resolve otherwise (an ORDER BY that meant an input column
+			// could meet an output one).
+			computed[name] = true
+			continue
+		}
 		cols[name] = col
 	}
 	// Resolve every reference first: nothing changes unless all resolve.
@@ -95,14 +102,17 @@ func pullUp(s *selectStmt) bool {
 			return ok
 		})
 	}
+	if star && len(seen) > 0 {
+		return false // * beside named columns: names PostgreSQL may find ambiguous
+	}
 	resolveInner(sub.where)
-	// Bare output columns keep the name they had.
+	// Output columns keep the names they had.
 	names := make([]string, len(s.targets))
 	for i, t := range s.targets {
 		if t.star {
 			return false
 		}
-		if _, isRef := t.e.(*colRef); isRef && t.name == "" {
+		if t.name == "" {
 			names[i] = figureColname(t.e)
 		}
 	}
@@ -143,7 +153,19 @@ func filtersOnly(sub *selectStmt) bool {
 	if why := unknownFunctions(sub); why != "" {
 		return false
 	}
-	return true
+	if acd, cd, _ := findAggs(sub); acd || cd {
+		return false
+	}
+	agg := false
+	sub.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			if f, ok := x.(*funcCall); ok && classifyAgg(f) != notAgg {
+				agg = true
+			}
+			return !agg
+		})
+	})
+	return !agg
 }
 
 // bareColumn is the column a reference names in table fi (unqualified,
@@ -173,6 +195,9 @@ func bareColumn(c *colRef, fi fromItem) (string, bool) {
 // as it was written.
 func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string) {
 	s := p.sel
+	if !nestable(s) {
+		return nil, noSubquery // the reason already given is the statement's
+	}
 	if s.with != nil && s.with.recursive {
 		return nil, "a recursive WITH clause"
 	}
@@ -186,6 +211,9 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 	var visit func(*selectStmt)
 	visit = func(s *selectStmt) {
 		for _, c := range subqueries(s) {
+			if !nestable(c) {
+				continue // INTO, FOR UPDATE, ...: not read
+			}
 			if acd, cd, _ := findAggs(c); !acd && !cd {
 				visit(c) // no distinct count of its own
 				continue
@@ -245,6 +273,10 @@ func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session)
 	}
 	b, why := planSelect(c, snap, sess)
 	if b == nil && pullUp(c) {
+		// The merged table's name may be a WITH clause's too.
+		if f := c.from[0]; f.schema == "" && slices.Contains(ctes, f.name) {
+			return nil, "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+		}
 		b, why = planSelect(c, snap, sess)
 	}
 	switch {
@@ -308,6 +340,18 @@ func modifies(s *selectStmt) bool {
 		if modifies(c) {
 			return true
 		}
+	}
+	return false
+}
+
+// nestable reports whether a statement may hold arms of a nested plan, or
+// be one: nothing it does beyond what PostgreSQL runs the same around the
+// arms (a WITH clause, a set operation, grouping sets). SELECT INTO, FOR
+// UPDATE and the like keep the whole statement PostgreSQL's.
+func nestable(s *selectStmt) bool {
+	switch s.unsupported {
+	case "", "a WITH clause", "a set operation (UNION, INTERSECT, EXCEPT)", groupingSetsWhat:
+		return true
 	}
 	return false
 }

@@ -123,3 +123,24 @@ func TestExactEquivalent(t *testing.T) {
 		t.Error("a query without APPROX_COUNT_DISTINCT has an exact equivalent")
 	}
 }
+
+// TestNestedParamsBeyondTheAST: a $n the AST does not reach (a LATERAL
+// subquery) still counts, so that the groups' arrays bind after it.
+func TestNestedParamsBeyondTheAST(t *testing.T) {
+	r := Rewrite("SELECT * FROM (SELECT country, count(DISTINCT user_id) n FROM events GROUP BY 1) d, LATERAL (SELECT $1::text AS tag) l",
+		testCatalog(), Session{TimeZone: "UTC", Approx: true})
+	if r.Plan == nil || r.Plan.Kind != Nested || r.Plan.Params != 1 || len(r.Plan.OuterParams) != 1 {
+		t.Fatalf("%s", output(r))
+	}
+}
+
+// TestStarJoinRefusesExactDistinct: with pgsketch.approx off, a
+// COUNT(DISTINCT) beside an APPROX_COUNT_DISTINCT is counted exactly per
+// key, which a join's groups cannot add up.
+func TestStarJoinRefusesExactDistinct(t *testing.T) {
+	r := Rewrite("SELECT c.region, approx_count_distinct(e.user_id), count(DISTINCT e.user_id) FROM events e JOIN countries c ON c.code = e.country GROUP BY 1",
+		testCatalog(), Session{TimeZone: "UTC", Approx: false})
+	if r.Plan != nil && r.Plan.Kind == Nested {
+		t.Fatalf("%s", output(r))
+	}
+}

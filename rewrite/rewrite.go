@@ -130,8 +130,14 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	}
 	pl := b.Plan
 	pl.Explain = p.explain
+	// Every $n of the text, also where the AST does not reach (a LATERAL
+	// subquery, VALUES, a window's frame), that the statement may bind.
+	params := maxParam(p.sel)
+	if ps := paramsIn(sql); len(ps) > 0 {
+		params = max(params, ps[len(ps)-1])
+	}
 	for _, q := range append([]*Plan{pl}, pl.Arms...) {
-		finish(q, maxParam(p.sel), snap, sess)
+		finish(q, params, snap, sess)
 	}
 	return Result{Plan: pl}
 }

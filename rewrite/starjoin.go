@@ -49,8 +49,13 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 		return nil, "the fact table " + refName(sj.fact) + " per join key: no rollup answers its APPROX_COUNT_DISTINCT"
 	}
 	for i := range b.Aggs {
-		if a := &b.Aggs[i]; a.Op == MergeHLL {
+		switch a := &b.Aggs[i]; a.Op {
+		case MergeHLL:
 			a.Sketch, a.Type = true, "bytea"
+		case Exact:
+			// COUNT(DISTINCT) with pgsketch.approx off: exact counts per
+			// key do not add up.
+			return nil, "the exact " + a.Expr + " cannot be regrouped"
 		}
 	}
 	// The arm's select list names its aggregates pgsketch_a1, ... (its
@@ -185,6 +190,25 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		if it.name == "" || it.unsupported != "" || it.only {
 			return sj, "a join of other than two plain tables"
 		}
+	}
+	for _, t := range s.targets {
+		if t.star {
+			return sj, "select list has *"
+		}
+	}
+	for _, o := range s.orderBy {
+		if o.dir == "USING" {
+			return sj, "ORDER BY ... USING"
+		}
+	}
+	// PostgreSQL evaluates the rest once per arm row, not per fact row:
+	// only functions whose value depends on their arguments alone, and no
+	// aggregate the rewriter does not know (it would be taken for one).
+	if why := unknownFunctions(s); why != "" {
+		return sj, why
+	}
+	if why := unknownFunctions(&selectStmt{where: sj.on}); why != "" {
+		return sj, why
 	}
 	if len(items) == 1 {
 		if _, r := resolveTable(items[0], snap, sess); len(r) == 0 {
