@@ -24,6 +24,10 @@
 // clause, in FROM or as a set operation's arm, become the arms of a
 // Nested plan, whose outer statement is the parser's deparse of the
 // client's tree with those subqueries cut out (parse.go, outerText).
+// starjoin.go plans a join of a rollup's table to a dimension table, and
+// grouping sets, as a Nested plan too: the table aggregated from the
+// rollup per value of the columns the rest reads, merged sketches and
+// all, which PostgreSQL joins and regroups (hll_union_agg).
 //
 // The plan types (package plan, beside this one) are plain data the
 // executor imports without linking the SQL parser. A Plan carries SQL text
