@@ -32,6 +32,10 @@ type (
 		// sqlSyntax is set for calls the grammar produced from SQL syntax
 		// (EXTRACT(f FROM x), x AT TIME ZONE z, ...).
 		sqlSyntax bool
+		// filter is an aggregate's FILTER (WHERE ...) condition, nil if
+		// none. Only the star-join planner answers such aggregates
+		// (classifyAgg makes them otherAgg for the rest).
+		filter expr
 	}
 	// opExpr is a binary operator, or a prefix one when l is nil. schema is
 	// set for OPERATOR(schema.op).
@@ -309,6 +313,11 @@ func (p *printer) expr(e expr) {
 		}
 		p.list(e.args)
 		p.sb.WriteByte(')')
+		if e.filter != nil {
+			p.sb.WriteString(" FILTER (WHERE ")
+			p.expr(e.filter)
+			p.sb.WriteByte(')')
+		}
 	case *opExpr:
 		p.sb.WriteByte('(')
 		if e.l != nil {
@@ -591,6 +600,7 @@ func walk(e expr, f func(expr) bool) {
 		for _, a := range e.args {
 			walk(a, f)
 		}
+		walk(e.filter, f)
 	case *opExpr:
 		walk(e.l, f)
 		walk(e.r, f)

@@ -81,6 +81,9 @@ func (k aggCall) String() string {
 
 // classifyAgg says what aggregate call f is.
 func classifyAgg(f *funcCall) aggCall {
+	if f.filter != nil {
+		return otherAgg // the star-join planner reads unfiltered(f)
+	}
 	name, ok := f.builtin()
 	if !ok {
 		if len(f.name) == 2 && f.name[0] == "pgsketch" && f.name[1] == "approx_count_distinct" {

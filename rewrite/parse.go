@@ -420,8 +420,6 @@ func conv(n *pg.Node) expr {
 		switch {
 		case f.GetOver() != nil:
 			return &unsupported{what: "a window function", fn: fn}
-		case f.GetAggFilter() != nil:
-			return &unsupported{what: "an aggregate FILTER clause", fn: fn}
 		case len(f.GetAggOrder()) > 0:
 			return &unsupported{what: "an ordered aggregate", fn: fn}
 		case f.GetAggWithinGroup():
@@ -432,13 +430,17 @@ func conv(n *pg.Node) expr {
 		if !ok || len(name) == 0 {
 			return &unsupported{what: "an unusual function name"}
 		}
-		return &funcCall{
+		call := &funcCall{
 			name:      name,
 			args:      convList(f.GetArgs()),
 			distinct:  f.GetAggDistinct(),
 			star:      f.GetAggStar(),
 			sqlSyntax: f.GetFuncformat() == pg.CoercionForm_COERCE_SQL_SYNTAX,
 		}
+		if af := f.GetAggFilter(); af != nil {
+			call.filter = conv(af)
+		}
+		return call
 	case *pg.Node_AExpr:
 		return convAExpr(v.AExpr)
 	case *pg.Node_BoolExpr:

@@ -302,6 +302,9 @@ func findAggs(s *selectStmt) (acd, cd bool, bad string) {
 	}
 	for _, e := range allExprs {
 		walk(e, func(x expr) bool {
+			if f, ok := x.(*funcCall); ok && f.filter != nil && bad == "" {
+				bad = "an aggregate FILTER clause on " + strings.ToLower(f.name[len(f.name)-1]) + "()"
+			}
 			if f, ok := x.(*funcCall); ok {
 				switch classifyAgg(f) {
 				case approxCountDistinct:

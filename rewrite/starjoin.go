@@ -62,7 +62,8 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	// targets); the plan's own Agg names are internal to the arm.
 	q := catalog.QuoteIdent(refName(sj.fact)) + "."
 	hs := catalog.QuoteIdent(hll.Schema) + "."
-	hook := func(e expr) (string, bool) {
+	var hook func(e expr) (string, bool)
+	hook = func(e expr) (string, bool) {
 		if k := sj.exprKey(e); k != "" {
 			return q + k, true
 		}
@@ -79,17 +80,21 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 			return "", false
 		}
 		col := q + catalog.QuoteIdent(armAggName(i))
-		switch classifyAgg(f) {
+		filter := ""
+		if f.filter != nil {
+			filter = " FILTER (WHERE " + sqlOf(f.filter, hook) + ")"
+		}
+		switch classifyAgg(unfiltered(f)) {
 		case countDistinct, approxCountDistinct:
-			return "CAST(COALESCE(" + hs + "hll_cardinality(" + hs + "hll_union_agg(CAST(" + col + " AS " + hs + "hll))), 0) AS bigint)", true
+			return "CAST(COALESCE(" + hs + "hll_cardinality(" + hs + "hll_union_agg(CAST(" + col + " AS " + hs + "hll))" + filter + "), 0) AS bigint)", true
 		case countRows, countValues:
-			return "CAST(COALESCE(sum(" + col + "), 0) AS bigint)", true
+			return "CAST(COALESCE(sum(" + col + ")" + filter + ", 0) AS bigint)", true
 		case sumOf:
-			return "CAST(sum(" + col + ") AS " + aggType(b, f) + ")", true
+			return "CAST(sum(" + col + ")" + filter + " AS " + aggType(b, unfiltered(f)) + ")", true
 		case minOf:
-			return "min(" + col + ")", true
+			return "min(" + col + ")" + filter, true
 		case maxOf:
-			return "max(" + col + ")", true
+			return "max(" + col + ")" + filter, true
 		}
 		return "", false
 	}
@@ -97,7 +102,7 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	united := " united across the join by PostgreSQL"
 	switch {
 	case sj.dim.name == "":
-		united = " united per grouping set by PostgreSQL"
+		united = " united per group by PostgreSQL"
 	case sj.kind == "":
 		from += ", " + fromSQL(sj.dim)
 	default:
@@ -173,9 +178,9 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	}
 	var items []fromItem
 	switch {
-	case len(s.from) == 1 && s.unsupported == groupingSetsWhat && s.from[0].name != "":
-		// One table, grouped by grouping sets: its rows regrouped as a
-		// join's are, with no dimension table.
+	case len(s.from) == 1 && (s.unsupported == groupingSetsWhat || hasFilter(s)) && s.from[0].name != "":
+		// One table, grouped by grouping sets or aggregated with FILTER:
+		// its rows regrouped as a join's are, with no dimension table.
 		items = s.from
 	case len(s.from) == 1 && s.from[0].joinKind != "" && len(s.from[0].joined) == 2:
 		fi := s.from[0]
@@ -341,7 +346,8 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 			if !ok || !isAggregate(f) {
 				return true
 			}
-			walk(f, func(y expr) bool {
+			refs(f.filter, true) // evaluated per arm row: its fact columns are keys
+			walk(unfiltered(f), func(y expr) bool {
 				c, ok := y.(*colRef)
 				switch {
 				case !ok || bad != "":
@@ -416,7 +422,7 @@ func (sj starJoin) arm(s *selectStmt) (*selectStmt, map[*funcCall]int, string) {
 			}
 			if _, seen := aggOf[f]; !seen {
 				aggOf[f] = len(aggOf)
-				arm.targets = append(arm.targets, target{name: armAggName(aggOf[f]), e: f})
+				arm.targets = append(arm.targets, target{name: armAggName(aggOf[f]), e: unfiltered(f)})
 			}
 			return false
 		})
@@ -444,4 +450,28 @@ func fromSQL(fi fromItem) string {
 // keys instead.
 func isAggregate(f *funcCall) bool {
 	return !f.isGrouping() && classifyAgg(f) != notAgg
+}
+
+// unfiltered is aggregate call f without its FILTER clause.
+func unfiltered(f *funcCall) *funcCall {
+	if f.filter == nil {
+		return f
+	}
+	g := *f
+	g.filter = nil
+	return &g
+}
+
+// hasFilter reports whether an aggregate of s has a FILTER clause.
+func hasFilter(s *selectStmt) bool {
+	found := false
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			if f, ok := x.(*funcCall); ok && f.filter != nil {
+				found = true
+			}
+			return !found
+		})
+	})
+	return found
 }
