@@ -52,6 +52,7 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 	table = string(res.Rows[0][0])
 	hllSQL := fmt.Sprintf(joinHLLSQL, table)
 	var conns []*benchproxy.Conn
+	var stops []func()
 	open := func(cacheBytes int64) (*benchproxy.Conn, error) {
 		p, err := benchproxy.Start(ctx, o.proxy, dsn, cacheBytes, false)
 		if err != nil {
@@ -160,6 +161,3 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 	}
 	return nil
 }
-
-// stops are the proxies runJoin started.
-var stops []func()
