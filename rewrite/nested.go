@@ -172,20 +172,23 @@ func filtersOnly(sub *selectStmt) bool {
 // or qualified by fi's reference name, or by its schema and name when it
 // has no alias).
 func bareColumn(c *colRef, fi fromItem) (string, bool) {
-	parts := c.parts
-	name := parts[len(parts)-1]
+	name := c.parts[len(c.parts)-1]
 	if name == "*" {
 		return "", false
 	}
-	switch q := parts[:len(parts)-1]; len(q) {
-	case 0:
-		return name, true
+	return name, len(c.parts) == 1 || qualifiedFor(c, fi)
+}
+
+// qualifiedFor reports whether c is qualified by fi's reference name, or
+// by its schema and name when it has no alias.
+func qualifiedFor(c *colRef, fi fromItem) bool {
+	switch q := c.parts[:len(c.parts)-1]; len(q) {
 	case 1:
-		return name, q[0] == refName(fi)
+		return q[0] == refName(fi)
 	case 2:
-		return name, fi.alias == "" && fi.schema != "" && q[0] == fi.schema && q[1] == fi.name
+		return fi.alias == "" && fi.schema != "" && q[0] == fi.schema && q[1] == fi.name
 	}
-	return "", false
+	return false
 }
 
 // planNested plans a statement whose aggregate subqueries rollups answer:
@@ -266,16 +269,22 @@ const noSubquery = "no subquery"
 
 // planArm plans subquery c on its own: a FromRollup plan, or why not.
 func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session) (*built, string) {
-	for _, f := range c.from {
-		if f.name != "" && f.schema == "" && slices.Contains(ctes, f.name) {
-			return nil, "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+	readsCTE := func() string {
+		for _, f := range c.from {
+			if f.name != "" && f.schema == "" && slices.Contains(ctes, f.name) {
+				return "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+			}
 		}
+		return ""
+	}
+	if why := readsCTE(); why != "" {
+		return nil, why
 	}
 	b, why := planSelect(c, snap, sess)
 	if b == nil && pullUp(c) {
 		// The merged table's name may be a WITH clause's too.
-		if f := c.from[0]; f.schema == "" && slices.Contains(ctes, f.name) {
-			return nil, "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+		if why := readsCTE(); why != "" {
+			return nil, why
 		}
 		b, why = planSelect(c, snap, sess)
 	}

@@ -380,13 +380,9 @@ func (sj starJoin) side(c *colRef) string {
 	switch {
 	case len(c.parts) == 1 && sj.dim.name == "":
 		return "fact" // one table: unambiguous
-	case len(c.parts) == 2 && c.parts[0] == refName(sj.fact):
+	case qualifiedFor(c, sj.fact):
 		return "fact"
-	case len(c.parts) == 2 && c.parts[0] == refName(sj.dim):
-		return "dim"
-	case len(c.parts) == 3 && sj.fact.alias == "" && c.parts[1] == sj.fact.name && c.parts[0] == sj.fact.schema:
-		return "fact"
-	case len(c.parts) == 3 && sj.dim.alias == "" && c.parts[1] == sj.dim.name && c.parts[0] == sj.dim.schema:
+	case qualifiedFor(c, sj.dim):
 		return "dim"
 	}
 	return ""
