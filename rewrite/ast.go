@@ -116,8 +116,76 @@ type (
 		// sub is set for a subquery the overlap planner reads: x IN
 		// (SELECT ...) or EXISTS (SELECT ...).
 		sub *subquery
+		// window is set for a window function call and link for a
+		// subquery used as an expression, when the regrouping planner
+		// (starjoin.go) can print them: every other planner refuses them.
+		window *window
+		link   *subLink
 	}
 )
+
+// window is a window function call, f OVER (PARTITION BY ... ORDER BY ...
+// frame), evaluated over a grouped statement's rows.
+type window struct {
+	f         *funcCall
+	partition []expr
+	order     []sortItem
+	// frame is PostgreSQL's frame options (FRAMEOPTION_* in parsenodes.h);
+	// start and end are the frame's offsets, nil when it has none.
+	frame      int32
+	start, end expr
+}
+
+// The frame option bits of PostgreSQL's WindowDef.frameOptions.
+const (
+	frameNonDefault        = 0x00001
+	frameRange             = 0x00002
+	frameRows              = 0x00004
+	frameGroups            = 0x00008
+	frameBetween           = 0x00010
+	frameStartUnboundedPre = 0x00020
+	frameEndUnboundedPre   = 0x00040
+	frameStartUnboundedFol = 0x00080
+	frameEndUnboundedFol   = 0x00100
+	frameStartCurrentRow   = 0x00200
+	frameEndCurrentRow     = 0x00400
+	frameStartOffsetPre    = 0x00800
+	frameEndOffsetPre      = 0x01000
+	frameStartOffsetFol    = 0x02000
+	frameEndOffsetFol      = 0x04000
+	frameExcludeCurrentRow = 0x08000
+	frameExcludeGroup      = 0x10000
+	frameExcludeTies       = 0x20000
+)
+
+// subLink is a subquery used as an expression: EXISTS (SELECT ...),
+// x op ANY (SELECT ...) (x IN (SELECT ...) is = ANY), x op ALL (...),
+// (SELECT ...) or ARRAY(SELECT ...). The subquery is kept as the
+// parser's deparse of it, for PostgreSQL to evaluate as written; what it
+// reads of the statement around it is listed for the planner to check.
+type subLink struct {
+	kind string // "EXISTS", "ANY", "ALL", "EXPR", "ARRAY"
+	op   string // ANY and ALL's operator
+	test expr   // ANY and ALL's left operand
+	text string
+	// name is the output column name PostgreSQL gives the expression in
+	// a select list, "" when the planner cannot tell.
+	name string
+	// locals are the names the subquery's FROM items (and WITH clauses,
+	// at any depth) can be referred to by.
+	locals map[string]bool
+	// free are the column references, by their parts, that no local
+	// name qualifies: unqualified ones may be the outer statement's.
+	free [][]string
+	// aggFree are those of free read inside an aggregate call: such an
+	// aggregate may be the outer statement's.
+	aggFree [][]string
+	// funcs are the names of the functions the subquery calls.
+	funcs [][]string
+	// other names what else it does that the planner must refuse
+	// (locking rows, GROUPING() of outer columns), "" if nothing.
+	other string
+}
 
 // subquery is x IN (SELECT ...) (test set) or EXISTS (SELECT ...) (test
 // nil).
@@ -457,9 +525,122 @@ func (p *printer) expr(e expr) {
 			p.sb.WriteByte(')')
 		}
 	case *unsupported:
+		switch {
+		case e.window != nil:
+			p.window(e.window)
+			return
+		case e.link != nil:
+			p.subLink(e.link)
+			return
+		}
 		// Never emitted: plans are only built from supported trees. It
 		// shows in passthrough reasons; keep it parseable all the same.
 		p.sb.WriteString("(NULL /* " + strings.ReplaceAll(e.what, "*/", "") + " */)")
+	}
+}
+
+// window prints a window function call.
+func (p *printer) window(w *window) {
+	p.funcName(w.f.name)
+	p.sb.WriteByte('(')
+	if w.f.star {
+		p.sb.WriteByte('*')
+	}
+	p.list(w.f.args)
+	p.sb.WriteByte(')')
+	if w.f.filter != nil {
+		p.sb.WriteString(" FILTER (WHERE ")
+		p.expr(w.f.filter)
+		p.sb.WriteByte(')')
+	}
+	p.sb.WriteString(" OVER (")
+	sep := ""
+	if len(w.partition) > 0 {
+		p.sb.WriteString("PARTITION BY ")
+		p.list(w.partition)
+		sep = " "
+	}
+	if len(w.order) > 0 {
+		p.sb.WriteString(sep + "ORDER BY ")
+		for i, o := range w.order {
+			if i > 0 {
+				p.sb.WriteString(", ")
+			}
+			p.expr(o.e)
+			if o.dir != "" {
+				p.sb.WriteString(" " + o.dir)
+			}
+			if o.nulls != "" {
+				p.sb.WriteString(" " + o.nulls)
+			}
+		}
+		sep = " "
+	}
+	if w.frame&frameNonDefault != 0 {
+		p.sb.WriteString(sep)
+		p.frame(w)
+	}
+	p.sb.WriteByte(')')
+}
+
+// frame prints a window's frame clause from its options.
+func (p *printer) frame(w *window) {
+	switch {
+	case w.frame&frameRows != 0:
+		p.sb.WriteString("ROWS ")
+	case w.frame&frameGroups != 0:
+		p.sb.WriteString("GROUPS ")
+	default:
+		p.sb.WriteString("RANGE ")
+	}
+	bound := func(unboundedPre, unboundedFol, current, offsetPre, offsetFol int32, offset expr) {
+		switch o := w.frame; {
+		case o&unboundedPre != 0:
+			p.sb.WriteString("UNBOUNDED PRECEDING")
+		case o&unboundedFol != 0:
+			p.sb.WriteString("UNBOUNDED FOLLOWING")
+		case o&current != 0:
+			p.sb.WriteString("CURRENT ROW")
+		case o&offsetPre != 0:
+			p.expr(offset)
+			p.sb.WriteString(" PRECEDING")
+		case o&offsetFol != 0:
+			p.expr(offset)
+			p.sb.WriteString(" FOLLOWING")
+		}
+	}
+	if w.frame&frameBetween != 0 {
+		p.sb.WriteString("BETWEEN ")
+	}
+	bound(frameStartUnboundedPre, frameStartUnboundedFol, frameStartCurrentRow, frameStartOffsetPre, frameStartOffsetFol, w.start)
+	if w.frame&frameBetween != 0 {
+		p.sb.WriteString(" AND ")
+		bound(frameEndUnboundedPre, frameEndUnboundedFol, frameEndCurrentRow, frameEndOffsetPre, frameEndOffsetFol, w.end)
+	}
+	switch {
+	case w.frame&frameExcludeCurrentRow != 0:
+		p.sb.WriteString(" EXCLUDE CURRENT ROW")
+	case w.frame&frameExcludeGroup != 0:
+		p.sb.WriteString(" EXCLUDE GROUP")
+	case w.frame&frameExcludeTies != 0:
+		p.sb.WriteString(" EXCLUDE TIES")
+	}
+}
+
+// subLink prints a subquery expression, the subquery as the client wrote
+// it (deparsed).
+func (p *printer) subLink(l *subLink) {
+	switch l.kind {
+	case "EXISTS":
+		p.sb.WriteString("EXISTS (" + l.text + ")")
+	case "ANY", "ALL":
+		p.sb.WriteByte('(')
+		p.expr(l.test)
+		p.sb.WriteString(" " + l.op + " " + l.kind + " (" + l.text + "))")
+	case "ARRAY":
+		p.sb.WriteString("ARRAY(" + l.text + ")")
+	default:
+		p.sb.WriteString("(" + l.text + ")")
 	}
 }
 
@@ -645,6 +826,26 @@ func walk(e expr, f func(expr) bool) {
 		for _, a := range e.items {
 			walk(a, f)
 		}
+	case *unsupported:
+		if w := e.window; w != nil {
+			// The call's arguments, not the call: it is no aggregate of
+			// the statement's groups.
+			for _, a := range w.f.args {
+				walk(a, f)
+			}
+			walk(w.f.filter, f)
+			for _, a := range w.partition {
+				walk(a, f)
+			}
+			for _, o := range w.order {
+				walk(o.e, f)
+			}
+			walk(w.start, f)
+			walk(w.end, f)
+		}
+		if e.link != nil {
+			walk(e.link.test, f)
+		}
 	}
 }
 
@@ -689,6 +890,13 @@ func colnameOf(e expr) (string, int) {
 	case *kwExpr:
 		if e.fn == "NULLIF" {
 			return "nullif", 2
+		}
+	case *unsupported:
+		switch {
+		case e.window != nil:
+			return e.window.f.name[len(e.window.f.name)-1], 2
+		case e.link != nil && e.link.name != "":
+			return e.link.name, 2
 		}
 	}
 	return "", 0

@@ -25,9 +25,15 @@
 // Nested plan, whose outer statement is the parser's deparse of the
 // client's tree with those subqueries cut out (parse.go, outerText).
 // starjoin.go plans a join of a rollup's table to a dimension table, and
-// grouping sets, as a Nested plan too: the table aggregated from the
-// rollup per value of the columns the rest reads, merged sketches and
-// all, which PostgreSQL joins and regroups (hll_union_agg).
+// grouping sets, FILTER, window functions over the groups and subquery
+// expressions (x IN (SELECT ...), EXISTS, scalar subqueries) that read
+// the table's dimensions, as a Nested plan too: the table aggregated from
+// the rollup per value of the columns the rest reads, merged sketches and
+// all, which PostgreSQL joins and regroups (hll_union_agg), evaluating
+// windows and subqueries as written. The AST keeps those two constructs as
+// unsupported nodes that carry what the regrouping prints (a window's
+// parts; a subquery's deparsed text and what it reads of the statement
+// around it), so that every other planner still refuses them.
 //
 // The plan types (package plan, beside this one) are plain data the
 // executor imports without linking the SQL parser. A Plan carries SQL text

@@ -220,8 +220,9 @@ func testCatalog() *catalog.Snapshot {
 				part(catalog.Max, "revenue", "numeric(12,2)"), part(catalog.Count, "revenue", "bigint"),
 				part(catalog.Sum, "quantity", "integer"), theta("user_id", "bigint"), theta("session_id", "uuid"),
 				topk("user_id", "bigint"), topk("session_id", "uuid")},
-			NotNull:   []string{"user_id", "session_id", "created_at"},
-			Watermark: wm, Version: 7, Rows: 54000,
+			NotNull:       []string{"user_id", "session_id", "created_at"},
+			SourceColumns: []string{"id", "created_at", "user_id", "session_id", "country", "device", "app_version", "revenue", "quantity"},
+			Watermark:     wm, Version: 7, Rows: 54000,
 			Levels: []catalog.Level{
 				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_month"}},
 				{Grain: catalog.Week, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_week"}},
@@ -234,6 +235,7 @@ func testCatalog() *catalog.Snapshot {
 			Dimensions: []catalog.Dimension{{Column: "country", Type: "text"}},
 			Measures:   []catalog.Measure{rows, hll("user_id", "bigint")},
 			Watermark:  wm.Add(5 * time.Hour), LateWindow: 3 * time.Hour, Version: 12, Rows: 1200000,
+			SourceColumns: []string{"id", "created_at", "user_id", "session_id", "country", "device", "app_version", "revenue", "quantity"},
 		},
 		{
 			Name: "visits_daily", Source: catalog.Table{Schema: "public", Name: "visits"},

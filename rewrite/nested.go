@@ -238,15 +238,30 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 		}
 		return nil, "no subquery answered: " + reasons[0]
 	}
-	outer, err := p.outerText(subs)
+	text, err := p.outerText(subs)
 	if err != nil {
 		return nil, "the statement around its subqueries cannot be printed: " + err.Error()
 	}
-	pl := &Plan{Kind: Nested, Outer: outer, OuterParams: paramsIn(strings.Join(outer, " ")),
-		Source: arms[0].Source}
+	// A subquery answered as a star join is its own statement around its
+	// arm: it stands in the subquery's place.
+	outer := []string{text[0]}
+	pl := &Plan{Kind: Nested, Source: arms[0].Source}
+	for i, a := range arms {
+		around, inner := []string{"", ""}, []*Plan{a.Plan}
+		if a.Kind == Nested {
+			// Parenthesized, as a set operation's arm with ORDER BY must be.
+			around, inner = slices.Clone(a.Outer), a.Arms
+			around[0] = "(" + around[0]
+			around[len(around)-1] += ")"
+		}
+		outer[len(outer)-1] += around[0]
+		outer = append(outer, around[1:]...)
+		outer[len(outer)-1] += text[i+1]
+		pl.Arms = append(pl.Arms, inner...)
+	}
+	pl.Outer, pl.OuterParams = outer, paramsIn(strings.Join(outer, " "))
 	var rollups, guards, notices []string
 	for i, a := range arms {
-		pl.Arms = append(pl.Arms, a.Plan)
 		if !slices.Contains(rollups, a.Rollup) {
 			rollups = append(rollups, a.Rollup)
 		}
@@ -270,12 +285,20 @@ const noSubquery = "no subquery"
 // planArm plans subquery c on its own: a FromRollup plan, or why not.
 func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session) (*built, string) {
 	readsCTE := func() string {
-		for _, f := range c.from {
-			if f.name != "" && f.schema == "" && slices.Contains(ctes, f.name) {
-				return "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+		var why string
+		var read func(f fromItem)
+		read = func(f fromItem) {
+			if f.name != "" && f.schema == "" && slices.Contains(ctes, f.name) && why == "" {
+				why = "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+			}
+			for _, j := range f.joined {
+				read(j)
 			}
 		}
-		return ""
+		for _, f := range c.from {
+			read(f)
+		}
+		return why
 	}
 	if why := readsCTE(); why != "" {
 		return nil, why
@@ -288,10 +311,19 @@ func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session)
 		}
 		b, why = planSelect(c, snap, sess)
 	}
+	if b == nil || b.Kind == Substitute {
+		// A join, grouping sets, FILTER, windows: the subquery as a star
+		// join, its own statement around its one arm.
+		if sb, sjWhy := planStarJoin(c, snap, sess); sb != nil {
+			b = sb
+		} else if sjWhy != notAJoin {
+			why += "; as a join: " + sjWhy
+		}
+	}
 	switch {
 	case b == nil:
 		return nil, why
-	case b.Kind != FromRollup:
+	case b.Kind != FromRollup && b.Kind != Nested:
 		return nil, "a subquery's APPROX_COUNT_DISTINCT has no rollup"
 	}
 	return b, ""

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // parseHook, when set (by tests), sees every text handed to the parser.
@@ -266,25 +269,10 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		out.having = conv(h)
 	}
 	for _, o := range s.GetSortClause() {
-		sb := o.GetSortBy()
-		if sb == nil {
+		it, ok := convSortBy(o)
+		if !ok {
 			out.unsupported = "an unexpected ORDER BY item"
 			return out
-		}
-		it := sortItem{e: conv(sb.GetNode())}
-		switch sb.GetSortbyDir() {
-		case pg.SortByDir_SORTBY_ASC:
-			it.dir = "ASC"
-		case pg.SortByDir_SORTBY_DESC:
-			it.dir = "DESC"
-		case pg.SortByDir_SORTBY_USING:
-			it.dir = "USING"
-		}
-		switch sb.GetSortbyNulls() {
-		case pg.SortByNulls_SORTBY_NULLS_FIRST:
-			it.nulls = "NULLS FIRST"
-		case pg.SortByNulls_SORTBY_NULLS_LAST:
-			it.nulls = "NULLS LAST"
 		}
 		out.orderBy = append(out.orderBy, it)
 	}
@@ -295,6 +283,30 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		out.offset = conv(o)
 	}
 	return out
+}
+
+// convSortBy converts one ORDER BY item.
+func convSortBy(o *pg.Node) (sortItem, bool) {
+	sb := o.GetSortBy()
+	if sb == nil {
+		return sortItem{}, false
+	}
+	it := sortItem{e: conv(sb.GetNode())}
+	switch sb.GetSortbyDir() {
+	case pg.SortByDir_SORTBY_ASC:
+		it.dir = "ASC"
+	case pg.SortByDir_SORTBY_DESC:
+		it.dir = "DESC"
+	case pg.SortByDir_SORTBY_USING:
+		it.dir = "USING"
+	}
+	switch sb.GetSortbyNulls() {
+	case pg.SortByNulls_SORTBY_NULLS_FIRST:
+		it.nulls = "NULLS FIRST"
+	case pg.SortByNulls_SORTBY_NULLS_LAST:
+		it.nulls = "NULLS LAST"
+	}
+	return it, true
 }
 
 func isStarRef(cr *pg.ColumnRef) bool {
@@ -419,7 +431,7 @@ func conv(n *pg.Node) expr {
 		}
 		switch {
 		case f.GetOver() != nil:
-			return &unsupported{what: "a window function", fn: fn}
+			return &unsupported{what: "a window function", fn: fn, window: convWindow(f, name, ok)}
 		case len(f.GetAggOrder()) > 0:
 			return &unsupported{what: "an ordered aggregate", fn: fn}
 		case f.GetAggWithinGroup():
@@ -524,6 +536,7 @@ func conv(n *pg.Node) expr {
 		case sl.GetSubLinkType() == pg.SubLinkType_ANY_SUBLINK && sl.GetTestexpr() != nil && isEquals(sl.GetOperName()):
 			u.sub = &subquery{test: conv(sl.GetTestexpr()), sel: convSelect(sel)}
 		}
+		u.link = convSubLink(sl)
 		return u
 	case *pg.Node_RowExpr:
 		return &unsupported{what: "a row constructor"}
@@ -841,4 +854,204 @@ func convGroupingSet(gs *pg.GroupingSet) expr {
 		out.items = append(out.items, conv(n))
 	}
 	return out
+}
+
+// convWindow converts a window function call, or returns nil for one the
+// regrouping planner cannot print (a named window, an ordered or
+// VARIADIC call, DISTINCT).
+func convWindow(f *pg.FuncCall, name []string, named bool) *window {
+	w := f.GetOver()
+	if !named || len(name) == 0 || w.GetName() != "" || w.GetRefname() != "" || len(f.GetAggOrder()) > 0 ||
+		f.GetAggWithinGroup() || f.GetFuncVariadic() || f.GetAggDistinct() {
+		return nil
+	}
+	call := &funcCall{name: name, args: convList(f.GetArgs()), star: f.GetAggStar()}
+	if af := f.GetAggFilter(); af != nil {
+		call.filter = conv(af)
+	}
+	out := &window{f: call, partition: convList(w.GetPartitionClause()), frame: w.GetFrameOptions()}
+	for _, o := range w.GetOrderClause() {
+		it, ok := convSortBy(o)
+		if !ok || it.dir == "USING" {
+			return nil
+		}
+		out.order = append(out.order, it)
+	}
+	if n := w.GetStartOffset(); n != nil {
+		out.start = conv(n)
+	}
+	if n := w.GetEndOffset(); n != nil {
+		out.end = conv(n)
+	}
+	return out
+}
+
+// convSubLink reads a subquery expression for the regrouping planner: its
+// text as the parser deparses it, and what it reads of the statement
+// around it. It returns nil for one the planner cannot print.
+func convSubLink(sl *pg.SubLink) *subLink {
+	sel := sl.GetSubselect().GetSelectStmt()
+	if sel == nil {
+		return nil
+	}
+	l := &subLink{}
+	switch sl.GetSubLinkType() {
+	case pg.SubLinkType_EXISTS_SUBLINK:
+		l.kind, l.name = "EXISTS", "exists"
+	case pg.SubLinkType_ANY_SUBLINK, pg.SubLinkType_ALL_SUBLINK:
+		op, ok := strs(sl.GetOperName())
+		switch {
+		case !ok || len(op) > 1 || sl.GetTestexpr() == nil:
+			return nil
+		case len(op) == 0:
+			op = []string{"="} // x IN (SELECT ...)
+		}
+		l.kind, l.op, l.test = "ANY", op[0], conv(sl.GetTestexpr())
+		if sl.GetSubLinkType() == pg.SubLinkType_ALL_SUBLINK {
+			l.kind = "ALL"
+		}
+	case pg.SubLinkType_EXPR_SUBLINK:
+		l.kind = "EXPR"
+		// PostgreSQL names it after the subquery's one output column.
+		if ts := sel.GetTargetList(); len(ts) > 0 {
+			if rt := ts[0].GetResTarget(); rt != nil {
+				if l.name = rt.GetName(); l.name == "" {
+					if n, strength := colnameOf(conv(rt.GetVal())); strength == 2 {
+						l.name = n
+					}
+				}
+			}
+		}
+	case pg.SubLinkType_ARRAY_SUBLINK:
+		l.kind, l.name = "ARRAY", "array"
+	default:
+		return nil
+	}
+	text, err := pg.Deparse(&pg.ParseResult{Version: treeVersion(), Stmts: []*pg.RawStmt{{Stmt: sl.GetSubselect()}}})
+	if err != nil {
+		return nil
+	}
+	l.text = text
+	readSubquery(sl.GetSubselect().ProtoReflect(), l)
+	return l
+}
+
+// readSubquery fills l's locals, free references, aggregates' free
+// references, functions and other constructs from the subquery's tree.
+func readSubquery(sub protoreflect.Message, l *subLink) {
+	l.locals = map[string]bool{}
+	eachMessage(sub, func(m proto.Message) bool {
+		switch n := m.(type) {
+		case *pg.RangeVar:
+			if a := n.GetAlias(); a != nil {
+				l.locals[a.GetAliasname()] = true
+			} else {
+				l.locals[n.GetRelname()] = true
+			}
+		case *pg.RangeSubselect:
+			l.locals[n.GetAlias().GetAliasname()] = true
+		case *pg.RangeFunction:
+			l.locals[n.GetAlias().GetAliasname()] = true
+		case *pg.JoinExpr:
+			l.locals[n.GetAlias().GetAliasname()] = true
+		case *pg.CommonTableExpr:
+			l.locals[n.GetCtename()] = true
+		}
+		return true
+	})
+	delete(l.locals, "")
+	// free lists the column references below m that no local name
+	// qualifies.
+	free := func(m protoreflect.Message) [][]string {
+		var out [][]string
+		eachMessage(m, func(m proto.Message) bool {
+			cr, ok := m.(*pg.ColumnRef)
+			if !ok {
+				return true
+			}
+			var parts []string
+			for _, f := range cr.GetFields() {
+				switch {
+				case f.GetString_() != nil:
+					parts = append(parts, f.GetString_().GetSval())
+				case f.GetAStar() != nil:
+					parts = append(parts, "*")
+				default:
+					parts = append(parts, "")
+				}
+			}
+			switch {
+			case len(parts) == 1 && parts[0] == "*":
+				// The subquery's own FROM items' columns.
+			case len(parts) >= 2 && l.locals[parts[len(parts)-2]]:
+			default:
+				out = append(out, parts)
+			}
+			return false
+		})
+		return out
+	}
+	l.free = free(sub)
+	eachMessage(sub, func(m proto.Message) bool {
+		switch n := m.(type) {
+		case *pg.FuncCall:
+			name, ok := strs(n.GetFuncname())
+			if !ok {
+				l.other = "an unusual function name"
+				return false
+			}
+			l.funcs = append(l.funcs, name)
+			if n.GetOver() == nil {
+				// Any call but a scalar function's may be an aggregate;
+				// one over columns of the outer statement is its
+				// aggregate, not the subquery's.
+				if b := (&funcCall{name: name}); !scalarCall(b) {
+					l.aggFree = append(l.aggFree, free(n.ProtoReflect())...)
+				}
+			}
+		case *pg.GroupingFunc:
+			l.other = "GROUPING() inside a subquery"
+		case *pg.SelectStmt:
+			if len(n.GetLockingClause()) > 0 {
+				l.other = "a subquery that locks rows"
+			}
+			if n.GetIntoClause() != nil {
+				l.other = "SELECT INTO inside a subquery"
+			}
+		case *pg.InsertStmt, *pg.UpdateStmt, *pg.DeleteStmt, *pg.MergeStmt:
+			l.other = "a data-modifying statement inside a subquery"
+		}
+		return true
+	})
+}
+
+// treeVersion is the version the parser stamps on its trees, which the
+// deparser requires of a tree it is given.
+var treeVersion = sync.OnceValue(func() int32 {
+	t, err := pg.Parse("SELECT")
+	if err != nil {
+		return 0
+	}
+	return t.GetVersion()
+})
+
+// eachMessage calls f on m and, while f returns true, on every message
+// below it, depth first.
+func eachMessage(m protoreflect.Message, f func(proto.Message) bool) {
+	if !m.IsValid() || !f(m.Interface()) {
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsMap():
+		case fd.IsList() && fd.Message() != nil:
+			list := v.List()
+			for i := 0; i < list.Len(); i++ {
+				eachMessage(list.Get(i).Message(), f)
+			}
+		case fd.Message() != nil:
+			eachMessage(v.Message(), f)
+		}
+		return true
+	})
 }

@@ -140,3 +140,10 @@ type keyInfo struct {
 	canon string
 	name  string
 }
+
+// scalarCall reports whether f calls a built-in scalar function the
+// rewriter knows to be immutable or stable.
+func scalarCall(f *funcCall) bool {
+	name, builtin := f.builtin()
+	return builtin && scalarFuncs[name] && classifyAgg(f) == notAgg
+}

@@ -57,17 +57,18 @@ func TestPlanRecords(t *testing.T) {
 // APPROX_COUNT_DISTINCT to PostgreSQL says so.
 func TestApproxUnanswered(t *testing.T) {
 	for sql, want := range map[string]bool{
-		"SELECT approx_count_distinct(user_id) FILTER (WHERE country = 'DE') FROM events":         false,
-		"SELECT approx_count_distinct(user_id) FILTER (WHERE user_id > 5) FROM events":            true,
-		"SELECT APPROX_COUNT_DISTINCT(user_id) OVER () FROM events":                               true,
-		"SELECT (SELECT approx_count_distinct(user_id) FROM events)":                              true,
-		"WITH x AS (SELECT approx_count_distinct(user_id) AS n FROM users) SELECT n FROM x":       true,
-		"WITH x AS (SELECT approx_count_distinct(user_id) AS n FROM events) SELECT n FROM x":      false,
-		"SELECT count(DISTINCT user_id) FILTER (WHERE country = 'DE') FROM events":                false,
-		"SELECT approx_count_distinct(user_id) FROM events":                                       false,
-		"SELECT approx_count_distinct(user_id) FROM events JOIN users USING (user_id)":            true,
-		"SELECT count(DISTINCT user_id) FROM events WHERE country = 'DE' LIMIT (SELECT 1)":        false,
-		"SELECT approx_count_distinct(user_id) FROM events WHERE country = 'DE' LIMIT (SELECT 1)": true,
+		"SELECT approx_count_distinct(user_id) FILTER (WHERE country = 'DE') FROM events":                             false,
+		"SELECT approx_count_distinct(user_id) FILTER (WHERE user_id > 5) FROM events":                                true,
+		"SELECT APPROX_COUNT_DISTINCT(user_id) OVER () FROM events":                                                   true,
+		"SELECT (SELECT approx_count_distinct(user_id) FROM events)":                                                  true,
+		"WITH x AS (SELECT approx_count_distinct(user_id) AS n FROM users) SELECT n FROM x":                           true,
+		"WITH x AS (SELECT approx_count_distinct(user_id) AS n FROM events) SELECT n FROM x":                          false,
+		"SELECT count(DISTINCT user_id) FILTER (WHERE country = 'DE') FROM events":                                    false,
+		"SELECT approx_count_distinct(user_id) FROM events":                                                           false,
+		"SELECT approx_count_distinct(user_id) FROM events JOIN users USING (user_id)":                                true,
+		"SELECT count(DISTINCT user_id) FROM events WHERE country = 'DE' LIMIT (SELECT 1)":                            false,
+		"SELECT approx_count_distinct(user_id) FROM events WHERE country = 'DE' LIMIT (SELECT 1)":                     false,
+		"SELECT approx_count_distinct(user_id) FROM events e WHERE EXISTS (SELECT FROM vip v WHERE v.id = e.user_id)": true,
 	} {
 		r := Rewrite(sql, testCatalog(), Session{TimeZone: "UTC", Approx: true})
 		if r.ApproxUnanswered != want {

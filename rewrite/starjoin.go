@@ -114,7 +114,11 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	}
 	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
 	before, after, _ := strings.Cut(text, armMarker(0))
-	b.Notice += ", its sketches per " + strings.Join(append(slices.Clone(sj.keys), sj.exprKeys...), ", ") + united
+	if per := strings.Join(append(slices.Clone(sj.keys), sj.exprKeys...), ", "); per != "" {
+		b.Notice += ", its sketches per " + per + united
+	} else {
+		b.Notice += ", its sketches" + strings.Replace(united, " per group", "", 1)
+	}
 	pl := &Plan{Kind: Nested, Outer: []string{before, after}, Arms: []*Plan{b.Plan}, Rollup: b.Rollup, Source: b.Source,
 		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}
 	pl.OuterParams = paramsIn(before + " " + after)
@@ -155,6 +159,8 @@ type starJoin struct {
 	keys     []string
 	exprKeys []string
 	exprs    []expr
+	// factCols are the fact table's columns (as the catalog read them).
+	factCols []string
 }
 
 // exprKey is the arm's column of a key expression, or "".
@@ -178,9 +184,11 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	}
 	var items []fromItem
 	switch {
-	case len(s.from) == 1 && (s.unsupported == groupingSetsWhat || hasFilter(s)) && s.from[0].name != "":
-		// One table, grouped by grouping sets or aggregated with FILTER:
-		// its rows regrouped as a join's are, with no dimension table.
+	case len(s.from) == 1 && (s.unsupported == groupingSetsWhat || hasFilter(s) || hasRegrouped(s)) && s.from[0].name != "":
+		// One table, grouped by grouping sets, aggregated with FILTER,
+		// with window functions over its groups or subqueries reading its
+		// dimensions: its rows regrouped as a join's are, with no
+		// dimension table.
 		items = s.from
 	case len(s.from) == 1 && s.from[0].joinKind != "" && len(s.from[0].joined) == 2:
 		fi := s.from[0]
@@ -216,10 +224,11 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		return sj, why
 	}
 	if len(items) == 1 {
-		if _, r := resolveTable(items[0], snap, sess); len(r) == 0 {
+		_, r := resolveTable(items[0], snap, sess)
+		if len(r) == 0 {
 			return sj, "no rollup reads table " + refName(items[0])
 		}
-		sj.fact = items[0]
+		sj.fact, sj.factCols = items[0], r[0].SourceColumns
 	} else if refName(items[0]) == refName(items[1]) {
 		return sj, "both tables of the join have one name"
 	}
@@ -231,10 +240,10 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	switch {
 	case len(items) == 1:
 	case len(r0) > 0 && len(r1) == 0:
-		sj.fact, sj.dim = items[0], items[1]
+		sj.fact, sj.dim, sj.factCols = items[0], items[1], r0[0].SourceColumns
 	case len(r1) > 0 && len(r0) == 0 && sj.kind != "LEFT JOIN":
 		// Under LEFT JOIN the fact table must be the side kept whole.
-		sj.fact, sj.dim = items[1], items[0]
+		sj.fact, sj.dim, sj.factCols = items[1], items[0], r1[0].SourceColumns
 	default:
 		return sj, "no one table of the join is the fact table of a rollup (kept whole by a LEFT JOIN)"
 	}
@@ -286,8 +295,11 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 			}
 			switch x := x.(type) {
 			case *unsupported:
-				if bad == "" {
-					bad = "the statement uses " + x.what
+				switch why := sj.readRegrouped(x, keys, key); {
+				case why != "" && bad == "":
+					bad = why
+				case why == "":
+					return true // its expressions are read below it
 				}
 			case *funcCall:
 				if isAggregate(x) {
@@ -314,7 +326,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	}
 	for _, c := range conjuncts(s.where) {
 		fact, dim := refs(c, false)
-		if fact && !dim {
+		if fact && !dim && !hasRegrouped(&selectStmt{where: c}) {
 			sj.inner = append(sj.inner, c)
 		} else {
 			refs(c, true)
@@ -326,6 +338,11 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	}
 	for _, t := range s.targets {
 		refs(t.e, true)
+		if t.name == "" && figureColname(t.e) == "?column?" && hasRegrouped(&selectStmt{where: t.e}) && bad == "" {
+			// A subquery's column name PostgreSQL would figure from
+			// its select list: give it an alias.
+			bad = "a select-list subquery or window call without an alias whose name the rewriter cannot tell"
+		}
 	}
 	for _, g := range s.groupBy {
 		refs(g, true)
@@ -364,7 +381,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	if bad != "" {
 		return sj, bad
 	}
-	if len(keys) == 0 && len(sj.exprs) == 0 {
+	if len(keys) == 0 && len(sj.exprs) == 0 && sj.dim.name != "" {
 		return sj, "the join reads no column of the fact table"
 	}
 	for k := range keys {
@@ -470,4 +487,83 @@ func hasFilter(s *selectStmt) bool {
 		})
 	})
 	return found
+}
+
+// hasRegrouped reports whether s holds a window function call or a
+// subquery expression that only the regrouping reads.
+func hasRegrouped(s *selectStmt) bool {
+	found := false
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			if u, ok := x.(*unsupported); ok && (u.window != nil || u.link != nil) {
+				found = true
+			}
+			return !found
+		})
+	})
+	return found
+}
+
+// windowFuncs are the built-in window functions; built-in aggregates are
+// window functions too.
+var windowFuncs = map[string]bool{"row_number": true, "rank": true, "dense_rank": true, "percent_rank": true,
+	"cume_dist": true, "ntile": true, "lag": true, "lead": true, "first_value": true, "last_value": true, "nth_value": true}
+
+// readRegrouped checks a construct that PostgreSQL evaluates over the
+// arm's rows as written: a window function call over the groups, or a
+// subquery expression whose references to the fact table are to arm keys
+// (added to keys when key is set). It says why not, or "" when it may be.
+func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool) string {
+	switch {
+	case u.window != nil:
+		f := unfiltered(u.window.f)
+		name, builtin := f.builtin()
+		if !builtin || !windowFuncs[name] && (classifyAgg(f) == notAgg || f.isGrouping()) {
+			return "window function " + sqlOfName(f.name) + "() is not one the rewriter knows"
+		}
+		return ""
+	case u.link == nil:
+		return "the statement uses " + u.what
+	}
+	l := u.link
+	if l.other != "" {
+		return "the statement uses " + l.other
+	}
+	for _, n := range l.funcs {
+		if f := (&funcCall{name: n}); !scalarCall(f) && classifyAgg(f) == notAgg {
+			return "a subquery calls " + sqlOfName(n) + "(), not a function the rewriter knows to be an immutable or stable scalar function or an aggregate"
+		}
+	}
+	fact, dim := refName(sj.fact), refName(sj.dim)
+	for _, n := range []string{fact, dim} {
+		if n != "" && l.locals[n] {
+			return "a subquery names a table of its own " + catalog.QuoteIdent(n) + ", as the statement does"
+		}
+	}
+	for _, p := range l.aggFree {
+		if len(p) > 1 || len(sj.factCols) == 0 || slices.Contains(sj.factCols, p[0]) || sj.dim.name != "" {
+			// The aggregate may be the statement's, over the arm's rows.
+			return "an aggregate inside a subquery reads " + strings.Join(p, ".") + ", which may be a column of the statement's tables"
+		}
+	}
+	for _, p := range l.free {
+		col := p[len(p)-1]
+		switch {
+		case len(p) == 1 && len(sj.factCols) == 0:
+			return "a subquery reads " + col + ", and the catalog does not list the columns of " + refName(sj.fact)
+		case len(p) == 1 && !slices.Contains(sj.factCols, col):
+			// Not the fact table's: the subquery's own, or the
+			// dimension table's, the same around the arm.
+		case len(p) == 1, len(p) == 2 && p[0] == fact && col != "*":
+			// May be the fact table's, or is: the arm's key of that name
+			// stands for it.
+			if key {
+				keys[col] = true
+			}
+		case len(p) == 2 && sj.dim.name != "" && p[0] == dim:
+		default:
+			return "a subquery refers to " + strings.Join(p, ".") + " outside it"
+		}
+	}
+	return ""
 }

@@ -100,6 +100,11 @@ func rolledUpEvents(t *testing.T, rows int64, days int, tailFrom, shift string) 
 		('SE', 'Sweden', 'Europe'), ('IN', 'India', 'Asia'), ('JP', 'Japan', 'Asia'), ('KR', 'South Korea', 'Asia'),
 		('AU', 'Australia', 'Oceania'), ('NG', 'Nigeria', 'Africa'), ('ZA', 'South Africa', 'Africa'),
 		('NZ', 'New Zealand', 'Oceania')`)
+	// A dimension table without a key: joined on code, a country with two
+	// tags counts its rows twice, as PostgreSQL does.
+	mustExec(t, conn, `CREATE TABLE country_tags (code text, tag text)`)
+	mustExec(t, conn, `INSERT INTO country_tags VALUES ('DE', 'g7'), ('DE', 'eurozone'), ('FR', 'g7'), ('FR', 'eurozone'),
+		('IT', 'g7'), ('IT', 'eurozone'), ('US', 'g7'), ('GB', 'g7'), ('JP', 'g7'), ('CA', 'g7'), ('ES', 'eurozone'), ('NL', 'eurozone')`)
 	return db, conn
 }
 
