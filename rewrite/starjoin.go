@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
 )
@@ -66,6 +67,9 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	hook = func(e expr) (string, bool) {
 		if k := sj.exprKey(e); k != "" {
 			return q + k, true
+		}
+		if c, ok := e.(*colRef); ok && sj.timeRefs[c] {
+			return q + sj.timeKey, true
 		}
 		if c, ok := e.(*colRef); ok && sj.side(c) == "fact" {
 			// The arm's column of that name, by the arm's alias.
@@ -161,6 +165,15 @@ type starJoin struct {
 	exprs    []expr
 	// factCols are the fact table's columns (as the catalog read them).
 	factCols []string
+	// rollup is one rollup over the fact table: its time column and
+	// grain are those of every rollup over it that answers the arm's
+	// bucket key (the planner checks).
+	rollup *catalog.Rollup
+	// timeRefs are the references to the time column in FILTER
+	// conditions that compare it with a bucket boundary, and timeKey
+	// the bucket key that stands for them over the arm's rows.
+	timeRefs map[*colRef]bool
+	timeKey  string
 }
 
 // exprKey is the arm's column of a key expression, or "".
@@ -228,7 +241,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		if len(r) == 0 {
 			return sj, "no rollup reads table " + refName(items[0])
 		}
-		sj.fact, sj.factCols = items[0], r[0].SourceColumns
+		sj.fact, sj.factCols, sj.rollup = items[0], r[0].SourceColumns, r[0]
 	} else if refName(items[0]) == refName(items[1]) {
 		return sj, "both tables of the join have one name"
 	}
@@ -240,10 +253,10 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	switch {
 	case len(items) == 1:
 	case len(r0) > 0 && len(r1) == 0:
-		sj.fact, sj.dim, sj.factCols = items[0], items[1], r0[0].SourceColumns
+		sj.fact, sj.dim, sj.factCols, sj.rollup = items[0], items[1], r0[0].SourceColumns, r0[0]
 	case len(r1) > 0 && len(r0) == 0 && sj.kind != "LEFT JOIN":
 		// Under LEFT JOIN the fact table must be the side kept whole.
-		sj.fact, sj.dim, sj.factCols = items[1], items[0], r1[0].SourceColumns
+		sj.fact, sj.dim, sj.factCols, sj.rollup = items[1], items[0], r1[0].SourceColumns, r1[0]
 	default:
 		return sj, "no one table of the join is the fact table of a rollup (kept whole by a LEFT JOIN)"
 	}
@@ -285,6 +298,9 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 			sj.exprs = append(sj.exprs, g)
 		}
 	}
+	if r := sj.rollup; r != nil {
+		sj.bucketFilters(s, r, sameZone(sess.TimeZone, "UTC"))
+	}
 	// refs reads e outside aggregates: fact columns become keys; reports
 	// whether e reads the fact table, the dimension table.
 	refs := func(e expr, key bool) (fact, dim bool) {
@@ -306,6 +322,10 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 					return false
 				}
 			case *colRef:
+				if sj.timeRefs[x] {
+					fact = true // the bucket key stands for it
+					return false
+				}
 				switch side(x) {
 				case "fact":
 					fact = true
@@ -566,4 +586,98 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 		}
 	}
 	return ""
+}
+
+// bucketFilters finds, in the FILTER conditions of s's aggregates, the
+// comparisons time >= C and time < C of the fact table's time column with
+// a literal C that starts a bucket of r's grain (at midnight, or an hour,
+// a Monday, a first of the month, in the session's time zone, or in UTC
+// when that is the session's): over a
+// row's bucket start b, time >= C is b >= C and time < C is b < C. For
+// those, the bucket date_trunc(grain, time) becomes a key of the arm, and
+// PostgreSQL compares it instead (the arm's planner refuses the key
+// unless the session's time zone cuts the rollup's buckets).
+func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, utc bool) {
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			f, ok := x.(*funcCall)
+			if !ok || !isAggregate(f) || f.filter == nil {
+				return true
+			}
+			walk(f.filter, func(y expr) bool {
+				o, ok := y.(*opExpr)
+				if !ok || o.schema != "" || o.op != ">=" && o.op != "<" {
+					return true
+				}
+				if c, ok := o.l.(*colRef); ok && sj.side(c) == "fact" && c.parts[len(c.parts)-1] == r.TimeColumn && bucketStart(o.r, r.Grain, utc) {
+					if sj.timeRefs == nil {
+						sj.timeRefs = map[*colRef]bool{}
+					}
+					sj.timeRefs[c] = true
+				}
+				return true
+			})
+			return false
+		})
+	})
+	if len(sj.timeRefs) == 0 {
+		return
+	}
+	key := &funcCall{name: []string{"date_trunc"}, args: []expr{&constExpr{kind: "str", val: string(r.Grain)}, &colRef{parts: []string{r.TimeColumn}}}}
+	if sj.exprKey(key) == "" {
+		sj.exprKeys = append(sj.exprKeys, sqlOf(key, nil))
+		sj.exprs = append(sj.exprs, key)
+	}
+	sj.timeKey = sj.exprKey(key)
+}
+
+// bucketStart reports whether e is a literal time (a string, or one cast
+// to date, timestamp or timestamptz) that starts a bucket of grain g: one
+// without a zone, or with UTC's when utc (the session's zone is UTC).
+func bucketStart(e expr, g catalog.Grain, utc bool) bool {
+	if c, ok := e.(*castExpr); ok {
+		switch c.typ.names[len(c.typ.names)-1] {
+		case "date", "timestamp", "timestamptz":
+		default:
+			return false
+		}
+		if len(c.typ.mods) > 0 || c.typ.array > 0 {
+			return false
+		}
+		e = c.arg
+	}
+	c, ok := e.(*constExpr)
+	if !ok || c.kind != "str" {
+		return false
+	}
+	v := strings.TrimSpace(c.val)
+	if utc {
+		for _, z := range []string{"Z", "z", "+00:00", "+0000", "+00"} {
+			if cut, ok := strings.CutSuffix(v, z); ok {
+				v = strings.TrimSpace(cut)
+				break
+			}
+		}
+	}
+	var t time.Time
+	var err error
+	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04:05"} {
+		if t, err = time.Parse(layout, v); err == nil {
+			break
+		}
+	}
+	if err != nil || t.Minute() != 0 || t.Second() != 0 || t.Nanosecond() != 0 {
+		return false
+	}
+	switch g {
+	case catalog.Hour:
+		return true
+	case catalog.Day:
+		return t.Hour() == 0
+	case catalog.Week:
+		return t.Hour() == 0 && t.Weekday() == time.Monday
+	case catalog.Month:
+		return t.Hour() == 0 && t.Day() == 1
+	}
+	return false
 }
