@@ -91,7 +91,13 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 		switch classifyAgg(unfiltered(f)) {
 		case countDistinct, approxCountDistinct:
 			return "CAST(COALESCE(" + hs + "hll_cardinality(" + hs + "hll_union_agg(CAST(" + col + " AS " + hs + "hll))" + filter + "), 0) AS bigint)", true
-		case countRows, countValues:
+		case countRows:
+			if sj.dimKept {
+				// A dimension row without facts is one joined row.
+				col = "COALESCE(" + col + ", 1)"
+			}
+			return "CAST(COALESCE(sum(" + col + ")" + filter + ", 0) AS bigint)", true
+		case countValues:
 			return "CAST(COALESCE(sum(" + col + ")" + filter + ", 0) AS bigint)", true
 		case sumOf:
 			return "CAST(sum(" + col + ")" + filter + " AS " + aggType(b, unfiltered(f)) + ")", true
@@ -109,6 +115,8 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 		united = " united per group by PostgreSQL"
 	case sj.kind == "":
 		from += ", " + fromSQL(sj.dim)
+	case sj.dimKept:
+		from = fromSQL(sj.dim) + " LEFT JOIN " + from + " ON " + sqlOf(sj.on, hook)
 	default:
 		from += " " + sj.kind + " " + fromSQL(sj.dim) + " ON " + sqlOf(sj.on, hook)
 	}
@@ -153,6 +161,8 @@ func aggType(b *built, f *funcCall) string {
 type starJoin struct {
 	fact, dim fromItem
 	kind      string // "JOIN", "LEFT JOIN", or "" for a comma join
+	// dimKept: the join is dimension LEFT JOIN fact.
+	dimKept bool
 	on        expr
 	// inner are the WHERE conjuncts on fact columns only (the arm's),
 	// outer the others.
@@ -254,11 +264,13 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	case len(items) == 1:
 	case len(r0) > 0 && len(r1) == 0:
 		sj.fact, sj.dim, sj.factCols, sj.rollup = items[0], items[1], r0[0].SourceColumns, r0[0]
-	case len(r1) > 0 && len(r0) == 0 && sj.kind != "LEFT JOIN":
-		// Under LEFT JOIN the fact table must be the side kept whole.
+	case len(r1) > 0 && len(r0) == 0:
 		sj.fact, sj.dim, sj.factCols, sj.rollup = items[1], items[0], r1[0].SourceColumns, r1[0]
+		// dimension LEFT JOIN fact: every dimension row stays, once
+		// with no fact when none matches.
+		sj.dimKept = sj.kind == "LEFT JOIN"
 	default:
-		return sj, "no one table of the join is the fact table of a rollup (kept whole by a LEFT JOIN)"
+		return sj, "no one table of the join is the fact table of a rollup"
 	}
 	// Every column reference names its table.
 	bad := ""
@@ -344,17 +356,34 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		})
 		return fact, dim
 	}
-	for _, c := range conjuncts(s.where) {
+	// Conditions on fact columns alone filter the fact rows before the
+	// join, in the arm: the WHERE clause's, or under a LEFT JOIN that
+	// keeps the dimension table the ON clause's (its WHERE clause drops
+	// the rows a filter on facts would leave without facts).
+	pushed, kept := s.where, sj.on
+	if sj.dimKept {
+		pushed, kept = sj.on, s.where
+	}
+	var left []expr
+	for _, c := range conjuncts(pushed) {
 		fact, dim := refs(c, false)
 		if fact && !dim && !hasRegrouped(&selectStmt{where: c}) {
 			sj.inner = append(sj.inner, c)
 		} else {
 			refs(c, true)
-			sj.outer = append(sj.outer, c)
+			left = append(left, c)
 		}
 	}
-	if sj.on != nil {
-		refs(sj.on, true)
+	for _, c := range conjuncts(kept) {
+		refs(c, true)
+	}
+	if sj.dimKept {
+		sj.on, sj.outer = andOf(left), conjuncts(kept)
+		if sj.on == nil {
+			sj.on = &constExpr{kind: "bool", val: "true"}
+		}
+	} else {
+		sj.outer = left
 	}
 	for _, t := range s.targets {
 		refs(t.e, true)
