@@ -163,7 +163,7 @@ type starJoin struct {
 	kind      string // "JOIN", "LEFT JOIN", or "" for a comma join
 	// dimKept: the join is dimension LEFT JOIN fact.
 	dimKept bool
-	on        expr
+	on      expr
 	// inner are the WHERE conjuncts on fact columns only (the arm's),
 	// outer the others.
 	inner, outer []expr
