@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,14 +112,21 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	from := armMarker(0) + " AS " + catalog.QuoteIdent(refName(sj.fact))
 	united := " united across the join by PostgreSQL"
 	switch {
-	case sj.dim.name == "":
+	case len(sj.dims) == 0:
 		united = " united per group by PostgreSQL"
+	case len(sj.dims) > 1:
+		// The join tree as written, the fact table's leaf the arm.
+		var items []string
+		for _, fi := range s.from {
+			items = append(items, sj.fromTree(fi, from, hook, true))
+		}
+		from = strings.Join(items, ", ")
 	case sj.kind == "":
-		from += ", " + fromSQL(sj.dim)
+		from += ", " + fromSQL(sj.dims[0])
 	case sj.dimKept:
-		from = fromSQL(sj.dim) + " LEFT JOIN " + from + " ON " + sqlOf(sj.on, hook)
+		from = fromSQL(sj.dims[0]) + " LEFT JOIN " + from + " ON " + sqlOf(sj.on, hook)
 	default:
-		from += " " + sj.kind + " " + fromSQL(sj.dim) + " ON " + sqlOf(sj.on, hook)
+		from += " " + sj.kind + " " + fromSQL(sj.dims[0]) + " ON " + sqlOf(sj.on, hook)
 	}
 	var where []string
 	for _, c := range sj.outer {
@@ -159,10 +167,17 @@ func aggType(b *built, f *funcCall) string {
 
 // starJoin is a statement read as a star join.
 type starJoin struct {
-	fact, dim fromItem
-	kind      string // "JOIN", "LEFT JOIN", or "" for a comma join
+	fact fromItem
+	// dims are the other tables of the join: one, or more when the join
+	// tree is printed as written around the arm.
+	dims []fromItem
+	// kind and on are the join's of two tables: "JOIN", "LEFT JOIN", or
+	// "" for a comma join.
+	kind string
 	// dimKept: the join is dimension LEFT JOIN fact.
 	dimKept bool
+	// ons are the ON conditions of a join of three tables or more.
+	ons []expr
 	on      expr
 	// inner are the WHERE conjuncts on fact columns only (the arm's),
 	// outer the others.
@@ -217,14 +232,23 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		fi := s.from[0]
 		sj.kind, sj.on = fi.joinKind, fi.joinOn
 		items = fi.joined
-	case len(s.from) == 2:
+	case len(s.from) >= 2:
 		items = s.from
 	default:
 		return sj, notAJoin
 	}
+	if len(items) > 2 || len(items[0].joined) > 0 || len(items) == 2 && len(items[1].joined) > 0 {
+		// Three tables or more: the leaves of the join tree, and its ON
+		// conditions.
+		var ok bool
+		if items, sj.ons, ok = joinLeaves(s.from); !ok {
+			return sj, notAJoin
+		}
+		sj.kind, sj.on = "", nil
+	}
 	for _, it := range items {
 		if it.name == "" || it.unsupported != "" || it.only {
-			return sj, "a join of other than two plain tables"
+			return sj, "a join of other than " + map[bool]string{true: "two ", false: ""}[len(items) == 2] + "plain tables"
 		}
 	}
 	for _, t := range s.targets {
@@ -243,8 +267,10 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	if why := unknownFunctions(s); why != "" {
 		return sj, why
 	}
-	if why := unknownFunctions(&selectStmt{where: sj.on}); why != "" {
-		return sj, why
+	for _, on := range append([]expr{sj.on}, sj.ons...) {
+		if why := unknownFunctions(&selectStmt{where: on}); why != "" {
+			return sj, why
+		}
 	}
 	if len(items) == 1 {
 		_, r := resolveTable(items[0], snap, sess)
@@ -255,17 +281,22 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	} else if refName(items[0]) == refName(items[1]) {
 		return sj, "both tables of the join have one name"
 	}
+	if len(items) > 2 {
+		if why := sj.readLeaves(s, items, snap, sess); why != "" {
+			return sj, why
+		}
+	}
 	var r0, r1 []*catalog.Rollup
 	if len(items) == 2 {
 		_, r0 = resolveTable(items[0], snap, sess)
 		_, r1 = resolveTable(items[1], snap, sess)
 	}
 	switch {
-	case len(items) == 1:
+	case len(items) != 2:
 	case len(r0) > 0 && len(r1) == 0:
-		sj.fact, sj.dim, sj.factCols, sj.rollup = items[0], items[1], r0[0].SourceColumns, r0[0]
+		sj.fact, sj.dims, sj.factCols, sj.rollup = items[0], items[1:2], r0[0].SourceColumns, r0[0]
 	case len(r1) > 0 && len(r0) == 0:
-		sj.fact, sj.dim, sj.factCols, sj.rollup = items[1], items[0], r1[0].SourceColumns, r1[0]
+		sj.fact, sj.dims, sj.factCols, sj.rollup = items[1], items[0:1], r1[0].SourceColumns, r1[0]
 		// dimension LEFT JOIN fact: every dimension row stays, once
 		// with no fact when none matches.
 		sj.dimKept = sj.kind == "LEFT JOIN"
@@ -377,6 +408,9 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	for _, c := range conjuncts(kept) {
 		refs(c, true)
 	}
+	for _, on := range sj.ons {
+		refs(on, true)
+	}
 	if sj.dimKept {
 		sj.on, sj.outer = andOf(left), conjuncts(kept)
 		if sj.on == nil {
@@ -430,7 +464,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	if bad != "" {
 		return sj, bad
 	}
-	if len(keys) == 0 && len(sj.exprs) == 0 && sj.dim.name != "" {
+	if len(keys) == 0 && len(sj.exprs) == 0 && len(sj.dims) > 0 {
 		return sj, "the join reads no column of the fact table"
 	}
 	for k := range keys {
@@ -444,12 +478,15 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 // "dim", or "" when it does not name one.
 func (sj starJoin) side(c *colRef) string {
 	switch {
-	case len(c.parts) == 1 && sj.dim.name == "":
+	case len(c.parts) == 1 && len(sj.dims) == 0:
 		return "fact" // one table: unambiguous
 	case qualifiedFor(c, sj.fact):
 		return "fact"
-	case qualifiedFor(c, sj.dim):
-		return "dim"
+	}
+	for _, d := range sj.dims {
+		if qualifiedFor(c, d) {
+			return "dim"
+		}
 	}
 	return ""
 }
@@ -583,14 +620,18 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 			return "a subquery calls " + sqlOfName(n) + "(), not a function the rewriter knows to be an immutable or stable scalar function or an aggregate"
 		}
 	}
-	fact, dim := refName(sj.fact), refName(sj.dim)
-	for _, n := range []string{fact, dim} {
-		if n != "" && l.locals[n] {
+	fact := refName(sj.fact)
+	dims := map[string]bool{}
+	for _, d := range sj.dims {
+		dims[refName(d)] = true
+	}
+	for _, n := range append([]string{fact}, slices.Collect(maps.Keys(dims))...) {
+		if l.locals[n] {
 			return "a subquery names a table of its own " + catalog.QuoteIdent(n) + ", as the statement does"
 		}
 	}
 	for _, p := range l.aggFree {
-		if len(p) > 1 || len(sj.factCols) == 0 || slices.Contains(sj.factCols, p[0]) || sj.dim.name != "" {
+		if len(p) > 1 || len(sj.factCols) == 0 || slices.Contains(sj.factCols, p[0]) || len(sj.dims) > 0 {
 			// The aggregate may be the statement's, over the arm's rows.
 			return "an aggregate inside a subquery reads " + strings.Join(p, ".") + ", which may be a column of the statement's tables"
 		}
@@ -609,7 +650,7 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 			if key {
 				keys[col] = true
 			}
-		case len(p) == 2 && sj.dim.name != "" && p[0] == dim:
+		case len(p) == 2 && dims[p[0]]:
 		default:
 			return "a subquery refers to " + strings.Join(p, ".") + " outside it"
 		}
@@ -709,4 +750,83 @@ func bucketStart(e expr, g catalog.Grain, utc bool) bool {
 		return t.Hour() == 0 && t.Day() == 1
 	}
 	return false
+}
+
+// joinLeaves lists the tables of a FROM clause's join trees, left to
+// right, and their ON conditions; ok is false for any FROM item but a
+// plain table or an inner or left join with ON.
+func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
+	var visit func(fi fromItem) bool
+	visit = func(fi fromItem) bool {
+		if len(fi.joined) == 0 {
+			leaves = append(leaves, fi)
+			return true
+		}
+		if fi.joinKind == "" || len(fi.joined) != 2 {
+			return false
+		}
+		ons = append(ons, fi.joinOn)
+		return visit(fi.joined[0]) && visit(fi.joined[1])
+	}
+	for _, fi := range from {
+		if !visit(fi) {
+			return nil, nil, false
+		}
+	}
+	return leaves, ons, true
+}
+
+// readLeaves finds the fact table among the tables of a join of three or
+// more: the one table a rollup reads, never on the side a LEFT JOIN fills
+// with NULLs (its conditions would then not filter facts alone).
+func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess Session) string {
+	names := map[string]bool{}
+	for _, it := range items {
+		if names[refName(it)] {
+			return "two tables of the join have one name"
+		}
+		names[refName(it)] = true
+		_, r := resolveTable(it, snap, sess)
+		switch {
+		case len(r) == 0:
+			sj.dims = append(sj.dims, it)
+		case sj.fact.name != "":
+			return "two tables of the join are read by rollups"
+		default:
+			sj.fact, sj.factCols, sj.rollup = it, r[0].SourceColumns, r[0]
+		}
+	}
+	if sj.fact.name == "" {
+		return "no one table of the join is the fact table of a rollup"
+	}
+	var nullable func(fi fromItem, filled bool) bool
+	nullable = func(fi fromItem, filled bool) bool {
+		if len(fi.joined) == 0 {
+			return filled && refName(fi) == refName(sj.fact)
+		}
+		return nullable(fi.joined[0], filled) || nullable(fi.joined[1], filled || fi.joinKind == "LEFT JOIN")
+	}
+	for _, fi := range s.from {
+		if nullable(fi, false) {
+			return "the fact table is on the side a LEFT JOIN fills with NULLs, in a join of three tables or more"
+		}
+	}
+	return ""
+}
+
+// fromTree prints a join tree with the fact table's leaf as arm (its
+// text), parenthesizing joins below the top.
+func (sj starJoin) fromTree(fi fromItem, arm string, hook func(expr) (string, bool), top bool) string {
+	if len(fi.joined) == 0 {
+		if refName(fi) == refName(sj.fact) {
+			return arm
+		}
+		return fromSQL(fi)
+	}
+	t := sj.fromTree(fi.joined[0], arm, hook, false) + " " + fi.joinKind + " " + sj.fromTree(fi.joined[1], arm, hook, false) +
+		" ON " + sqlOf(fi.joinOn, hook)
+	if !top {
+		t = "(" + t + ")"
+	}
+	return t
 }
