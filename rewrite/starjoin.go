@@ -178,7 +178,7 @@ type starJoin struct {
 	dimKept bool
 	// ons are the ON conditions of a join of three tables or more.
 	ons []expr
-	on      expr
+	on  expr
 	// inner are the WHERE conjuncts on fact columns only (the arm's),
 	// outer the others.
 	inner, outer []expr
