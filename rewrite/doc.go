@@ -24,7 +24,8 @@
 // clause, in FROM or as a set operation's arm, become the arms of a
 // Nested plan, whose outer statement is the parser's deparse of the
 // client's tree with those subqueries cut out (parse.go, outerText).
-// starjoin.go plans a join of a rollup's table to a dimension table, and
+// starjoin.go plans a join of a rollup's table to dimension tables (one,
+// or several as the leaves of a join tree printed as written), and
 // grouping sets, FILTER, window functions over the groups and subquery
 // expressions (x IN (SELECT ...), EXISTS, scalar subqueries) that read
 // the table's dimensions, as a Nested plan too: the table aggregated from
