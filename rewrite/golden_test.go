@@ -291,6 +291,15 @@ func testCatalog() *catalog.Snapshot {
 			Watermark:  time.Date(2024, 5, 31, 22, 0, 0, 0, time.UTC), Version: 1, Rows: 700,
 		},
 		{
+			Name: "arrivals_havana", Source: catalog.Table{Schema: "public", Name: "arrivals"},
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "arrivals_havana"},
+			TimeColumn: "arrived_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "America/Havana",
+			Dimensions:    []catalog.Dimension{{Column: "gate", Type: "text"}},
+			Measures:      []catalog.Measure{rows, hll("guest_id", "bigint")},
+			SourceColumns: []string{"arrived_at", "gate", "guest_id"},
+			Watermark:     time.Date(2024, 12, 1, 5, 0, 0, 0, time.UTC), Version: 1, Rows: 300,
+		},
+		{
 			Name: "clicks_daily", Source: catalog.Table{Schema: "public", Name: "clicks"},
 			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "clicks_daily"},
 			TimeColumn: "clicked_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",

@@ -19,7 +19,9 @@ import (
 // reports false, leaving s as it was, when the subquery does anything
 // else or s refers to what the subquery does not pass on by name.
 func pullUp(s *selectStmt) bool {
-	if len(s.from) != 1 || s.unsupported != "" {
+	if len(s.from) != 1 || s.unsupported != "" || holdsSubLink(s) {
+		// A subquery expression's unqualified names would resolve against
+		// the table instead of the subquery's output columns.
 		return false
 	}
 	outer := s.from[0]
@@ -137,6 +139,20 @@ func pullUp(s *selectStmt) bool {
 		s.where = &boolExpr{op: "AND", args: []expr{sub.where, s.where}}
 	}
 	return true
+}
+
+// holdsSubLink reports whether s holds a subquery expression.
+func holdsSubLink(s *selectStmt) bool {
+	found := false
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			if u, ok := x.(*unsupported); ok && u.link != nil {
+				found = true
+			}
+			return !found
+		})
+	})
+	return found
 }
 
 // filtersOnly reports whether sub only filters and projects one table.

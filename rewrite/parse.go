@@ -1018,6 +1018,9 @@ func readSubquery(sub protoreflect.Message, l *subLink) {
 			if n.GetIntoClause() != nil {
 				l.other = "SELECT INTO inside a subquery"
 			}
+		case *pg.RangeTableSample:
+			// Sampled once per arm row, not once per row of the table.
+			l.other = "TABLESAMPLE inside a subquery"
 		case *pg.InsertStmt, *pg.UpdateStmt, *pg.DeleteStmt, *pg.MergeStmt:
 			l.other = "a data-modifying statement inside a subquery"
 		}

@@ -342,7 +342,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		}
 	}
 	if r := sj.rollup; r != nil {
-		sj.bucketFilters(s, r, sameZone(sess.TimeZone, "UTC"))
+		sj.bucketFilters(s, r, sess.TimeZone)
 	}
 	// refs reads e outside aggregates: fact columns become keys; reports
 	// whether e reads the fact table, the dimension table.
@@ -630,6 +630,13 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 			return "a subquery names a table of its own " + catalog.QuoteIdent(n) + ", as the statement does"
 		}
 	}
+	for _, p := range append(slices.Clone(l.free), l.aggFree...) {
+		if len(p) == 1 && p[0] == fact && !slices.Contains(sj.factCols, p[0]) {
+			// The table's whole row, which over the arm would be the
+			// arm's.
+			return "a subquery reads the whole row of " + catalog.QuoteIdent(fact)
+		}
+	}
 	for _, p := range l.aggFree {
 		if len(p) > 1 || len(sj.factCols) == 0 || slices.Contains(sj.factCols, p[0]) || len(sj.dims) > 0 {
 			// The aggregate may be the statement's, over the arm's rows.
@@ -667,7 +674,12 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 // those, the bucket date_trunc(grain, time) becomes a key of the arm, and
 // PostgreSQL compares it instead (the arm's planner refuses the key
 // unless the session's time zone cuts the rollup's buckets).
-func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, utc bool) {
+func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, zone string) {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return // a zone Go does not know: no literal is known to start a bucket
+	}
+	utc := sameZone(zone, "UTC")
 	s.eachExpr(func(e expr) {
 		walk(e, func(x expr) bool {
 			f, ok := x.(*funcCall)
@@ -679,7 +691,7 @@ func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, utc bool) {
 				if !ok || o.schema != "" || o.op != ">=" && o.op != "<" {
 					return true
 				}
-				if c, ok := o.l.(*colRef); ok && sj.side(c) == "fact" && c.parts[len(c.parts)-1] == r.TimeColumn && bucketStart(o.r, r.Grain, utc) {
+				if c, ok := o.l.(*colRef); ok && sj.side(c) == "fact" && c.parts[len(c.parts)-1] == r.TimeColumn && bucketStart(o.r, r.Grain, loc, utc) {
 					if sj.timeRefs == nil {
 						sj.timeRefs = map[*colRef]bool{}
 					}
@@ -703,8 +715,10 @@ func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, utc bool) {
 
 // bucketStart reports whether e is a literal time (a string, or one cast
 // to date, timestamp or timestamptz) that starts a bucket of grain g: one
-// without a zone, or with UTC's when utc (the session's zone is UTC).
-func bucketStart(e expr, g catalog.Grain, utc bool) bool {
+// without a zone, or with UTC's when utc (the session's zone, loc, is UTC).
+// A time near which loc's offset changes is refused: where midnight
+// happens twice, a bucket can start after some of its rows.
+func bucketStart(e expr, g catalog.Grain, loc *time.Location, utc bool) bool {
 	if c, ok := e.(*castExpr); ok {
 		switch c.typ.names[len(c.typ.names)-1] {
 		case "date", "timestamp", "timestamptz":
@@ -737,6 +751,9 @@ func bucketStart(e expr, g catalog.Grain, utc bool) bool {
 		}
 	}
 	if err != nil || t.Minute() != 0 || t.Second() != 0 || t.Nanosecond() != 0 {
+		return false
+	}
+	if at := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, loc); !steadyOffset(at) {
 		return false
 	}
 	switch g {
@@ -829,4 +846,13 @@ func (sj starJoin) fromTree(fi fromItem, arm string, hook func(expr) (string, bo
 		t = "(" + t + ")"
 	}
 	return t
+}
+
+// steadyOffset reports whether t's zone has one UTC offset from three hours
+// before t to three hours after.
+func steadyOffset(t time.Time) bool {
+	_, before := t.Add(-3 * time.Hour).Zone()
+	_, after := t.Add(3 * time.Hour).Zone()
+	_, at := t.Zone()
+	return before == at && at == after
 }
