@@ -276,6 +276,19 @@ func (s *selectStmt) eachExpr(f func(expr)) {
 	f(s.offset)
 }
 
+// anyExpr reports whether an expression of s, at any depth, satisfies
+// pred.
+func (s *selectStmt) anyExpr(pred func(expr) bool) bool {
+	found := false
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			found = found || pred(x)
+			return !found
+		})
+	})
+	return found
+}
+
 type target struct {
 	name string // alias, "" if none
 	e    expr

@@ -143,16 +143,10 @@ func pullUp(s *selectStmt) bool {
 
 // holdsSubLink reports whether s holds a subquery expression.
 func holdsSubLink(s *selectStmt) bool {
-	found := false
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			if u, ok := x.(*unsupported); ok && u.link != nil {
-				found = true
-			}
-			return !found
-		})
+	return s.anyExpr(func(x expr) bool {
+		u, ok := x.(*unsupported)
+		return ok && u.link != nil
 	})
-	return found
 }
 
 // filtersOnly reports whether sub only filters and projects one table.

@@ -563,31 +563,19 @@ func unfiltered(f *funcCall) *funcCall {
 
 // hasFilter reports whether an aggregate of s has a FILTER clause.
 func hasFilter(s *selectStmt) bool {
-	found := false
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			if f, ok := x.(*funcCall); ok && f.filter != nil {
-				found = true
-			}
-			return !found
-		})
+	return s.anyExpr(func(x expr) bool {
+		f, ok := x.(*funcCall)
+		return ok && f.filter != nil
 	})
-	return found
 }
 
 // hasRegrouped reports whether s holds a window function call or a
 // subquery expression that only the regrouping reads.
 func hasRegrouped(s *selectStmt) bool {
-	found := false
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			if u, ok := x.(*unsupported); ok && (u.window != nil || u.link != nil) {
-				found = true
-			}
-			return !found
-		})
+	return s.anyExpr(func(x expr) bool {
+		u, ok := x.(*unsupported)
+		return ok && (u.window != nil || u.link != nil)
 	})
-	return found
 }
 
 // windowFuncs are the built-in window functions; built-in aggregates are
