@@ -213,14 +213,46 @@ func (sj starJoin) exprKey(e expr) string {
 // tables.
 const notAJoin = "not one table joined to another"
 
-// readStarJoin reads s as a fact table joined to a dimension table.
+// readStarJoin reads s as a fact table joined to dimension tables (or
+// alone, regrouped).
 func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin, string) {
-	var sj starJoin
+	sj, items, why := joinTables(s)
+	if why != "" {
+		return sj, why
+	}
+	if why := regroupable(s, sj); why != "" {
+		return sj, why
+	}
+	if why := sj.findFact(s, items, snap, sess); why != "" {
+		return sj, why
+	}
+	sj.groupKeys(s)
+	if r := sj.rollup; r != nil {
+		sj.bucketFilters(s, r, sess.TimeZone)
+	}
+	rr := &refReader{sj: &sj, keys: map[string]bool{}}
+	sj.splitConditions(s, rr)
+	rr.readClauses(s)
+	if rr.bad != "" {
+		return sj, rr.bad
+	}
+	if len(rr.keys) == 0 && len(sj.exprs) == 0 && len(sj.dims) > 0 {
+		return sj, "the join reads no column of the fact table"
+	}
+	for k := range rr.keys {
+		sj.keys = append(sj.keys, k)
+	}
+	slices.Sort(sj.keys)
+	return sj, ""
+}
+
+// joinTables reads s's FROM clause: one table, two joined (sj's kind and
+// on) or listed, or the leaves of a join tree of more (sj's ons).
+func joinTables(s *selectStmt) (sj starJoin, items []fromItem, why string) {
 	if s.unsupported != "" && s.unsupported != groupingSetsWhat || s.with != nil {
 		// A WITH clause, say, whose names the FROM items could mean.
-		return sj, notAJoin
+		return sj, nil, notAJoin
 	}
-	var items []fromItem
 	switch {
 	case len(s.from) == 1 && (s.unsupported == groupingSetsWhat || hasFilter(s) || hasRegrouped(s)) && s.from[0].name != "":
 		// One table, grouped by grouping sets, aggregated with FILTER,
@@ -235,64 +267,71 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	case len(s.from) >= 2:
 		items = s.from
 	default:
-		return sj, notAJoin
+		return sj, nil, notAJoin
 	}
 	if len(items) > 2 || len(items[0].joined) > 0 || len(items) == 2 && len(items[1].joined) > 0 {
 		// Three tables or more: the leaves of the join tree, and its ON
 		// conditions.
 		var ok bool
 		if items, sj.ons, ok = joinLeaves(s.from); !ok {
-			return sj, notAJoin
+			return sj, nil, notAJoin
 		}
 		sj.kind, sj.on = "", nil
 	}
 	for _, it := range items {
 		if it.name == "" || it.unsupported != "" || it.only {
-			return sj, "a join of other than " + map[bool]string{true: "two ", false: ""}[len(items) == 2] + "plain tables"
+			return sj, nil, "a join of other than " + map[bool]string{true: "two ", false: ""}[len(items) == 2] + "plain tables"
 		}
 	}
+	return sj, items, ""
+}
+
+// regroupable says why PostgreSQL cannot evaluate s over the arm's rows as
+// it would over the fact table's, or "".
+func regroupable(s *selectStmt, sj starJoin) string {
 	for _, t := range s.targets {
 		if t.star {
-			return sj, "select list has *"
+			return "select list has *"
 		}
 	}
 	for _, o := range s.orderBy {
 		if o.dir == "USING" {
-			return sj, "ORDER BY ... USING"
+			return "ORDER BY ... USING"
 		}
 	}
 	// PostgreSQL evaluates the rest once per arm row, not per fact row:
 	// only functions whose value depends on their arguments alone, and no
 	// aggregate the rewriter does not know (it would be taken for one).
 	if why := unknownFunctions(s); why != "" {
-		return sj, why
+		return why
 	}
 	for _, on := range append([]expr{sj.on}, sj.ons...) {
 		if why := unknownFunctions(&selectStmt{where: on}); why != "" {
-			return sj, why
+			return why
 		}
 	}
-	if len(items) == 1 {
+	return ""
+}
+
+// findFact finds the fact table among the join's tables, the one a rollup
+// reads, and the dimension tables.
+func (sj *starJoin) findFact(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess Session) string {
+	switch {
+	case len(items) == 1:
 		_, r := resolveTable(items[0], snap, sess)
 		if len(r) == 0 {
-			return sj, "no rollup reads table " + refName(items[0])
+			return "no rollup reads table " + refName(items[0])
 		}
 		sj.fact, sj.factCols, sj.rollup = items[0], r[0].SourceColumns, r[0]
-	} else if refName(items[0]) == refName(items[1]) {
-		return sj, "both tables of the join have one name"
+		return ""
+	case len(items) > 2:
+		return sj.readLeaves(s, items, snap, sess)
+	case refName(items[0]) == refName(items[1]):
+		return "both tables of the join have one name"
 	}
-	if len(items) > 2 {
-		if why := sj.readLeaves(s, items, snap, sess); why != "" {
-			return sj, why
-		}
-	}
-	var r0, r1 []*catalog.Rollup
-	if len(items) == 2 {
-		_, r0 = resolveTable(items[0], snap, sess)
-		_, r1 = resolveTable(items[1], snap, sess)
-	}
+	_, r0 := resolveTable(items[0], snap, sess)
+	_, r1 := resolveTable(items[1], snap, sess)
 	switch {
-	case len(items) != 2:
 	case len(r0) > 0 && len(r1) == 0:
 		sj.fact, sj.dims, sj.factCols, sj.rollup = items[0], items[1:2], r0[0].SourceColumns, r0[0]
 	case len(r1) > 0 && len(r0) == 0:
@@ -301,14 +340,15 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 		// with no fact when none matches.
 		sj.dimKept = sj.kind == "LEFT JOIN"
 	default:
-		return sj, "no one table of the join is the fact table of a rollup"
+		return "no one table of the join is the fact table of a rollup"
 	}
-	// Every column reference names its table.
-	bad := ""
-	side := sj.side
-	keys := map[string]bool{}
-	// GROUP BY items (or the select-list items their positions name) that
-	// read fact columns only, and are not one, are keys as a whole.
+	return ""
+}
+
+// groupKeys makes keys of the GROUP BY items (or the select-list items
+// their positions name) that read fact columns only and are not one (a
+// time bucket, say), as a whole.
+func (sj *starJoin) groupKeys(s *selectStmt) {
 	for _, g := range s.groupBy {
 		if c, ok := g.(*constExpr); ok && c.kind == "int" {
 			n, err := strconv.Atoi(c.val)
@@ -328,7 +368,7 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 			switch x := x.(type) {
 			case *colRef:
 				any = true
-				factOnly = factOnly && side(x) == "fact"
+				factOnly = factOnly && sj.side(x) == "fact"
 			case *funcCall:
 				factOnly = factOnly && classifyAgg(x) == notAgg
 			case *unsupported:
@@ -341,75 +381,33 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 			sj.exprs = append(sj.exprs, g)
 		}
 	}
-	if r := sj.rollup; r != nil {
-		sj.bucketFilters(s, r, sess.TimeZone)
-	}
-	// refs reads e outside aggregates: fact columns become keys; reports
-	// whether e reads the fact table, the dimension table.
-	refs := func(e expr, key bool) (fact, dim bool) {
-		walk(e, func(x expr) bool {
-			if key && sj.exprKey(x) != "" {
-				fact = true
-				return false // the arm's column
-			}
-			switch x := x.(type) {
-			case *unsupported:
-				switch why := sj.readRegrouped(x, keys, key); {
-				case why != "" && bad == "":
-					bad = why
-				case why == "":
-					return true // its expressions are read below it
-				}
-			case *funcCall:
-				if isAggregate(x) {
-					return false
-				}
-			case *colRef:
-				if sj.timeRefs[x] {
-					fact = true // the bucket key stands for it
-					return false
-				}
-				switch side(x) {
-				case "fact":
-					fact = true
-					if key {
-						keys[x.parts[len(x.parts)-1]] = true
-					}
-				case "dim":
-					dim = true
-				default:
-					if bad == "" {
-						bad = "column reference " + sqlOf(x, nil) + " does not name its table in a join"
-					}
-				}
-			}
-			return true
-		})
-		return fact, dim
-	}
-	// Conditions on fact columns alone filter the fact rows before the
-	// join, in the arm: the WHERE clause's, or under a LEFT JOIN that
-	// keeps the dimension table the ON clause's (its WHERE clause drops
-	// the rows a filter on facts would leave without facts).
+}
+
+// splitConditions sorts the join's conditions: those on fact columns alone
+// filter the fact rows before the join, in the arm (sj.inner): the WHERE
+// clause's, or under a LEFT JOIN that keeps the dimension table the ON
+// clause's (its WHERE clause drops the rows a filter on facts would leave
+// without facts). The others PostgreSQL evaluates over the arm's rows.
+func (sj *starJoin) splitConditions(s *selectStmt, rr *refReader) {
 	pushed, kept := s.where, sj.on
 	if sj.dimKept {
 		pushed, kept = sj.on, s.where
 	}
 	var left []expr
 	for _, c := range conjuncts(pushed) {
-		fact, dim := refs(c, false)
+		fact, dim := rr.read(c, false)
 		if fact && !dim && !hasRegrouped(&selectStmt{where: c}) {
 			sj.inner = append(sj.inner, c)
 		} else {
-			refs(c, true)
+			rr.read(c, true)
 			left = append(left, c)
 		}
 	}
 	for _, c := range conjuncts(kept) {
-		refs(c, true)
+		rr.read(c, true)
 	}
 	for _, on := range sj.ons {
-		refs(on, true)
+		rr.read(on, true)
 	}
 	if sj.dimKept {
 		sj.on, sj.outer = andOf(left), conjuncts(kept)
@@ -419,59 +417,112 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin
 	} else {
 		sj.outer = left
 	}
+}
+
+// refReader reads the expressions PostgreSQL evaluates over the arm's
+// rows: the fact columns they read become keys; bad says why one cannot
+// be so evaluated (every column reference must name its table).
+type refReader struct {
+	sj   *starJoin
+	keys map[string]bool
+	bad  string
+}
+
+// read reads e outside aggregates, making its fact columns keys when key
+// is set, and reports whether it reads the fact table, a dimension table.
+func (rr *refReader) read(e expr, key bool) (fact, dim bool) {
+	sj := rr.sj
+	walk(e, func(x expr) bool {
+		if key && sj.exprKey(x) != "" {
+			fact = true
+			return false // the arm's column
+		}
+		switch x := x.(type) {
+		case *unsupported:
+			switch why := sj.readRegrouped(x, rr.keys, key); {
+			case why != "" && rr.bad == "":
+				rr.bad = why
+			case why == "":
+				return true // its expressions are read below it
+			}
+		case *funcCall:
+			if isAggregate(x) {
+				return false
+			}
+		case *colRef:
+			if sj.timeRefs[x] {
+				fact = true // the bucket key stands for it
+				return false
+			}
+			switch sj.side(x) {
+			case "fact":
+				fact = true
+				if key {
+					rr.keys[x.parts[len(x.parts)-1]] = true
+				}
+			case "dim":
+				dim = true
+			default:
+				rr.fail("column reference " + sqlOf(x, nil) + " does not name its table in a join")
+			}
+		}
+		return true
+	})
+	return fact, dim
+}
+
+// fail keeps the first reason.
+func (rr *refReader) fail(why string) {
+	if rr.bad == "" {
+		rr.bad = why
+	}
+}
+
+// readClauses reads the select list, GROUP BY, HAVING, ORDER BY, LIMIT and
+// OFFSET, and the aggregates' FILTER conditions; aggregates must read
+// fact columns only.
+func (rr *refReader) readClauses(s *selectStmt) {
 	for _, t := range s.targets {
-		refs(t.e, true)
-		if t.name == "" && figureColname(t.e) == "?column?" && hasRegrouped(&selectStmt{where: t.e}) && bad == "" {
+		rr.read(t.e, true)
+		if t.name == "" && figureColname(t.e) == "?column?" && hasRegrouped(&selectStmt{where: t.e}) {
 			// A subquery's column name PostgreSQL would figure from
 			// its select list: give it an alias.
-			bad = "a select-list subquery or window call without an alias whose name the rewriter cannot tell"
+			rr.fail("a select-list subquery or window call without an alias whose name the rewriter cannot tell")
 		}
 	}
 	for _, g := range s.groupBy {
-		refs(g, true)
+		rr.read(g, true)
 	}
-	refs(s.having, true)
+	rr.read(s.having, true)
 	for _, o := range s.orderBy {
 		if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && s.outputName(c.parts[0]) {
 			continue // an output column (ORDER BY prefers those to input columns)
 		}
-		refs(o.e, true)
+		rr.read(o.e, true)
 	}
-	refs(s.limit, true)
-	refs(s.offset, true)
-	// Aggregates read fact columns only.
+	rr.read(s.limit, true)
+	rr.read(s.offset, true)
 	s.eachExpr(func(e expr) {
 		walk(e, func(x expr) bool {
 			f, ok := x.(*funcCall)
 			if !ok || !isAggregate(f) {
 				return true
 			}
-			refs(f.filter, true) // evaluated per arm row: its fact columns are keys
+			rr.read(f.filter, true) // evaluated per arm row: its fact columns are keys
 			walk(unfiltered(f), func(y expr) bool {
 				c, ok := y.(*colRef)
 				switch {
-				case !ok || bad != "":
-				case side(c) == "":
-					bad = "column reference " + sqlOf(c, nil) + " does not name its table in a join"
-				case side(c) != "fact":
-					bad = "an aggregate reads " + sqlOf(c, nil) + ", not a column of the fact table"
+				case !ok:
+				case rr.sj.side(c) == "":
+					rr.fail("column reference " + sqlOf(c, nil) + " does not name its table in a join")
+				case rr.sj.side(c) != "fact":
+					rr.fail("an aggregate reads " + sqlOf(c, nil) + ", not a column of the fact table")
 				}
 				return true
 			})
 			return false
 		})
 	})
-	if bad != "" {
-		return sj, bad
-	}
-	if len(keys) == 0 && len(sj.exprs) == 0 && len(sj.dims) > 0 {
-		return sj, "the join reads no column of the fact table"
-	}
-	for k := range keys {
-		sj.keys = append(sj.keys, k)
-	}
-	slices.Sort(sj.keys)
-	return sj, ""
 }
 
 // side says which table of the join a column reference names: "fact",
