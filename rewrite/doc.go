@@ -24,7 +24,8 @@
 // clause, in FROM or as a set operation's arm, become the arms of a
 // Nested plan, whose outer statement is the parser's deparse of the
 // client's tree with those subqueries cut out (parse.go, outerText).
-// starjoin.go plans a join of a rollup's table to dimension tables (one,
+// starjoin.go (reading the statement: joins.go) plans a join of a
+// rollup's table to dimension tables (one,
 // or several as the leaves of a join tree printed as written), and
 // grouping sets, FILTER, window functions over the groups and subquery
 // expressions (x IN (SELECT ...), EXISTS, scalar subqueries) that read
@@ -34,7 +35,8 @@
 // windows and subqueries as written. The AST keeps those two constructs as
 // unsupported nodes that carry what the regrouping prints (a window's
 // parts; a subquery's deparsed text and what it reads of the statement
-// around it), so that every other planner still refuses them.
+// around it), so that every other planner still refuses them; regroup.go
+// checks them.
 //
 // The plan types (package plan, beside this one) are plain data the
 // executor imports without linking the SQL parser. A Plan carries SQL text

@@ -1,0 +1,407 @@
+package rewrite
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/pgsketch/pgsketch/catalog"
+)
+
+// Reading a statement as a star join (starjoin.go): its tables, the fact
+// table among them, and what the rest of the statement reads of the fact
+// table, which become the arm's keys.
+
+// notAJoin is readStarJoin's reason for a statement that joins no two
+// tables.
+const notAJoin = "not one table joined to another"
+
+// readStarJoin reads s as a fact table joined to dimension tables (or
+// alone, regrouped).
+func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin, string) {
+	sj, items, why := joinTables(s)
+	if why != "" {
+		return sj, why
+	}
+	if why := regroupable(s, sj); why != "" {
+		return sj, why
+	}
+	if why := sj.findFact(s, items, snap, sess); why != "" {
+		return sj, why
+	}
+	sj.groupKeys(s)
+	if r := sj.rollup; r != nil {
+		sj.bucketFilters(s, r, sess.TimeZone)
+	}
+	rr := &refReader{sj: &sj, keys: map[string]bool{}}
+	sj.splitConditions(s, rr)
+	rr.readClauses(s)
+	if rr.bad != "" {
+		return sj, rr.bad
+	}
+	if len(rr.keys) == 0 && len(sj.exprs) == 0 && len(sj.dims) > 0 {
+		return sj, "the join reads no column of the fact table"
+	}
+	for k := range rr.keys {
+		sj.keys = append(sj.keys, k)
+	}
+	slices.Sort(sj.keys)
+	return sj, ""
+}
+
+// joinTables reads s's FROM clause: one table, two joined (sj's kind and
+// on) or listed, or the leaves of a join tree of more (sj's ons).
+func joinTables(s *selectStmt) (sj starJoin, items []fromItem, why string) {
+	if s.unsupported != "" && s.unsupported != groupingSetsWhat || s.with != nil {
+		// A WITH clause, say, whose names the FROM items could mean.
+		return sj, nil, notAJoin
+	}
+	switch {
+	case len(s.from) == 1 && (s.unsupported == groupingSetsWhat || hasFilter(s) || hasRegrouped(s)) && s.from[0].name != "":
+		// One table, grouped by grouping sets, aggregated with FILTER,
+		// with window functions over its groups or subqueries reading its
+		// dimensions: its rows regrouped as a join's are, with no
+		// dimension table.
+		items = s.from
+	case len(s.from) == 1 && s.from[0].joinKind != "" && len(s.from[0].joined) == 2:
+		fi := s.from[0]
+		sj.kind, sj.on = fi.joinKind, fi.joinOn
+		items = fi.joined
+	case len(s.from) >= 2:
+		items = s.from
+	default:
+		return sj, nil, notAJoin
+	}
+	if len(items) > 2 || len(items[0].joined) > 0 || len(items) == 2 && len(items[1].joined) > 0 {
+		// Three tables or more: the leaves of the join tree, and its ON
+		// conditions.
+		var ok bool
+		if items, sj.ons, ok = joinLeaves(s.from); !ok {
+			return sj, nil, notAJoin
+		}
+		sj.kind, sj.on = "", nil
+	}
+	for _, it := range items {
+		if it.name == "" || it.unsupported != "" || it.only {
+			return sj, nil, "a join of other than " + map[bool]string{true: "two ", false: ""}[len(items) == 2] + "plain tables"
+		}
+	}
+	return sj, items, ""
+}
+
+// regroupable says why PostgreSQL cannot evaluate s over the arm's rows as
+// it would over the fact table's, or "".
+func regroupable(s *selectStmt, sj starJoin) string {
+	for _, t := range s.targets {
+		if t.star {
+			return "select list has *"
+		}
+	}
+	for _, o := range s.orderBy {
+		if o.dir == "USING" {
+			return "ORDER BY ... USING"
+		}
+	}
+	// PostgreSQL evaluates the rest once per arm row, not per fact row:
+	// only functions whose value depends on their arguments alone, and no
+	// aggregate the rewriter does not know (it would be taken for one).
+	if why := unknownFunctions(s); why != "" {
+		return why
+	}
+	for _, on := range append([]expr{sj.on}, sj.ons...) {
+		if why := unknownFunctions(&selectStmt{where: on}); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// findFact finds the fact table among the join's tables, the one a rollup
+// reads, and the dimension tables.
+func (sj *starJoin) findFact(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess Session) string {
+	switch {
+	case len(items) == 1:
+		_, r := resolveTable(items[0], snap, sess)
+		if len(r) == 0 {
+			return "no rollup reads table " + refName(items[0])
+		}
+		sj.fact, sj.factCols, sj.rollup = items[0], r[0].SourceColumns, r[0]
+		return ""
+	case len(items) > 2:
+		return sj.readLeaves(s, items, snap, sess)
+	case refName(items[0]) == refName(items[1]):
+		return "both tables of the join have one name"
+	}
+	_, r0 := resolveTable(items[0], snap, sess)
+	_, r1 := resolveTable(items[1], snap, sess)
+	switch {
+	case len(r0) > 0 && len(r1) == 0:
+		sj.fact, sj.dims, sj.factCols, sj.rollup = items[0], items[1:2], r0[0].SourceColumns, r0[0]
+	case len(r1) > 0 && len(r0) == 0:
+		sj.fact, sj.dims, sj.factCols, sj.rollup = items[1], items[0:1], r1[0].SourceColumns, r1[0]
+		// dimension LEFT JOIN fact: every dimension row stays, once
+		// with no fact when none matches.
+		sj.dimKept = sj.kind == "LEFT JOIN"
+	default:
+		return "no one table of the join is the fact table of a rollup"
+	}
+	return ""
+}
+
+// groupKeys makes keys of the GROUP BY items (or the select-list items
+// their positions name) that read fact columns only and are not one (a
+// time bucket, say), as a whole.
+func (sj *starJoin) groupKeys(s *selectStmt) {
+	for _, g := range s.groupBy {
+		if c, ok := g.(*constExpr); ok && c.kind == "int" {
+			n, err := strconv.Atoi(c.val)
+			if err != nil || n < 1 || n > len(s.targets) || s.targets[n-1].star {
+				continue
+			}
+			g = s.targets[n-1].e
+		}
+		if _, isRef := g.(*colRef); isRef || sj.exprKey(g) != "" {
+			continue
+		}
+		if _, isSets := g.(*groupingSet); isSets {
+			continue // their columns are keys
+		}
+		factOnly, any := true, false
+		walk(g, func(x expr) bool {
+			switch x := x.(type) {
+			case *colRef:
+				any = true
+				factOnly = factOnly && sj.side(x) == "fact"
+			case *funcCall:
+				factOnly = factOnly && classifyAgg(x) == notAgg
+			case *unsupported:
+				factOnly = false
+			}
+			return true
+		})
+		if factOnly && any {
+			sj.exprKeys = append(sj.exprKeys, sqlOf(g, nil))
+			sj.exprs = append(sj.exprs, g)
+		}
+	}
+}
+
+// splitConditions sorts the join's conditions: those on fact columns alone
+// filter the fact rows before the join, in the arm (sj.inner): the WHERE
+// clause's, or under a LEFT JOIN that keeps the dimension table the ON
+// clause's (its WHERE clause drops the rows a filter on facts would leave
+// without facts). The others PostgreSQL evaluates over the arm's rows.
+func (sj *starJoin) splitConditions(s *selectStmt, rr *refReader) {
+	pushed, kept := s.where, sj.on
+	if sj.dimKept {
+		pushed, kept = sj.on, s.where
+	}
+	var left []expr
+	for _, c := range conjuncts(pushed) {
+		fact, dim := rr.read(c, false)
+		if fact && !dim && !hasRegrouped(&selectStmt{where: c}) {
+			sj.inner = append(sj.inner, c)
+		} else {
+			rr.read(c, true)
+			left = append(left, c)
+		}
+	}
+	for _, c := range conjuncts(kept) {
+		rr.read(c, true)
+	}
+	for _, on := range sj.ons {
+		rr.read(on, true)
+	}
+	if sj.dimKept {
+		sj.on, sj.outer = andOf(left), conjuncts(kept)
+		if sj.on == nil {
+			sj.on = &constExpr{kind: "bool", val: "true"}
+		}
+	} else {
+		sj.outer = left
+	}
+}
+
+// refReader reads the expressions PostgreSQL evaluates over the arm's
+// rows: the fact columns they read become keys; bad says why one cannot
+// be so evaluated (every column reference must name its table).
+type refReader struct {
+	sj   *starJoin
+	keys map[string]bool
+	bad  string
+}
+
+// read reads e outside aggregates, making its fact columns keys when key
+// is set, and reports whether it reads the fact table, a dimension table.
+func (rr *refReader) read(e expr, key bool) (fact, dim bool) {
+	sj := rr.sj
+	walk(e, func(x expr) bool {
+		if key && sj.exprKey(x) != "" {
+			fact = true
+			return false // the arm's column
+		}
+		switch x := x.(type) {
+		case *unsupported:
+			switch why := sj.readRegrouped(x, rr.keys, key); {
+			case why != "" && rr.bad == "":
+				rr.bad = why
+			case why == "":
+				return true // its expressions are read below it
+			}
+		case *funcCall:
+			if isAggregate(x) {
+				return false
+			}
+		case *colRef:
+			if sj.timeRefs[x] {
+				fact = true // the bucket key stands for it
+				return false
+			}
+			switch sj.side(x) {
+			case "fact":
+				fact = true
+				if key {
+					rr.keys[x.parts[len(x.parts)-1]] = true
+				}
+			case "dim":
+				dim = true
+			default:
+				rr.fail("column reference " + sqlOf(x, nil) + " does not name its table in a join")
+			}
+		}
+		return true
+	})
+	return fact, dim
+}
+
+// fail keeps the first reason.
+func (rr *refReader) fail(why string) {
+	if rr.bad == "" {
+		rr.bad = why
+	}
+}
+
+// readClauses reads the select list, GROUP BY, HAVING, ORDER BY, LIMIT and
+// OFFSET, and the aggregates' FILTER conditions; aggregates must read
+// fact columns only.
+func (rr *refReader) readClauses(s *selectStmt) {
+	for _, t := range s.targets {
+		rr.read(t.e, true)
+		if t.name == "" && figureColname(t.e) == "?column?" && hasRegrouped(&selectStmt{where: t.e}) {
+			// A subquery's column name PostgreSQL would figure from
+			// its select list: give it an alias.
+			rr.fail("a select-list subquery or window call without an alias whose name the rewriter cannot tell")
+		}
+	}
+	for _, g := range s.groupBy {
+		rr.read(g, true)
+	}
+	rr.read(s.having, true)
+	for _, o := range s.orderBy {
+		if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && s.outputName(c.parts[0]) {
+			continue // an output column (ORDER BY prefers those to input columns)
+		}
+		rr.read(o.e, true)
+	}
+	rr.read(s.limit, true)
+	rr.read(s.offset, true)
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			f, ok := x.(*funcCall)
+			if !ok || !isAggregate(f) {
+				return true
+			}
+			rr.read(f.filter, true) // evaluated per arm row: its fact columns are keys
+			walk(unfiltered(f), func(y expr) bool {
+				c, ok := y.(*colRef)
+				switch {
+				case !ok:
+				case rr.sj.side(c) == "":
+					rr.fail("column reference " + sqlOf(c, nil) + " does not name its table in a join")
+				case rr.sj.side(c) != "fact":
+					rr.fail("an aggregate reads " + sqlOf(c, nil) + ", not a column of the fact table")
+				}
+				return true
+			})
+			return false
+		})
+	})
+}
+
+// side says which table of the join a column reference names: "fact",
+// "dim", or "" when it does not name one.
+func (sj starJoin) side(c *colRef) string {
+	switch {
+	case len(c.parts) == 1 && len(sj.dims) == 0:
+		return "fact" // one table: unambiguous
+	case qualifiedFor(c, sj.fact):
+		return "fact"
+	}
+	for _, d := range sj.dims {
+		if qualifiedFor(c, d) {
+			return "dim"
+		}
+	}
+	return ""
+}
+
+// joinLeaves lists the tables of a FROM clause's join trees, left to
+// right, and their ON conditions; ok is false for any FROM item but a
+// plain table or an inner or left join with ON.
+func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
+	var visit func(fi fromItem) bool
+	visit = func(fi fromItem) bool {
+		if len(fi.joined) == 0 {
+			leaves = append(leaves, fi)
+			return true
+		}
+		if fi.joinKind == "" || len(fi.joined) != 2 {
+			return false
+		}
+		ons = append(ons, fi.joinOn)
+		return visit(fi.joined[0]) && visit(fi.joined[1])
+	}
+	for _, fi := range from {
+		if !visit(fi) {
+			return nil, nil, false
+		}
+	}
+	return leaves, ons, true
+}
+
+// readLeaves finds the fact table among the tables of a join of three or
+// more: the one table a rollup reads, never on the side a LEFT JOIN fills
+// with NULLs (its conditions would then not filter facts alone).
+func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess Session) string {
+	names := map[string]bool{}
+	for _, it := range items {
+		if names[refName(it)] {
+			return "two tables of the join have one name"
+		}
+		names[refName(it)] = true
+		_, r := resolveTable(it, snap, sess)
+		switch {
+		case len(r) == 0:
+			sj.dims = append(sj.dims, it)
+		case sj.fact.name != "":
+			return "two tables of the join are read by rollups"
+		default:
+			sj.fact, sj.factCols, sj.rollup = it, r[0].SourceColumns, r[0]
+		}
+	}
+	if sj.fact.name == "" {
+		return "no one table of the join is the fact table of a rollup"
+	}
+	var nullable func(fi fromItem, filled bool) bool
+	nullable = func(fi fromItem, filled bool) bool {
+		if len(fi.joined) == 0 {
+			return filled && refName(fi) == refName(sj.fact)
+		}
+		return nullable(fi.joined[0], filled) || nullable(fi.joined[1], filled || fi.joinKind == "LEFT JOIN")
+	}
+	for _, fi := range s.from {
+		if nullable(fi, false) {
+			return "the fact table is on the side a LEFT JOIN fills with NULLs, in a join of three tables or more"
+		}
+	}
+	return ""
+}
