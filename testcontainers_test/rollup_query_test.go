@@ -140,8 +140,9 @@ func compareRollupAnswer(got, want *answer) ([]float64, error) {
 	var approx []int
 	for i := range got.fields {
 		g, w := got.fields[i], want.fields[i]
-		if g.Name != w.Name || g.DataTypeOID != w.DataTypeOID {
-			return nil, fmt.Errorf("column %d is %s (type %d), want %s (type %d)", i+1, g.Name, g.DataTypeOID, w.Name, w.DataTypeOID)
+		if g.Name != w.Name || g.DataTypeOID != w.DataTypeOID || g.TypeModifier != w.TypeModifier || g.DataTypeSize != w.DataTypeSize {
+			return nil, fmt.Errorf("column %d is %s (type %d, typmod %d, size %d), want %s (type %d, typmod %d, size %d)",
+				i+1, g.Name, g.DataTypeOID, g.TypeModifier, g.DataTypeSize, w.Name, w.DataTypeOID, w.TypeModifier, w.DataTypeSize)
 		}
 		if strings.HasPrefix(g.Name, "users") {
 			approx = append(approx, i)
