@@ -180,8 +180,9 @@ type subLink struct {
 	// aggFree are those of free read inside an aggregate call: such an
 	// aggregate may be the outer statement's.
 	aggFree [][]string
-	// funcs are the names of the functions the subquery calls.
-	funcs [][]string
+	// funcs are the names of the functions the subquery calls, ops of
+	// its operators.
+	funcs, ops [][]string
 	// other names what else it does that the planner must refuse
 	// (locking rows, GROUPING() of outer columns), "" if nothing.
 	other string

@@ -1009,6 +1009,16 @@ func readSubquery(sub protoreflect.Message, l *subLink) {
 					l.aggFree = append(l.aggFree, free(n.ProtoReflect())...)
 				}
 			}
+		case *pg.A_Expr:
+			switch n.GetKind() {
+			case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_OP_ANY, pg.A_Expr_Kind_AEXPR_OP_ALL:
+				name, ok := strs(n.GetName())
+				if !ok {
+					l.other = "an unusual operator"
+					return false
+				}
+				l.ops = append(l.ops, name)
+			}
 		case *pg.GroupingFunc:
 			l.other = "GROUPING() inside a subquery"
 		case *pg.SelectStmt:

@@ -54,6 +54,11 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 			return "a subquery calls " + sqlOfName(n) + "(), not a function the rewriter knows to be an immutable or stable scalar function or an aggregate"
 		}
 	}
+	for _, op := range l.ops {
+		if len(op) > 1 && op[0] != "pg_catalog" || !builtinOperators[op[len(op)-1]] {
+			return "a subquery uses operator " + strings.Join(op, ".") + ", not one the rewriter knows to be built in"
+		}
+	}
 	fact := refName(sj.fact)
 	dims := map[string]bool{}
 	for _, d := range sj.dims {
@@ -139,7 +144,13 @@ func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, zone string)
 	if len(sj.timeRefs) == 0 {
 		return
 	}
-	key := &funcCall{name: []string{"date_trunc"}, args: []expr{&constExpr{kind: "str", val: string(r.Grain)}, &colRef{parts: []string{r.TimeColumn}}}}
+	col := &colRef{parts: []string{r.TimeColumn}}
+	if len(sj.dims) > 0 {
+		// Named by its table, as every column of a join must be: an
+		// unqualified one elsewhere may be another table's.
+		col.parts = []string{refName(sj.fact), r.TimeColumn}
+	}
+	key := &funcCall{name: []string{"date_trunc"}, args: []expr{&constExpr{kind: "str", val: string(r.Grain)}, col}}
 	if sj.exprKey(key) == "" {
 		sj.exprKeys = append(sj.exprKeys, sqlOf(key, nil))
 		sj.exprs = append(sj.exprs, key)

@@ -31,12 +31,31 @@ func constantClause(e expr) string {
 }
 
 // unknownFunctions names the first call in the query that is neither an
-// aggregate the rewriter knows nor a scalar function of scalarFuncs.
+// aggregate the rewriter knows nor a scalar function of scalarFuncs, or
+// the first operator that is not a built-in's (a user's operator may call a
+// volatile function, which a rollup's rows would call once per group).
 func unknownFunctions(s *selectStmt) string {
 	var why string
 	check := func(e expr) {
 		walk(e, func(x expr) bool {
 			if why != "" {
+				return false
+			}
+			op := ""
+			switch x := x.(type) {
+			case *opExpr:
+				if x.schema != "" && x.schema != "pg_catalog" {
+					op = x.schema + "." + x.op
+				} else if !builtinOperators[x.op] {
+					op = x.op
+				}
+			case *kwExpr:
+				if (x.fn == "ANY" || x.fn == "ALL") && !builtinOperators[x.kw] {
+					op = x.kw
+				}
+			}
+			if op != "" {
+				why = "operator " + op + " is not one the rewriter knows to be built in"
 				return false
 			}
 			f, ok := x.(*funcCall)
@@ -147,3 +166,13 @@ func scalarCall(f *funcCall) bool {
 	name, builtin := f.builtin()
 	return builtin && scalarFuncs[name] && classifyAgg(f) == notAgg
 }
+
+// builtinOperators are the names of PostgreSQL's built-in operators (all
+// immutable or stable for the built-in types they take).
+var builtinOperators = func() map[string]bool {
+	m := map[string]bool{}
+	for _, op := range strings.Fields(`= <> < > <= >= + - * / % ^ || ~ !~ ~* !~* ~~ !~~ ~~* !~~* @> <@ && ? ?| ?& -> ->> #> #>> #- @@ @@@ & | # << >> <<= >>= |/ ||/ @ -|- &< &> <-> ^@ @? !! <^ >^ ?# ?- ?|| ?-| ## <<| |>> &<| |&> ~=`) {
+		m[op] = true
+	}
+	return m
+}()

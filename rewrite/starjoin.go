@@ -65,6 +65,10 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 		where = append(where, sqlOf(c, hook))
 	}
 	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
+	if strings.Count(text, armMarker(0)) != 1 {
+		// The statement spells the marker itself, in a literal say.
+		return nil, "the statement around the arm cannot be printed with its marker " + armMarker(0)
+	}
 	before, after, _ := strings.Cut(text, armMarker(0))
 	if per := strings.Join(append(slices.Clone(sj.keys), sj.exprKeys...), ", "); per != "" {
 		b.Notice += ", its sketches per " + per + united
