@@ -327,6 +327,18 @@ type sortItem struct {
 	nulls string // "", "NULLS FIRST", "NULLS LAST"
 }
 
+// suffix prints the item's direction and NULLS order, each after a space.
+func (o sortItem) suffix() string {
+	s := ""
+	if o.dir != "" {
+		s += " " + o.dir
+	}
+	if o.nulls != "" {
+		s += " " + o.nulls
+	}
+	return s
+}
+
 // funcName returns the unqualified, lower-case name of a call, and whether it
 // was qualified with pg_catalog or not at all (a call in another schema is
 // a user function and never treated as a built-in).
@@ -581,12 +593,7 @@ func (p *printer) window(w *window) {
 				p.sb.WriteString(", ")
 			}
 			p.expr(o.e)
-			if o.dir != "" {
-				p.sb.WriteString(" " + o.dir)
-			}
-			if o.nulls != "" {
-				p.sb.WriteString(" " + o.nulls)
-			}
+			p.sb.WriteString(o.suffix())
 		}
 		sep = " "
 	}

@@ -82,7 +82,10 @@ func joinTables(s *selectStmt) (sj starJoin, items []fromItem, why string) {
 	}
 	for _, it := range items {
 		if it.name == "" || it.unsupported != "" || it.only {
-			return sj, nil, "a join of other than " + map[bool]string{true: "two ", false: ""}[len(items) == 2] + "plain tables"
+			if len(items) == 2 {
+				return sj, nil, "a join of other than two plain tables"
+			}
+			return sj, nil, "a join of other than plain tables"
 		}
 	}
 	return sj, items, ""

@@ -256,6 +256,7 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 	// arm: it stands in the subquery's place.
 	outer := []string{text[0]}
 	pl := &Plan{Kind: Nested, Source: arms[0].Source}
+	var rollups, guards, notices []string
 	for i, a := range arms {
 		around, inner := []string{"", ""}, []*Plan{a.Plan}
 		if a.Kind == Nested {
@@ -268,10 +269,6 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 		outer = append(outer, around[1:]...)
 		outer[len(outer)-1] += text[i+1]
 		pl.Arms = append(pl.Arms, inner...)
-	}
-	pl.Outer, pl.OuterParams = outer, paramsIn(strings.Join(outer, " "))
-	var rollups, guards, notices []string
-	for i, a := range arms {
 		if !slices.Contains(rollups, a.Rollup) {
 			rollups = append(rollups, a.Rollup)
 		}
@@ -281,6 +278,7 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 		notices = append(notices, "subquery "+strconv.Itoa(i+1)+": "+strings.TrimPrefix(a.Notice, "pgsketch: "))
 		pl.StdErr = max(pl.StdErr, a.StdErr)
 	}
+	pl.Outer, pl.OuterParams = outer, paramsIn(strings.Join(outer, " "))
 	pl.Rollup = strings.Join(rollups, ", ")
 	if len(guards) > 0 {
 		pl.Guard = "SELECT (" + strings.Join(guards, ") AND (") + ")"

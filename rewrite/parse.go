@@ -309,6 +309,22 @@ func convSortBy(o *pg.Node) (sortItem, bool) {
 	return it, true
 }
 
+// columnParts reads a column reference's names, "*" for a star; ok is
+// false for any other field.
+func columnParts(cr *pg.ColumnRef) (parts []string, ok bool) {
+	for _, f := range cr.GetFields() {
+		switch {
+		case f.GetString_() != nil:
+			parts = append(parts, f.GetString_().GetSval())
+		case f.GetAStar() != nil:
+			parts = append(parts, "*")
+		default:
+			return nil, false
+		}
+	}
+	return parts, true
+}
+
 func isStarRef(cr *pg.ColumnRef) bool {
 	f := cr.GetFields()
 	return len(f) > 0 && f[len(f)-1].GetAStar() != nil
@@ -403,18 +419,11 @@ func conv(n *pg.Node) expr {
 	}
 	switch v := n.GetNode().(type) {
 	case *pg.Node_ColumnRef:
-		parts := make([]string, 0, len(v.ColumnRef.GetFields()))
-		for _, f := range v.ColumnRef.GetFields() {
-			switch {
-			case f.GetString_() != nil:
-				parts = append(parts, f.GetString_().GetSval())
-			case f.GetAStar() != nil:
-				parts = append(parts, "*")
-			default:
-				return &unsupported{what: "an unusual column reference"}
-			}
-		}
-		if len(parts) == 0 {
+		parts, ok := columnParts(v.ColumnRef)
+		switch {
+		case !ok:
+			return &unsupported{what: "an unusual column reference"}
+		case len(parts) == 0:
 			return &unsupported{what: "an empty column reference"}
 		}
 		return &colRef{parts: parts}
@@ -969,18 +978,10 @@ func readSubquery(sub protoreflect.Message, l *subLink) {
 			if !ok {
 				return true
 			}
-			var parts []string
-			for _, f := range cr.GetFields() {
-				switch {
-				case f.GetString_() != nil:
-					parts = append(parts, f.GetString_().GetSval())
-				case f.GetAStar() != nil:
-					parts = append(parts, "*")
-				default:
-					parts = append(parts, "")
-				}
-			}
+			parts, ok := columnParts(cr)
 			switch {
+			case !ok:
+				l.other = "an unusual column reference"
 			case len(parts) == 1 && parts[0] == "*":
 				// The subquery's own FROM items' columns.
 			case len(parts) >= 2 && l.locals[parts[len(parts)-2]]:

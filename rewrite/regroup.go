@@ -69,7 +69,7 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 			return "a subquery names a table of its own " + catalog.QuoteIdent(n) + ", as the statement does"
 		}
 	}
-	for _, p := range append(slices.Clone(l.free), l.aggFree...) {
+	for _, p := range l.free { // aggFree's are among them
 		if len(p) == 1 && p[0] == fact && !slices.Contains(sj.factCols, p[0]) {
 			// The table's whole row, which over the arm would be the
 			// arm's.

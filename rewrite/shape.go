@@ -58,12 +58,7 @@ func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) 
 			} else {
 				b.WriteString(sqlOf(o.e, hook))
 			}
-			if o.dir != "" {
-				b.WriteString(" " + o.dir)
-			}
-			if o.nulls != "" {
-				b.WriteString(" " + o.nulls)
-			}
+			b.WriteString(o.suffix())
 		}
 	}
 	if s.limit != nil {
