@@ -206,6 +206,43 @@ func TestPrefilter(t *testing.T) {
 
 var sink bool
 
+// FuzzPrefilter checks the one-pass prefilter against its rule written
+// plainly: each word searched for on its own in an ASCII-lowered copy.
+func FuzzPrefilter(f *testing.F) {
+	for _, s := range []string{
+		"SELECT count(DISTINCT x) FROM t", "SELECT APPROX_COUNT_DISTINCT(x)", "select pgsketch.refresh()",
+		"SELECT abalance FROM pgbench_accounts WHERE aid = 1;", "SELECT a, count(*) FROM t GROUP BY a LIMIT 5",
+		"SELECT a, COUNT(*) FROM t GROUP BY a HAVING count(*) > 1", "SELECT count(*) FROM (SELECT 1 EXCEPT SELECT 2) x",
+		"cOuNt dIsTiNcT", "coun", "pgsketc", "\xc3count\x80distinct",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		lower := []byte(sql)
+		for i, c := range lower {
+			if c >= 'A' && c <= 'Z' {
+				lower[i] = c + 'a' - 'A'
+			}
+		}
+		has := func(w string) bool { return strings.Contains(string(lower), w) }
+		want := has("count") && (has("distinct") || has("intersect") || has("except") ||
+			has("group") && (has("limit") || has("having"))) || has("pgsketch")
+		if got := Prefilter(sql); got != want {
+			t.Errorf("Prefilter(%q) = %v, want %v", sql, got, want)
+		}
+	})
+}
+
+// BenchmarkPrefilter: the relay asks it of every simple-protocol query
+// (pgbench -S's here, which holds "count" inside "accounts").
+func BenchmarkPrefilter(b *testing.B) {
+	sql := "SELECT abalance FROM pgbench_accounts WHERE aid = 123456;"
+	b.SetBytes(int64(len(sql)))
+	for b.Loop() {
+		sink = Prefilter(sql)
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	snap := testCatalog()
 	for _, file := range goldenFiles(t) {

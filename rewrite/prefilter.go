@@ -27,26 +27,82 @@ const (
 // any letter case. It allocates nothing and runs in time linear in
 // len(sql).
 func Prefilter(sql string) bool {
-	return containsFold(sql, "count") && (containsFold(sql, "distinct") ||
-		containsFold(sql, "intersect") || containsFold(sql, "except") ||
-		containsFold(sql, "group") && (containsFold(sql, "limit") || containsFold(sql, "having"))) ||
-		containsFold(sql, "pgsketch")
+	// One pass over sql: every word the rule names starts with a letter no
+	// other starts with, so a byte decides which word to try at it.
+	var seen prefilterWords
+	for i := 0; i < len(sql); i++ {
+		k := prefilterStarts[sql[i]]
+		if k == 0 {
+			continue
+		}
+		w := prefilterWords(1) << (k - 1)
+		if seen&w == 0 && hasPrefixFold(sql[i:], prefilterList[k-1]) {
+			seen |= w
+			if seen.rewritable() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// prefilterWords is the set of words Prefilter has met, a bit per word of
+// prefilterList.
+type prefilterWords uint8
+
+const (
+	wordCount prefilterWords = 1 << iota
+	wordDistinct
+	wordIntersect
+	wordExcept
+	wordGroup
+	wordLimit
+	wordHaving
+	wordPgsketch
+)
+
+// prefilterList holds the words in the order of their bits.
+var prefilterList = [...]string{"count", "distinct", "intersect", "except", "group", "limit", "having", "pgsketch"}
+
+// prefilterStarts maps a byte to 1 + the index in prefilterList of the word
+// it starts, in either letter case, or to 0.
+var prefilterStarts = func() (t [256]uint8) {
+	for i, w := range prefilterList {
+		if t[w[0]] != 0 {
+			panic("prefilter: two words start with " + w[:1])
+		}
+		t[w[0]] = uint8(i + 1)
+		t[w[0]-'a'+'A'] = uint8(i + 1)
+	}
+	return t
+}()
+
+// rewritable is Prefilter's rule over the words met.
+func (w prefilterWords) rewritable() bool {
+	has := func(x prefilterWords) bool { return w&x != 0 }
+	return has(wordPgsketch) || has(wordCount) && (has(wordDistinct) || has(wordIntersect) || has(wordExcept) ||
+		has(wordGroup) && (has(wordLimit) || has(wordHaving)))
+}
+
+// hasPrefixFold reports whether s starts with word (lower-case ASCII
+// letters, digits and underscores) in any letter case.
+func hasPrefixFold(s, word string) bool {
+	if len(s) < len(word) {
+		return false
+	}
+	for j := 0; j < len(word); j++ {
+		if !foldEq(s[j], word[j]) {
+			return false
+		}
+	}
+	return true
 }
 
 // containsFold reports whether s contains word (lower-case ASCII letters,
 // digits and underscores) in any letter case.
 func containsFold(s, word string) bool {
-	n := len(word)
-	first := word[0]
-	for i := 0; i+n <= len(s); i++ {
-		if !foldEq(s[i], first) {
-			continue
-		}
-		j := 1
-		for j < n && foldEq(s[i+j], word[j]) {
-			j++
-		}
-		if j == n {
+	for i := 0; i+len(word) <= len(s); i++ {
+		if foldEq(s[i], word[0]) && hasPrefixFold(s[i:], word) {
 			return true
 		}
 	}
