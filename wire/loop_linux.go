@@ -191,14 +191,17 @@ func (slot *loopSlot) request(req loopRequest) error {
 }
 
 // eventLoop is one loop: its epoll set, the wake-up eventfd in it, and the
-// sessions it holds, by socket.
+// sessions it holds.
 type eventLoop struct {
-	slot     *loopSlot
-	epfd     int
-	efd      int
-	file     *os.File // epfd, for Go's poller
-	rc       syscall.RawConn
-	sessions map[int32]*fastSession
+	slot *loopSlot
+	epfd int
+	efd  int
+	file *os.File // epfd, for Go's poller
+	rc   syscall.RawConn
+	// bySocket holds each session at both its descriptors (nil elsewhere);
+	// held counts the sessions.
+	bySocket []*fastSession
+	held     int
 	events   [loopEvents]syscall.EpollEvent
 	reqs     []loopRequest
 	pollFn   func(uintptr) bool
@@ -224,7 +227,7 @@ func newEventLoop(slot *loopSlot) (*eventLoop, error) {
 		syscall.Close(epfd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
-	l := &eventLoop{slot: slot, epfd: epfd, efd: int(efd), sessions: map[int32]*fastSession{}}
+	l := &eventLoop{slot: slot, epfd: epfd, efd: int(efd)}
 	l.file = os.NewFile(uintptr(epfd), "epoll")
 	if l.rc, err = l.file.SyscallConn(); err != nil {
 		l.file.Close()
@@ -250,15 +253,17 @@ func (l *eventLoop) wake() {
 // no request waits, or if its epoll set fails, after letting every session go.
 func (l *eventLoop) run() {
 	err := l.rc.Read(l.pollFn)
-	if err != nil || len(l.sessions) > 0 {
+	if err != nil || l.held > 0 {
 		// Not an exit by poll: let every session go and refuse new ones.
 		l.slot.mu.Lock()
 		l.slot.loop = nil
 		reqs := l.slot.queue
 		l.slot.queue = nil
 		l.slot.mu.Unlock()
-		for _, fs := range l.sessions {
-			l.release(fs, "event loop failed")
+		for _, fs := range l.bySocket {
+			if fs != nil {
+				l.release(fs, "event loop failed")
+			}
 		}
 		for _, r := range reqs {
 			l.release(r.fs, "event loop failed")
@@ -286,6 +291,8 @@ func (l *eventLoop) poll(uintptr) bool {
 			// exhaust (a read that took the data but left the end of stream,
 			// a full buffer) stays on the list, level-triggered, but adds no
 			// new edge for Go's poller, which would then never wake the loop.
+			// Asking again also finds what came in while the loop worked,
+			// which costs less than a turn through Go's scheduler and poller.
 			return false
 		}
 		for i := range int(n) {
@@ -296,7 +303,7 @@ func (l *eventLoop) poll(uintptr) bool {
 				}
 				continue
 			}
-			fs := l.sessions[ev.Fd]
+			fs := l.session(ev.Fd)
 			if fs == nil {
 				continue // let go earlier in this batch
 			}
@@ -309,6 +316,14 @@ func (l *eventLoop) poll(uintptr) bool {
 	}
 }
 
+// session returns the session holding socket fd, or nil.
+func (l *eventLoop) session(fd int32) *fastSession {
+	if fd < 0 || int(fd) >= len(l.bySocket) {
+		return nil
+	}
+	return l.bySocket[fd]
+}
+
 // requests takes in the queued requests; it reports whether the loop has
 // nothing left and ends (then no request can reach it: the slot is empty).
 func (l *eventLoop) requests() (exit bool) {
@@ -317,7 +332,7 @@ func (l *eventLoop) requests() (exit bool) {
 	l.slot.mu.Lock()
 	l.reqs = append(l.reqs[:0], l.slot.queue...)
 	l.slot.queue = l.slot.queue[:0]
-	if len(l.reqs) == 0 && len(l.sessions) == 0 {
+	if len(l.reqs) == 0 && l.held == 0 {
 		l.slot.loop = nil
 		l.slot.mu.Unlock()
 		return true
@@ -326,7 +341,7 @@ func (l *eventLoop) requests() (exit bool) {
 	for _, r := range l.reqs {
 		switch {
 		case r.leave:
-			if !r.fs.gone && l.sessions[int32(r.fs.cfd)] == r.fs {
+			if !r.fs.gone && l.session(int32(r.fs.cfd)) == r.fs {
 				l.release(r.fs, "asked to")
 			}
 		case r.fs.gone:
@@ -335,7 +350,7 @@ func (l *eventLoop) requests() (exit bool) {
 		}
 	}
 	clear(l.reqs)
-	if len(l.sessions) == 0 {
+	if l.held == 0 {
 		// Wake once more to end, after any request that raced this one.
 		l.wake()
 	}
@@ -357,8 +372,12 @@ func (l *eventLoop) add(fs *fastSession) {
 	}
 	fs.cbuf = make([]byte, loopBufSize)
 	fs.ubuf = make([]byte, loopBufSize)
-	l.sessions[int32(fs.cfd)] = fs
-	l.sessions[int32(fs.ufd)] = fs
+	if top := max(fs.cfd, fs.ufd); top >= len(l.bySocket) {
+		l.bySocket = append(l.bySocket, make([]*fastSession, top+1-len(l.bySocket))...)
+	}
+	l.bySocket[fs.cfd] = fs
+	l.bySocket[fs.ufd] = fs
+	l.held++
 }
 
 // release takes fs out of the loop, if it is in, and hands it to its
@@ -368,12 +387,13 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 		return
 	}
 	fs.gone = true
-	if l.sessions[int32(fs.cfd)] == fs {
+	if l.session(int32(fs.cfd)) == fs {
 		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fs.cfd, nil)
 		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, fs.ufd, nil)
-		delete(l.sessions, int32(fs.cfd))
-		delete(l.sessions, int32(fs.ufd))
-		if len(l.sessions) == 0 {
+		l.bySocket[fs.cfd] = nil
+		l.bySocket[fs.ufd] = nil
+		l.held--
+		if l.held == 0 {
 			l.wake() // to end the loop, unless a request comes first
 		}
 	}
