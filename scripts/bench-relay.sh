@@ -20,8 +20,10 @@
 # count it passes through, as there is no rollup), then pgbench -S's query:
 # the relay of sessions that had a query of their own served by pgsketch.
 #
-# Everything it starts (PostgreSQL, PgBouncer, the proxy) lives in a temporary
-# directory and is stopped and removed on exit, also on Ctrl-C or an error.
+# PgBouncer and each proxy run in a session of their own, as services do (see
+# start_proxy). Everything it starts (PostgreSQL, PgBouncer, the proxy) lives
+# in a temporary directory and is stopped and removed on exit, also on Ctrl-C
+# or an error.
 # It needs the Debian packages postgresql-15 and pgbouncer (installed with
 # apt-get when run as root and missing) and Go to build the proxy. As root,
 # PostgreSQL and PgBouncer run as the OS user postgres. Exit status: 0 when
@@ -174,13 +176,24 @@ wait_ready "$bouncer_port" PgBouncer "$work/pgbouncer.log"
 # start_proxy BIN PORT LOG NAME PIDVAR: `BIN serve` on PORT in the background,
 # its stderr in LOG, its pid in the variable PIDVAR (set at once, so cleanup
 # stops it even if it never answers); then waits until it answers.
+#
+# Each proxy runs in a session of its own (setsid), as PgBouncer does: -d
+# makes it a daemon, which calls setsid. It matters for the comparison. With
+# the kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled,
+# on by default in Debian's kernels), CPU time is first shared between
+# sessions, so a relay started in this script's session would share one
+# share with pgbench, and PgBouncer would have one to itself. A service
+# started by systemd has a session and a cgroup of its own, too.
 start_proxy() {
   # shellcheck disable=SC2086 # --proxy-args is split into words on purpose
-  "$1" serve --listen "127.0.0.1:$2" \
+  setsid "$1" serve --listen "127.0.0.1:$2" \
     --upstream "postgres://127.0.0.1:$pg_port/?sslmode=disable" --log-level warn $proxy_args 2>"$3" &
   printf -v "$5" %s "$!"
   say "$4 serve on 127.0.0.1:$2"
   wait_ready "$2" "$4" "$3"
+  # setsid forks first when it is a process group leader (only with job
+  # control on); then the pid above would not be the proxy's.
+  [ "$(ps -o sid= -p "${!5}" | tr -d ' ')" = "${!5}" ] || die "$4 is not in a session of its own (pid ${!5})"
 }
 say "building pgsketch-proxy"
 (cd "$repo" && go build -o "$work/pgsketch-proxy" ./cmd/pgsketch-proxy) || die "go build ./cmd/pgsketch-proxy failed"
