@@ -193,7 +193,9 @@ start_proxy() {
   wait_ready "$2" "$4" "$3"
   # setsid forks first when it is a process group leader (only with job
   # control on); then the pid above would not be the proxy's.
-  [ "$(ps -o sid= -p "${!5}" | tr -d ' ')" = "${!5}" ] || die "$4 is not in a session of its own (pid ${!5})"
+  # Field 6 of /proc/PID/stat is the session id (the command names here hold
+  # no spaces), read as cpu_ticks reads its fields, without procps.
+  [ "$(awk '{print $6}' "/proc/${!5}/stat" 2>/dev/null)" = "${!5}" ] || die "$4 is not in a session of its own (pid ${!5})"
 }
 say "building pgsketch-proxy"
 (cd "$repo" && go build -o "$work/pgsketch-proxy" ./cmd/pgsketch-proxy) || die "go build ./cmd/pgsketch-proxy failed"
