@@ -25,8 +25,9 @@
 // proxy's own) before the Handler serves it.
 //
 // On Linux the steady state of a plain (non-TLS) session starts in an event
-// loop (loop_linux.go): one goroutine per GOMAXPROCS thread waits on the
-// sockets of all its sessions in an epoll set of its own and relays the
+// loop (loop_linux.go): one goroutine per two GOMAXPROCS threads (at least
+// one) blocks in epoll_wait on the sockets of all its sessions, in an epoll
+// set of its own with the sockets taken out of Go's poller, and relays the
 // Query and extended-protocol messages the Handler does not want, and
 // every reply, as PgBouncer does, without a goroutine per direction to park
 // and wake. At the first thing it does not do (a request the Handler wants,

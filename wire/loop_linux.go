@@ -28,15 +28,22 @@ import (
 // back to the loop (session.steady).
 //
 // The loop keeps its own epoll set, level-triggered, so a socket that still
-// holds bytes or an end of stream stays reported, and waits for that set in
-// Go's poller: the epoll descriptor is readable when one of its sockets is,
-// and the loop runs inside one long syscall.RawConn.Read of it. The
-// runtime's thread waits in its own epoll_wait as for any connection, and no
-// thread blocks outside the runtime's knowledge.
+// holds bytes or an end of stream stays reported, and its goroutine waits in
+// epoll_wait itself, a blocking system call the runtime knows of (its
+// processor is handed on if other goroutines need it). So one system call
+// both waits and says what is ready, as in PgBouncer; waiting in Go's poller
+// instead costs a turn through the scheduler and a second epoll_wait per
+// wake-up. A loop therefore holds a thread while it waits: the loops are
+// half the GOMAXPROCS threads (at least one), and the rest run everything
+// else.
 //
-// A session's sockets stay open, owned by their net.Conn, while the loop
-// uses their descriptors: they are closed only after the loop let go of
-// them (session.leaveLoop).
+// While a session is in the loop its sockets are out of Go's poller
+// (rawConn.detach): the loop owns a duplicate descriptor of each, and the
+// net.Conn is closed until the session leaves, when the descriptor becomes
+// a net.Conn again (rawConn.attach) before the goroutines take over. A
+// socket in both sets would wake the poller's thread too for every message.
+// Nothing else uses the connections meanwhile: whatever wants to write to
+// or close them makes the session leave first (session.leaveLoop).
 //
 // Race builds do without the loop (loop_other.go), as they do without raw
 // system calls (rawio_linux.go).
@@ -49,8 +56,9 @@ const loopBufSize = readBufSize
 // loopEvents is how many events one epoll_wait returns at most.
 const loopEvents = 128
 
-// loopSet is a server's event loops: one per thread that runs Go code
-// (GOMAXPROCS), each started with its first session and ended with its last.
+// loopSet is a server's event loops: half as many as the threads that run
+// Go code (GOMAXPROCS), at least one, each started with its first session
+// and ended with its last.
 type loopSet struct {
 	once  sync.Once
 	slots []loopSlot
@@ -72,7 +80,8 @@ type loopRequest struct {
 // fastSession is a session while a loop relays it.
 type fastSession struct {
 	ss       *session
-	cfd, ufd int // the client's and the upstream's socket
+	cc, uc   *rawConn // the client's and the upstream's connection, detached
+	cfd, ufd int      // their sockets, the loop's own descriptors
 	cbuf     []byte
 	cr, cw   int // client bytes read and not yet forwarded: cbuf[cr:cw]
 	ubuf     []byte
@@ -96,14 +105,14 @@ func (set *loopSet) relay(ss *session, start handoff) handoff {
 	ss.mu.Lock()
 	client, up, closed := ss.client, ss.up, ss.closed
 	ss.mu.Unlock()
-	cfd, ok1 := socketFD(client)
-	ufd, ok2 := socketFD(up)
+	cc, ok1 := loopConn(client)
+	uc, ok2 := loopConn(up)
 	if closed || !ok1 || !ok2 || len(start.clientBuf) > 0 || len(start.toUp) > 0 || len(start.toClient) > 0 {
 		return start
 	}
-	set.once.Do(func() { set.slots = make([]loopSlot, runtime.GOMAXPROCS(0)) })
+	set.once.Do(func() { set.slots = make([]loopSlot, max(1, runtime.GOMAXPROCS(0)/2)) })
 	slot := &set.slots[int(set.next.Add(1))%len(set.slots)]
-	fs := &fastSession{ss: ss, cfd: cfd, ufd: ufd, up: start.up, fwd: forwardLog{rs: &ss.relay, owing: start.owing},
+	fs := &fastSession{ss: ss, cc: cc, uc: uc, up: start.up, fwd: forwardLog{rs: &ss.relay, owing: start.owing},
 		h: start, released: make(chan struct{})}
 	ss.mu.Lock()
 	if ss.noLoop {
@@ -115,9 +124,14 @@ func (set *loopSet) relay(ss *session, start handoff) handoff {
 		<-fs.released
 	}
 	ss.mu.Unlock()
-	if err := slot.request(loopRequest{fs: fs}); err != nil {
+	// Detached only now that a leaveLoop waits for released, which comes
+	// after the sockets are attached again.
+	if err := fs.detach(); err != nil {
 		ss.log.Debug("event loop unavailable", "err", err)
 		close(fs.released)
+	} else if err := slot.request(loopRequest{fs: fs}); err != nil {
+		ss.log.Debug("event loop unavailable", "err", err)
+		fs.handBack()
 	}
 	<-fs.released
 	ss.mu.Lock()
@@ -132,27 +146,49 @@ func (*loopSet) takes(ss *session) bool {
 	ss.mu.Lock()
 	client, up, closed, noLoop := ss.client, ss.up, ss.closed, ss.noLoop
 	ss.mu.Unlock()
-	_, ok1 := socketFD(client)
-	_, ok2 := socketFD(up)
+	_, ok1 := loopConn(client)
+	_, ok2 := loopConn(up)
 	return ok1 && ok2 && !closed && !noLoop
 }
 
-// socketFD returns the descriptor of a connection the loop can serve: a
-// plain socket read and written with raw system calls.
-func socketFD(c any) (int, bool) {
+// loopConn returns a connection the loop can serve: a plain socket read and
+// written with raw system calls.
+func loopConn(c any) (*rawConn, bool) {
 	cc, ok := c.(countedConn)
 	if !ok {
-		return 0, false
+		return nil, false
 	}
 	rc, ok := cc.Conn.(*rawConn)
-	if !ok {
-		return 0, false
+	return rc, ok
+}
+
+// detach takes both sockets out of Go's poller for the loop; on error
+// neither is.
+func (fs *fastSession) detach() error {
+	var err error
+	if fs.cfd, err = fs.cc.detach(); err != nil {
+		return err
 	}
-	fd := -1
-	if err := rc.rc.Control(func(f uintptr) { fd = int(f) }); err != nil || fd < 0 {
-		return 0, false
+	if fs.ufd, err = fs.uc.detach(); err != nil {
+		if aerr := fs.cc.attach(fs.cfd); aerr != nil {
+			fs.ss.log.Warn("client socket lost leaving the event loop", "err", aerr)
+		}
+		return err
 	}
-	return fd, true
+	return nil
+}
+
+// handBack makes the sockets net.Conns again and releases the session's
+// goroutines. A socket that cannot be is closed, and the goroutines meet
+// net.ErrClosed on it.
+func (fs *fastSession) handBack() {
+	if err := fs.cc.attach(fs.cfd); err != nil {
+		fs.ss.log.Warn("client socket lost leaving the event loop", "err", err)
+	}
+	if err := fs.uc.attach(fs.ufd); err != nil {
+		fs.ss.log.Warn("upstream socket lost leaving the event loop", "err", err)
+	}
+	close(fs.released)
 }
 
 // errLeaving refuses to add a session that was asked to leave first.
@@ -196,25 +232,18 @@ type eventLoop struct {
 	slot *loopSlot
 	epfd int
 	efd  int
-	file *os.File // epfd, for Go's poller
-	rc   syscall.RawConn
 	// bySocket holds each session at both its descriptors (nil elsewhere);
 	// held counts the sessions.
 	bySocket []*fastSession
 	held     int
 	events   [loopEvents]syscall.EpollEvent
 	reqs     []loopRequest
-	pollFn   func(uintptr) bool
 }
 
 func newEventLoop(slot *loopSlot) (*eventLoop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
-	}
-	if err := syscall.SetNonblock(epfd, true); err != nil {
-		syscall.Close(epfd)
-		return nil, os.NewSyscallError("fcntl", err)
 	}
 	efd, _, errno := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if errno != 0 {
@@ -227,15 +256,7 @@ func newEventLoop(slot *loopSlot) (*eventLoop, error) {
 		syscall.Close(epfd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
-	l := &eventLoop{slot: slot, epfd: epfd, efd: int(efd)}
-	l.file = os.NewFile(uintptr(epfd), "epoll")
-	if l.rc, err = l.file.SyscallConn(); err != nil {
-		l.file.Close()
-		syscall.Close(l.efd)
-		return nil, err
-	}
-	l.pollFn = l.poll
-	return l, nil
+	return &eventLoop{slot: slot, epfd: epfd, efd: int(efd)}, nil
 }
 
 // wake makes the loop look at its requests.
@@ -252,8 +273,7 @@ func (l *eventLoop) wake() {
 // run is the loop's goroutine. It ends when the loop holds no session and
 // no request waits, or if its epoll set fails, after letting every session go.
 func (l *eventLoop) run() {
-	err := l.rc.Read(l.pollFn)
-	if err != nil || l.held > 0 {
+	if l.wait() != nil || l.held > 0 {
 		// Not an exit by poll: let every session go and refuse new ones.
 		l.slot.mu.Lock()
 		l.slot.loop = nil
@@ -269,37 +289,29 @@ func (l *eventLoop) run() {
 			l.release(r.fs, "event loop failed")
 		}
 	}
-	l.file.Close()
+	syscall.Close(l.epfd)
 	syscall.Close(l.efd)
 }
 
-// poll is called by rc.Read whenever the epoll set is readable; it returns
-// false to wait for it again, true to end the loop.
-func (l *eventLoop) poll(uintptr) bool {
+// wait waits for the epoll set and serves what is ready until the loop has
+// nothing left (nil) or the set fails. Syscall, not RawSyscall: the runtime
+// knows the thread is blocked and hands its processor on if need be.
+func (l *eventLoop) wait() error {
 	for {
-		n, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd),
-			uintptr(unsafe.Pointer(&l.events[0])), loopEvents, 0, 0, 0)
+		n, _, errno := syscall.Syscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd),
+			uintptr(unsafe.Pointer(&l.events[0])), loopEvents, waitForever, 0, 0)
 		switch errno {
 		case 0:
 		case syscall.EINTR:
 			continue
 		default:
-			return true
-		}
-		if n == 0 {
-			// Wait only with the ready list empty. An event the loop did not
-			// exhaust (a read that took the data but left the end of stream,
-			// a full buffer) stays on the list, level-triggered, but adds no
-			// new edge for Go's poller, which would then never wake the loop.
-			// Asking again also finds what came in while the loop worked,
-			// which costs less than a turn through Go's scheduler and poller.
-			return false
+			return os.NewSyscallError("epoll_wait", errno)
 		}
 		for i := range int(n) {
 			ev := &l.events[i]
 			if int(ev.Fd) == l.efd {
 				if l.requests() {
-					return true
+					return nil
 				}
 				continue
 			}
@@ -315,6 +327,10 @@ func (l *eventLoop) poll(uintptr) bool {
 		}
 	}
 }
+
+// waitForever is epoll_wait's timeout of -1, as the uintptr a system call
+// takes (the kernel reads an int).
+const waitForever = ^uintptr(0)
 
 // session returns the session holding socket fd, or nil.
 func (l *eventLoop) session(fd int32) *fastSession {
@@ -404,5 +420,5 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 	fs.h.owing = fs.fwd.owing
 	fs.cbuf, fs.ubuf = nil, nil
 	fs.ss.log.Debug("relay leaves the event loop", "reason", why)
-	close(fs.released)
+	fs.handBack()
 }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -325,24 +327,7 @@ func TestLoopEndsWithLastSession(t *testing.T) {
 		client.Close()
 		up.Close()
 		<-done
-		for deadline := time.Now().Add(5 * time.Second); ; {
-			running := 0
-			for i := range srv.loops.slots {
-				slot := &srv.loops.slots[i]
-				slot.mu.Lock()
-				if slot.loop != nil {
-					running++
-				}
-				slot.mu.Unlock()
-			}
-			if running == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d event loops still run without sessions", running)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitLoopsEnd(t, srv)
 	}
 }
 
@@ -372,4 +357,182 @@ func FuzzLoopRelay(f *testing.F) {
 			t.Fatal("the session hangs")
 		}
 	})
+}
+
+// While the loop relays a session, its sockets are in the loop's epoll set
+// only, not in Go's poller too (which would wake a thread for every message
+// the loop relays); they are back in Go's poller, and work there, once the
+// session has left.
+func TestLoopTakesSocketsFromGoPoller(t *testing.T) {
+	c, cEnd := plainPair(t, "tcp")
+	u, uEnd := plainPair(t, "tcp")
+	srv := loopServer(t, nil)
+	m := &srv.metrics
+	sess := newSession(srv, countedConn{rawIO(cEnd), &m.bytesFromClients, &m.bytesToClients})
+	sess.up = countedConn{rawIO(uEnd), &m.bytesFromUpstream, &m.bytesToUpstream}
+	cIno, uIno, goIno := socketInode(t, cEnd), socketInode(t, uEnd), socketInode(t, c)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer sess.close()
+		sess.steady(handoff{})
+	}()
+	defer func() {
+		c.Close()
+		u.Close()
+		<-done
+	}()
+	waitInLoop(t, sess)
+
+	// in lists the epoll sets that hold each socket.
+	in := func() (client, upstream, goPoller []string) {
+		for set, socks := range epollSets(t) {
+			if socks[cIno] {
+				client = append(client, set)
+			}
+			if socks[uIno] {
+				upstream = append(upstream, set)
+			}
+			if socks[goIno] {
+				goPoller = append(goPoller, set)
+			}
+		}
+		return client, upstream, goPoller
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		cs, us, gs := in()
+		if len(cs) == 1 && len(us) == 1 && len(gs) == 1 && cs[0] == us[0] && cs[0] != gs[0] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in the loop, the client's socket is in epoll sets %v, the upstream's in %v; Go's poller is %v", cs, us, gs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	q := msg('Q', "select 1\x00")
+	c.Write(q)
+	if got := readN(t, u, len(q)); !bytes.Equal(got, q) {
+		t.Fatalf("upstream got %q through the loop, want %q", got, q)
+	}
+
+	sess.leaveLoop()
+	if inLoop(sess) {
+		t.Fatal("the session is still in the loop")
+	}
+	cs, us, gs := in()
+	if len(cs) != 1 || len(us) != 1 || len(gs) != 1 || cs[0] != gs[0] || us[0] != gs[0] {
+		t.Fatalf("out of the loop, the client's socket is in epoll sets %v, the upstream's in %v; Go's poller is %v", cs, us, gs)
+	}
+	reply := bytes.Join([][]byte{msg('C', "SELECT 1\x00"), msg('Z', "I")}, nil)
+	u.Write(reply)
+	if got := readN(t, c, len(reply)); !bytes.Equal(got, reply) {
+		t.Fatalf("client got %q from the goroutines, want %q", got, reply)
+	}
+	c.Write(q)
+	if got := readN(t, u, len(q)); !bytes.Equal(got, q) {
+		t.Fatalf("upstream got %q from the goroutines, want %q", got, q)
+	}
+}
+
+// socketInode names the socket under c as /proc does ("socket:[N]").
+func socketInode(t testing.TB, c net.Conn) string {
+	t.Helper()
+	rc, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	var lerr error
+	if err := rc.Control(func(fd uintptr) {
+		link, lerr = os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	}); err != nil || lerr != nil {
+		t.Fatal(err, lerr)
+	}
+	return link
+}
+
+// epollSets returns, for each epoll descriptor of the process, the sockets
+// it waits for, as socketInode names them.
+func epollSets(t testing.TB) map[string]map[string]bool {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := map[string]map[string]bool{}
+	for _, fd := range fds {
+		if link, err := os.Readlink("/proc/self/fd/" + fd.Name()); err != nil || link != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + fd.Name())
+		if err != nil {
+			continue // closed meanwhile
+		}
+		socks := map[string]bool{}
+		for _, line := range strings.Split(string(info), "\n") {
+			var target int
+			if _, err := fmt.Sscanf(line, "tfd: %d", &target); err != nil {
+				continue
+			}
+			if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", target)); err == nil {
+				socks[link] = true
+			}
+		}
+		sets[fd.Name()] = socks
+	}
+	return sets
+}
+
+// A session that enters and leaves the loop again and again, then ends,
+// leaves no descriptor behind: each duplicate the loop took is closed.
+func TestLoopLeaksNoDescriptors(t *testing.T) {
+	srv := loopServer(t, interceptX{})
+	openFDs := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fds)
+	}
+	before := openFDs()
+	sess, client, up, done := newLoopRelay(t, srv)
+	served := bytes.Join([][]byte{msg('I', ""), msg('Z', "I")}, nil)
+	for round := range 5 {
+		waitInLoop(t, sess)
+		client.Write(msg('Q', "x\x00"))
+		if got := readN(t, client, len(served)); !bytes.Equal(got, served) {
+			t.Fatalf("round %d: client got %q, want %q", round, got, served)
+		}
+	}
+	waitInLoop(t, sess)
+	client.Close()
+	up.Close()
+	<-done
+	waitLoopsEnd(t, srv)
+	if after := openFDs(); after != before {
+		t.Fatalf("%d descriptors open after the session, %d before", after, before)
+	}
+}
+
+// waitLoopsEnd waits until no event loop of srv runs.
+func waitLoopsEnd(t testing.TB, srv *Server) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		running := 0
+		for i := range srv.loops.slots {
+			slot := &srv.loops.slots[i]
+			slot.mu.Lock()
+			if slot.loop != nil {
+				running++
+			}
+			slot.mu.Unlock()
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d event loops still run without sessions", running)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -3,6 +3,7 @@
 package wire
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -28,8 +29,8 @@ import (
 // The trade-off: a raw call keeps its processor while in the kernel. On a
 // non-blocking socket that is the time to copy one socket buffer, but a
 // page fault on a swapped-out buffer or a socket lock held by the other
-// side's softirq stalls every goroutine of this processor for as long (with
-// the default --procs of half the CPUs, often all of them).
+// side's softirq stalls every goroutine of this processor for as long (on
+// a machine of two CPUs, half the goroutines).
 //
 // Race builds use net.Conn's own calls (rawio_other.go): RawSyscall is
 // invisible to the race detector, which would neither see the kernel touch
@@ -175,4 +176,68 @@ func (c *rawConn) opError(op string, err error) error {
 		err = oe.Err
 	}
 	return &net.OpError{Op: op, Net: c.network, Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// detach takes the socket out of Go's poller and returns a descriptor of
+// its own for it, for an event loop that waits for it in an epoll set of
+// its own (loop_linux.go). Go's poller would otherwise wake a thread for
+// every message the loop relays, only to find nobody waiting.
+//
+// The descriptor is a duplicate (close-on-exec); closing the connection's
+// own descriptor unregisters it from the poller, and the socket stays open
+// through the duplicate. Until attach, the connection is closed: nothing
+// may use it, which the loop guarantees (a session leaves the loop before
+// anything else writes to or closes its connections). On error the
+// connection is unchanged.
+func (c *rawConn) detach() (int, error) {
+	fd := -1
+	var errno syscall.Errno
+	err := c.rc.Control(func(s uintptr) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+		fd, errno = int(r), e
+	})
+	switch {
+	case err != nil:
+		return -1, err
+	case errno != 0:
+		return -1, os.NewSyscallError("fcntl F_DUPFD_CLOEXEC", errno)
+	}
+	if err := c.Conn.Close(); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// attach makes fd, from detach, the connection's socket again, waited for
+// in Go's poller, and closes fd. On error the socket is closed too (fd was
+// its last descriptor) and the connection stays closed: reads and writes
+// fail with net.ErrClosed.
+func (c *rawConn) attach(fd int) error {
+	// Blocking for a moment, so that os.NewFile does not add it to the
+	// poller only for FileConn to take a copy; FileConn makes the socket
+	// non-blocking again (the flag belongs to the socket, shared by both
+	// descriptors).
+	if err := syscall.SetNonblock(fd, false); err != nil {
+		syscall.Close(fd)
+		return os.NewSyscallError("fcntl O_NONBLOCK", err)
+	}
+	f := os.NewFile(uintptr(fd), c.network+" socket")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		nc.Close()
+		return fmt.Errorf("socket came back as %T", nc)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	c.Conn, c.rc = nc, rc
+	return nil
 }

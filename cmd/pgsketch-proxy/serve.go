@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"runtime"
 	"time"
 
@@ -40,8 +39,8 @@ func runServe(ctx context.Context, a *app, args []string) error {
 	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long sessions may finish before they are closed")
 	maxMessage := f.Int("max-message-size", 1<<30, "largest message accepted from a client, in bytes")
 	maxStartup := f.Int("max-startup-size", 10000, "largest startup packet accepted, in bytes")
-	procs := f.Int("procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: half the CPUs available, "+
-		"at least 1, unless the GOMAXPROCS environment variable is set (the relay mostly waits in system calls; see docs/benchmarks.md)")
+	procs := f.Int("procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: Go's default, the CPUs available "+
+		"or the GOMAXPROCS environment variable; half of them, at least 1, wait in the relay's event loops (see docs/benchmarks.md)")
 	pprofListen := f.String("pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
 	httpListen := f.String("http-listen", "", "address for the HTTP server: the status page at / and Prometheus metrics at /metrics (off when empty)")
 	statusDSN := f.String("status-dsn", "", "database whose rollups the status page lists (default: --refresh-dsn)")
@@ -293,18 +292,14 @@ func startPprof(a *app, addr string) error {
 	return nil
 }
 
-// setProcs sets GOMAXPROCS: n when positive; otherwise half of what the Go
-// runtime chose (at least 1), unless GOMAXPROCS is set in the environment.
-// On a 2-core machine shared with PostgreSQL and the clients, one thread cut
-// the relay's CPU per transaction by about a fifth and raised pgbench TPS
-// (docs/benchmarks.md).
+// setProcs sets GOMAXPROCS to n when positive and otherwise leaves the Go
+// runtime's choice. The relay's event loops block in epoll_wait, each
+// holding a thread, and are half of them (wire/loop_linux.go): the rest
+// run the goroutines without waiting for the runtime to take a processor
+// back from a loop.
 func setProcs(a *app, n int) {
-	if n <= 0 {
-		if os.Getenv("GOMAXPROCS") != "" {
-			return
-		}
-		n = max(1, runtime.GOMAXPROCS(0)/2)
+	if n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
-	runtime.GOMAXPROCS(n)
-	a.log.Debug("GOMAXPROCS", "procs", n)
+	a.log.Debug("GOMAXPROCS", "procs", runtime.GOMAXPROCS(0))
 }
