@@ -3,7 +3,6 @@ package handler
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -275,17 +274,10 @@ func cloneFields(fs []pgproto3.FieldDescription) []pgproto3.FieldDescription {
 // takes: the SQL itself, or, when it calls APPROX_COUNT_DISTINCT, the
 // query with exact counts, which has the same columns and parameters.
 func describeSQL(sql string) string {
-	if !containsFold(sql, "approx_count_distinct") {
-		return sql
-	}
 	if exact, ok := rewrite.ExactEquivalent(sql); ok {
 		return exact
 	}
 	return sql
-}
-
-func containsFold(s, sub string) bool {
-	return strings.Contains(strings.ToLower(s), sub)
 }
 
 // validFormats reports whether a Bind's format codes fit n values.
