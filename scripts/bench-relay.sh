@@ -2,7 +2,8 @@
 # Relay benchmark: pgbench -S against a throwaway
 # PostgreSQL 15 directly, through PgBouncer (session mode) and through
 # `pgsketch-proxy serve`, interleaved, several rounds; prints the TPS median
-# per target and mode and the ratios proxy/PgBouncer and proxy/direct.
+# per target and mode and the ratios proxy/PgBouncer and proxy/direct, and,
+# for each relay, its CPU time and context switches per transaction.
 #
 #   scripts/bench-relay.sh [--quick] [--rounds N] [--duration S] [--clients N]
 #                          [--jobs N] [--scale N] [--modes "simple extended prepared"]
@@ -241,6 +242,10 @@ clk_tck=$(getconf CLK_TCK)
 declare -A relay_pid=([pgbouncer]=$(cat "$work/pgbouncer.pid") [proxy]=$proxy_pid [baseline]=$base_pid)
 # cpu_ticks PID: user + system CPU time the process has used, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# ctx_switches PID: voluntary + involuntary context switches of the process's
+# threads now (a thread that has exited takes its count with it; the relays
+# keep theirs).
+ctx_switches() { cat "/proc/$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}'; }
 n=0
 say "$total runs of ${duration} s: pgbench -S, $clients clients, $jobs threads"
 for round in $(seq 1 "$rounds"); do
@@ -251,19 +256,23 @@ for round in $(seq 1 "$rounds"); do
       out=$work/run-$round-$mode-$target.log
       rpid=${relay_pid[$target]:-}
       ticks0=0; [ -z "$rpid" ] || ticks0=$(cpu_ticks "$rpid")
+      switches0=0; [ -z "$rpid" ] || switches0=$(ctx_switches "$rpid")
       script=(-S); [ "${mode%+handed}" = "$mode" ] || script=(-f "$work/handed.sql" -D handed=0)
       if "$pgbench" "${script[@]}" -n -M "${mode%+handed}" -c "$clients" -j "$jobs" -T "$duration" \
           -h 127.0.0.1 -p "${port[$target]}" -U postgres bench >"$out" 2>&1 &&
         tps=$(awk '/^tps = /{print $3; exit}' "$out") && [ -n "$tps" ]; then
-        # The relay's own CPU time per transaction, in microseconds.
-        cpu=-
+        # The relay's own CPU time per transaction, in microseconds, and
+        # its context switches per transaction.
+        cpu=- switches=-
         if [ -n "$rpid" ]; then
           txs=$(awk -F': ' '/^number of transactions actually processed/{print $2; exit}' "$out")
           cpu=$(awk -v a="$ticks0" -v b="$(cpu_ticks "$rpid")" -v hz="$clk_tck" -v n="${txs%%/*}" \
             'BEGIN {if (n > 0) printf "%.1f", (b - a) * 1e6 / hz / n; else print "-"}')
+          switches=$(awk -v a="$switches0" -v b="$(ctx_switches "$rpid")" -v n="${txs%%/*}" \
+            'BEGIN {if (n > 0 && b >= a) printf "%.3f", (b - a) / n; else print "-"}')
         fi
-        echo "$target $mode $round $tps $cpu" >>"$results"
-        say "[$n/$total] round $round $mode $target: $tps TPS${rpid:+, relay CPU $cpu µs/transaction}"
+        echo "$target $mode $round $tps $cpu $switches" >>"$results"
+        say "[$n/$total] round $round $mode $target: $tps TPS${rpid:+, relay CPU $cpu µs and $switches context switches per transaction}"
       else
         say "[$n/$total] round $round $mode $target: pgbench FAILED:"; tail -n 15 "$out" >&2
         if [ "$target" = proxy ]; then
@@ -281,7 +290,7 @@ for round in $(seq 1 "$rounds"); do
 done
 
 # --- report ------------------------------------------------------------------
-median() { # target mode [column: 4 TPS (default), 5 relay CPU]
+median() { # target mode [column: 4 TPS (default), 5 relay CPU, 6 relay context switches]
   awk -v t="$1" -v m="$2" -v c="${3:-4}" '$1 == t && $2 == m && $c != "-" {print $c}' "$results" | sort -g |
     awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
@@ -305,28 +314,30 @@ echo "command: pgbench -S -n -M MODE -c $clients -j $jobs -T $duration (scale $s
 echo
 echo "load average (1, 5, 15 min): $load_before before the runs, $(cut -d' ' -f1-3 /proc/loadavg) after"
 echo
-echo "| mode | direct TPS | PgBouncer TPS | pgsketch-proxy TPS | proxy / PgBouncer | proxy / direct | proxy / PgBouncer, per round (median) | relay CPU µs/transaction, PgBouncer / proxy |"
-echo "|---|---:|---:|---:|---:|---:|---|---|"
+echo "| mode | direct TPS | PgBouncer TPS | pgsketch-proxy TPS | proxy / PgBouncer | proxy / direct | proxy / PgBouncer, per round (median) | relay CPU µs/transaction, PgBouncer / proxy | relay context switches/transaction, PgBouncer / proxy |"
+echo "|---|---:|---:|---:|---:|---:|---|---|---|"
 for mode in $modes; do
   d=$(median direct "$mode"); b=$(median pgbouncer "$mode"); p=$(median proxy "$mode")
   rr=$(round_ratios "$mode" proxy pgbouncer)
-  printf '| %s | %.0f | %.0f | %.0f | %s | %s | %s(%s) | %s / %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")" \
-    "$rr" "$(median_of <<<"$rr")" "$(median pgbouncer "$mode" 5)" "$(median proxy "$mode" 5)"
+  printf '| %s | %.0f | %.0f | %.0f | %s | %s | %s(%s) | %s / %s | %s / %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")" \
+    "$rr" "$(median_of <<<"$rr")" "$(median pgbouncer "$mode" 5)" "$(median proxy "$mode" 5)" \
+    "$(median pgbouncer "$mode" 6)" "$(median proxy "$mode" 6)"
 done
 if [ -n "$baseline" ]; then
   echo
   echo "baseline: pgsketch-proxy at $base_rev"
   echo
-  echo "| mode | baseline TPS | baseline / PgBouncer | proxy / baseline | proxy / baseline, per round (median) | relay CPU µs/transaction, baseline / proxy |"
-  echo "|---|---:|---:|---:|---|---|"
+  echo "| mode | baseline TPS | baseline / PgBouncer | proxy / baseline | proxy / baseline, per round (median) | relay CPU µs/transaction, baseline / proxy | relay context switches/transaction, baseline / proxy |"
+  echo "|---|---:|---:|---:|---|---|---|"
   for mode in $modes; do
     b=$(median pgbouncer "$mode"); p=$(median proxy "$mode"); a=$(median baseline "$mode")
     rr=$(round_ratios "$mode" proxy baseline)
-    printf '| %s | %.0f | %s | %s | %s(%s) | %s / %s |\n' "$mode" "$a" "$(ratio "$a" "$b")" "$(ratio "$p" "$a")" \
-      "$rr" "$(median_of <<<"$rr")" "$(median baseline "$mode" 5)" "$(median proxy "$mode" 5)"
+    printf '| %s | %.0f | %s | %s | %s(%s) | %s / %s | %s / %s |\n' "$mode" "$a" "$(ratio "$a" "$b")" "$(ratio "$p" "$a")" \
+      "$rr" "$(median_of <<<"$rr")" "$(median baseline "$mode" 5)" "$(median proxy "$mode" 5)" \
+      "$(median baseline "$mode" 6)" "$(median proxy "$mode" 6)"
   done
 fi
 echo
-echo "TPS medians over $rounds round(s); every run (target mode round TPS relay-CPU-µs/transaction):"
+echo "TPS medians over $rounds round(s); every run (target mode round TPS relay-CPU-µs/transaction relay-context-switches/transaction):"
 sed 's/^/    /' "$results"
 exit "$failed"
