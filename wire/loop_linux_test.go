@@ -68,6 +68,19 @@ func waitInLoop(t testing.TB, sess *session) {
 	}
 }
 
+// waitOutOfLoop waits until the session's relay goroutine has taken it
+// back from the event loop: leaveLoop returns once the loop has let go of
+// the sockets, a moment before that goroutine clears session.leave.
+func waitOutOfLoop(t testing.TB, sess *session) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); inLoop(sess); {
+		if time.Now().After(deadline) {
+			t.Fatal("the session is still in the loop")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // readN reads exactly n bytes from c within a few seconds.
 func readN(t testing.TB, c net.Conn, n int) []byte {
 	t.Helper()
@@ -416,9 +429,7 @@ func TestLoopTakesSocketsFromGoPoller(t *testing.T) {
 	}
 
 	sess.leaveLoop()
-	if inLoop(sess) {
-		t.Fatal("the session is still in the loop")
-	}
+	waitOutOfLoop(t, sess)
 	cs, us, gs := in()
 	if len(cs) != 1 || len(us) != 1 || len(gs) != 1 || cs[0] != gs[0] || us[0] != gs[0] {
 		t.Fatalf("out of the loop, the client's socket is in epoll sets %v, the upstream's in %v; Go's poller is %v", cs, us, gs)
