@@ -38,6 +38,15 @@
 // around it), so that every other planner still refuses them; regroup.go
 // checks them.
 //
+// A statement calling APPROX_COUNT_DISTINCT that no planner answers is
+// counted exactly instead (a Substitute plan): reprinted from the AST
+// (shape.go, substitutePlan), or, for what the AST does not model (joins,
+// subqueries, set operations, ordered aggregates), from the parser's tree
+// with each call replaced by COUNT(DISTINCT ...) (parse.go, exactText). A
+// form with no exact equivalent (a window function, *, several
+// arguments, a statement other than SELECT) is named in
+// Result.Unsupported, for the caller to refuse.
+//
 // The plan types (package plan, beside this one) are plain data the
 // executor imports without linking the SQL parser. A Plan carries SQL text
 // only: whole buckets are read from the rollup, edge

@@ -128,6 +128,9 @@ func (c goldenCase) snapshot(snap *catalog.Snapshot) *catalog.Snapshot {
 
 func output(r Result) string {
 	if r.Plan == nil {
+		if r.Unsupported != "" {
+			return "passthrough: " + r.Reason + "\nunsupported: " + r.Unsupported
+		}
 		return "passthrough: " + r.Reason
 	}
 	return r.Plan.String()

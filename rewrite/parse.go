@@ -30,6 +30,11 @@ type parsed struct {
 	// tree is the parser's tree of the text, for printing the statement
 	// around its subqueries (outerText).
 	tree *pg.ParseResult
+	// approx: the statement calls APPROX_COUNT_DISTINCT somewhere (see
+	// approxCall); exact is then the statement with each such call
+	// counted exactly (exactText), or approxWhy says why it cannot be.
+	approx           bool
+	exact, approxWhy string
 }
 
 // parseSQL parses sql with PostgreSQL's parser. A syntax error is returned as
@@ -52,19 +57,117 @@ func parseSQL(sql string) (*parsed, error) {
 	}
 	n := stmts[0].GetStmt()
 	out := &parsed{tree: tree}
+	// The exact text is made before convSelect, whose AST points into
+	// the tree, and from a copy of it.
+	if containsFold(sql, "approx_count_distinct") {
+		out.approx, out.exact, out.approxWhy = exactText(tree)
+	}
+	other := func(what string) (*parsed, error) {
+		o := &parsed{other: what, approx: out.approx, approxWhy: out.approxWhy}
+		if o.approx && o.approxWhy == "" {
+			o.approxWhy = "APPROX_COUNT_DISTINCT is answered in a SELECT statement (or EXPLAIN of one, without options), not in " + what
+		}
+		return o, nil
+	}
 	if ex := n.GetExplainStmt(); ex != nil {
 		if len(ex.GetOptions()) > 0 {
-			return &parsed{other: "EXPLAIN with options"}, nil
+			return other("EXPLAIN with options")
 		}
 		out.explain = true
 		n = ex.GetQuery()
 	}
 	s := n.GetSelectStmt()
 	if s == nil {
-		return &parsed{other: stmtKind(n)}, nil
+		return other(stmtKind(n))
 	}
 	out.sel = convSelect(s)
 	return out, nil
+}
+
+// approxCall reports whether f calls APPROX_COUNT_DISTINCT: unqualified,
+// or in schema pg_catalog or pgsketch (as classifyAgg has it).
+func approxCall(f *pg.FuncCall) bool {
+	name, ok := strs(f.GetFuncname())
+	if !ok {
+		return false
+	}
+	switch len(name) {
+	case 1:
+		return name[0] == "approx_count_distinct"
+	case 2:
+		return (name[0] == "pg_catalog" || name[0] == "pgsketch") && name[1] == "approx_count_distinct"
+	}
+	return false
+}
+
+// approxNamed reports whether PostgreSQL names a select-list item whose
+// expression is n after an APPROX_COUNT_DISTINCT call in it (its
+// FigureColname: a function call's name, through casts, COLLATE and a
+// CASE's ELSE), which counted exactly would be named count.
+func approxNamed(n *pg.Node) bool {
+	switch v := n.GetNode().(type) {
+	case *pg.Node_FuncCall:
+		return approxCall(v.FuncCall)
+	case *pg.Node_TypeCast:
+		return approxNamed(v.TypeCast.GetArg())
+	case *pg.Node_CollateClause:
+		return approxNamed(v.CollateClause.GetArg())
+	case *pg.Node_CaseExpr:
+		return v.CaseExpr.GetDefresult() != nil && approxNamed(v.CaseExpr.GetDefresult())
+	}
+	return false
+}
+
+// exactText finds the APPROX_COUNT_DISTINCT calls of a parsed text and
+// prints it with each counted exactly: APPROX_COUNT_DISTINCT([DISTINCT] x
+// [ORDER BY ...]) [FILTER (WHERE c)] becomes count(DISTINCT x) [FILTER
+// (WHERE c)] (an ORDER BY changes no count), and a select-list item
+// PostgreSQL would have named approx_count_distinct keeps that name. found
+// reports any call; why says which call has no exact equivalent (a
+// window function, *, other than one argument, ...), and exact is then
+// empty. The tree is left as it was.
+func exactText(tree *pg.ParseResult) (found bool, exact, why string) {
+	t := proto.Clone(tree).(*pg.ParseResult)
+	eachMessage(t.ProtoReflect(), func(m proto.Message) bool {
+		switch v := m.(type) {
+		case *pg.ResTarget:
+			if v.GetName() == "" && v.GetVal() != nil && approxNamed(v.GetVal()) {
+				v.Name = "approx_count_distinct"
+			}
+		case *pg.FuncCall:
+			if !approxCall(v) {
+				return true
+			}
+			found = true
+			if why != "" {
+				return true
+			}
+			switch {
+			case v.GetOver() != nil:
+				why = "APPROX_COUNT_DISTINCT as a window function (OVER) is not supported"
+			case v.GetAggStar():
+				why = "APPROX_COUNT_DISTINCT(*) is not supported: it counts the distinct values of one expression"
+			case len(v.GetArgs()) != 1:
+				why = "APPROX_COUNT_DISTINCT of " + strconv.Itoa(len(v.GetArgs())) + " arguments is not supported: it counts the distinct values of one expression"
+			case v.GetAggWithinGroup():
+				why = "APPROX_COUNT_DISTINCT ... WITHIN GROUP is not supported"
+			case v.GetFuncVariadic():
+				why = "APPROX_COUNT_DISTINCT with VARIADIC is not supported"
+			}
+			v.Funcname = []*pg.Node{pg.MakeStrNode("count")}
+			v.AggDistinct = true
+			v.AggOrder = nil
+		}
+		return true
+	})
+	if !found || why != "" {
+		return found, "", why
+	}
+	out, err := pg.Deparse(t)
+	if err != nil {
+		return true, "", "the statement cannot be printed with APPROX_COUNT_DISTINCT counted exactly: " + err.Error()
+	}
+	return true, out, ""
 }
 
 // Statement is one statement of a text holding several (Split).

@@ -17,13 +17,18 @@ type Result struct {
 	// Err is set when the text could not be analysed at all: a
 	// *ParseError or a *LimitError. Reason says so too.
 	Err error
-	// ApproxUnanswered is set on a passthrough whose text mentions
-	// APPROX_COUNT_DISTINCT (in a place the rewriter does not answer, e.g.
-	// behind FILTER or OVER, in a subquery or a CTE): sent to PostgreSQL
-	// as it is, it fails with "function approx_count_distinct does not
-	// exist" unless the executor sketches it on the fly (DESIGN §3 says
+	// ApproxUnanswered is set on a passthrough whose statement calls
+	// APPROX_COUNT_DISTINCT (see Unsupported), or whose text mentions it
+	// and could not be parsed: sent to PostgreSQL as it is, it fails with
+	// "function approx_count_distinct does not exist" (DESIGN §3 says
 	// never that error).
 	ApproxUnanswered bool
+	// Unsupported is set on a passthrough whose statement calls
+	// APPROX_COUNT_DISTINCT in a form pgsketch neither answers from a
+	// rollup nor counts exactly (a window function, *, two arguments, a
+	// statement other than SELECT): it says which, for the error the
+	// client is to get instead of PostgreSQL's "function does not exist".
+	Unsupported string
 	// Multi is set when the text holds several statements: a caller may
 	// Split it and plan each.
 	Multi bool
@@ -55,11 +60,14 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if !Prefilter(sql) {
 		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT, count over INTERSECT or EXCEPT, count with GROUP BY and LIMIT or HAVING, or pgsketch in the text"}
 	}
+	// calls: the text may call APPROX_COUNT_DISTINCT; once parsed, the
+	// parser's tree says.
+	calls := true
 	defer func() {
 		if v := recover(); v != nil {
 			res = Result{Reason: fmt.Sprintf("internal error: %v", v)}
 		}
-		if res.Plan == nil && containsFold(sql, "approx_count_distinct") {
+		if res.Plan == nil && calls && containsFold(sql, "approx_count_distinct") {
 			res.ApproxUnanswered = true
 			res.Reason += "; APPROX_COUNT_DISTINCT is left unanswered (PostgreSQL has no such function)"
 		}
@@ -87,8 +95,9 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if p.multi {
 		return Result{Reason: "the text holds " + p.other, Multi: true}
 	}
+	calls = p.approx
 	if p.other != "" {
-		return Result{Reason: "statement is " + p.other + ", not a single SELECT"}
+		return Result{Reason: "statement is " + p.other + ", not a single SELECT", Unsupported: p.approxWhy}
 	}
 	var b *built
 	var reason string
@@ -121,6 +130,20 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		} else if why != noSubquery {
 			reason += "; " + why
 		}
+	}
+	if b == nil && p.approx {
+		// No planner answered, nor could reprint the statement with its
+		// APPROX_COUNT_DISTINCT counted exactly: the parser's tree can
+		// (a join, a subquery, a set operation, FILTER), or says why not.
+		if p.approxWhy != "" {
+			return Result{Reason: reason, Unsupported: p.approxWhy}
+		}
+		b = &built{Plan: &Plan{Kind: Substitute, SubstituteSQL: p.exact,
+			Notice: "pgsketch: APPROX_COUNT_DISTINCT counted exactly: " + reason}}
+	} else if b != nil && b.Kind == Substitute && p.explain {
+		// The statement the substitute runs is the EXPLAIN the client
+		// asked for (the tree's text has it already).
+		b.SubstituteSQL = "EXPLAIN " + b.SubstituteSQL
 	}
 	if b != nil && b.Kind == Substitute {
 		reason = ""
@@ -311,6 +334,11 @@ func findAggs(s *selectStmt) (acd, cd bool, bad string) {
 					acd = true
 				case countDistinct:
 					cd = true
+				}
+				// Behind FILTER too: no rollup answers it here, but the
+				// query is then counted exactly (substitutePlan).
+				if f.filter != nil && classifyAgg(unfiltered(f)) == approxCountDistinct {
+					acd = true
 				}
 			}
 			if u, ok := x.(*unsupported); ok && bad == "" {

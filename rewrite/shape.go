@@ -193,6 +193,9 @@ func substitutePlan(s *selectStmt, reason string) (*Plan, string) {
 			if u, ok := x.(*unsupported); ok && bad == "" {
 				bad = u.what
 			}
+			if f, ok := x.(*funcCall); ok && bad == "" && classifyAgg(unfiltered(f)) == approxCountDistinct && (f.star || len(f.args) != 1) {
+				bad = sqlOf(f, nil) // Rewrite says why none is counted exactly
+			}
 			return true
 		})
 	}
@@ -217,8 +220,14 @@ func substitutePlan(s *selectStmt, reason string) (*Plan, string) {
 	}
 	var hook func(expr) (string, bool)
 	hook = func(e expr) (string, bool) {
-		if f, ok := e.(*funcCall); ok && classifyAgg(f) == approxCountDistinct && len(f.args) == 1 && !f.distinct {
-			return "count(DISTINCT " + sqlOf(f.args[0], hook) + ")", true
+		// APPROX_COUNT_DISTINCT(DISTINCT x) is APPROX_COUNT_DISTINCT(x);
+		// a FILTER stays.
+		if f, ok := e.(*funcCall); ok && classifyAgg(unfiltered(f)) == approxCountDistinct && len(f.args) == 1 && !f.star {
+			out := "count(DISTINCT " + sqlOf(f.args[0], hook) + ")"
+			if f.filter != nil {
+				out += " FILTER (WHERE " + sqlOf(f.filter, hook) + ")"
+			}
+			return out, true
 		}
 		return "", false
 	}
