@@ -105,7 +105,7 @@ code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0;max-
 .muted{color:#777}.err{color:#b00}
 </style></head><body>
 <h1>pgsketch-proxy</h1>
-<p class="muted">upstream {{.Upstream}} · {{.Generated}} · {{.TotalRewritten}} queries answered from rollups, {{.TotalPassed}} passed through since start</p>
+<p class="muted">upstream {{.Upstream}} · {{.Generated}} · {{.TotalRewritten}} queries answered from rollups, {{.TotalPassed}} passed through, {{.TotalFallbacks}} rollup answers not used since start</p>
 
 <h2 id="rollups">Rollups</h2>
 {{if not .HaveRollups}}<p class="muted">No database to list rollups from (serve --status-dsn).</p>
@@ -125,6 +125,14 @@ code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0;max-
 {{if not .Passed}}<p class="muted">None yet.</p>{{else}}
 <table><tr><th>at</th><th>query</th><th>reason</th><th>latency</th></tr>
 {{range .Passed}}<tr class="passed"><td>{{at .Time}}</td><td><pre>{{.SQL}}</pre>{{if .Err}}<div class="err">{{.Err}}</div>{{end}}</td><td>{{.Detail}}</td><td class="n">{{ms .Latency}}</td></tr>
+{{end}}</table>{{end}}
+
+<h2 id="fallbacks">Rollup answers not used</h2>
+<p class="muted">A rollup answer that failed when it ran (its fetch statement raised an error, or the proxy refused the answer): the statement was answered exactly by PostgreSQL, with a NOTICE saying why.</p>
+<table><tr>{{range .FallbackCounts}}<th>{{.Reason}}</th>{{end}}</tr>
+<tr>{{range .FallbackCounts}}<td class="n fallback-count" id="fallbacks-{{.Reason}}">{{.N}}</td>{{end}}</tr></table>
+{{if .Fallbacks}}<table><tr><th>at</th><th>query</th><th>rollup</th><th>reason</th><th>error</th></tr>
+{{range .Fallbacks}}<tr class="fallback"><td>{{at .Time}}</td><td><pre>{{.SQL}}</pre></td><td>{{.Rollup}}</td><td>{{.Reason}}</td><td>{{.Message}}{{if .Code}} <span class="muted">(SQLSTATE {{.Code}})</span>{{end}}</td></tr>
 {{end}}</table>{{end}}
 
 <h2 id="accuracy">Observed relative error</h2>

@@ -77,3 +77,62 @@ func TestPage(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbacks: fallbacks are counted by reason (an unknown reason as
+// other), listed newest first, shown on the page and written as metrics.
+func TestFallbacks(t *testing.T) {
+	at := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
+	rec := NewRecorder(2, 2)
+	for _, f := range []Fallback{
+		{Time: at, SQL: "SELECT approx_count_distinct(user_id) FROM events", Rollup: "events_daily", Reason: ReasonPrivilege,
+			Code: "42501", Message: "permission denied for table events_daily"},
+		{Time: at, SQL: "SELECT 2", Rollup: "events_daily", Reason: ReasonNotReady, Code: "55000", Message: "pgsketch: rollup events_daily not used"},
+		{Time: at, SQL: "SELECT 3", Rollup: "events_daily", Reason: ReasonPrivilege, Code: "42501", Message: "permission denied"},
+		{Time: at, SQL: "SELECT <b>4</b>", Rollup: "events_daily", Reason: "no such reason", Message: "odd"},
+	} {
+		rec.Fallback(f)
+	}
+	s := rec.Snapshot()
+	counts := map[string]int64{}
+	for _, c := range s.FallbackCounts {
+		counts[c.Reason] = c.N
+	}
+	if len(s.FallbackCounts) != len(FallbackReasons) || counts[ReasonPrivilege] != 2 || counts[ReasonNotReady] != 1 ||
+		counts[ReasonOther] != 1 || counts[ReasonData] != 0 || s.TotalFallbacks != 4 {
+		t.Fatalf("counts %+v, total %d", s.FallbackCounts, s.TotalFallbacks)
+	}
+	if len(s.Fallbacks) != 2 || s.Fallbacks[0].SQL != "SELECT <b>4</b>" || s.Fallbacks[0].Reason != ReasonOther {
+		t.Fatalf("fallbacks %+v", s.Fallbacks)
+	}
+
+	w := httptest.NewRecorder()
+	(&Page{Recorder: rec, Now: func() time.Time { return at }}).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	body := w.Body.String()
+	for _, want := range []string{
+		"4 rollup answers not used since start", `id="fallbacks-privilege">2<`, `id="fallbacks-not_ready">1<`,
+		`id="fallbacks-data">0<`, `<tr class="fallback">`, "SELECT &lt;b&gt;4&lt;/b&gt;", "(SQLSTATE 42501)",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+
+	var m strings.Builder
+	if err := rec.WritePrometheus(&m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# TYPE pgsketch_rollup_fallbacks_total counter\n",
+		`pgsketch_rollup_fallbacks_total{reason="privilege"} 2` + "\n",
+		`pgsketch_rollup_fallbacks_total{reason="not_ready"} 1` + "\n",
+		`pgsketch_rollup_fallbacks_total{reason="refused"} 0` + "\n",
+		`pgsketch_rollup_fallbacks_total{reason="other"} 1` + "\n",
+		`pgsketch_queries_total{outcome="rollup"} 0` + "\n",
+	} {
+		if !strings.Contains(m.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, m.String())
+		}
+	}
+	var nilRec *Recorder
+	nilRec.Fallback(Fallback{}) // a nil recorder records nothing, without a panic
+}
