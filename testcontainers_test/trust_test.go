@@ -1,0 +1,379 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+)
+
+// The trust tests try to get a wrong number, a leak or a blocked write out
+// of a rollup as a careless DBA, a migration tool or a hostile tenant
+// would: every change to the source's definition, its privileges or its
+// capture triggers must make the proxy answer exactly (or refuse) until a
+// refresh repairs the rollup, and must never make a user's write fail.
+
+// trustQueries are compared through the proxy and directly: counts and
+// sums exactly, distinct counts (columns named users) within 5 standard
+// errors.
+var trustQueries = []string{
+	`SELECT country, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev GROUP BY country ORDER BY country`,
+	`SELECT date_trunc('day', created_at) AS day, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev
+	 WHERE created_at >= '2026-01-03' AND created_at < '2026-01-20' GROUP BY 1 ORDER BY 1`,
+}
+
+// trustEnv is a database with table ev, a daily rollup ev_daily over it,
+// refreshed once, and a proxy in front of it.
+type trustEnv struct {
+	db   *testDB
+	conn *pgx.Conn   // straight to PostgreSQL, as the test's superuser
+	nc   *noticeConn // through the proxy, as the same role
+	p    *proxyProc
+}
+
+func newTrustEnv(t *testing.T) *trustEnv {
+	t.Helper()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint, amount numeric(12,2));
+		CREATE INDEX ON ev (created_at);
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 28) * interval '1 day' + (i % 7) * interval '3 hours',
+			(ARRAY['DE','FR','US'])[1 + i % 3], (ARRAY['ios','web'])[1 + i % 2], i % 3000, (i % 100) / 10.0
+		  FROM generate_series(1, 6000) i;
+		ANALYZE ev`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	return &trustEnv{db: db, conn: conn, nc: connectSimple(t, p.URL(db.DSN)), p: p}
+}
+
+// answers runs every trust query through the proxy and straight on
+// PostgreSQL and fails unless they agree and the rollup answered exactly
+// when fromRollup says it must.
+func (e *trustEnv) answers(t *testing.T, step string, fromRollup bool) {
+	t.Helper()
+	e.check(t, step, &fromRollup)
+}
+
+// agree is answers whoever answers.
+func (e *trustEnv) agree(t *testing.T, step string) {
+	t.Helper()
+	e.check(t, step, nil)
+}
+
+func (e *trustEnv) check(t *testing.T, step string, fromRollup *bool) {
+	t.Helper()
+	ctx := context.Background()
+	direct := &noticeConn{Conn: e.conn}
+	for _, q := range trustQueries {
+		exact, err := direct.query(ctx, q, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatalf("%s: direct: %v\n%s", step, err, q)
+		}
+		got, err := e.nc.query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: proxy: %v\n%s", step, err, q)
+		}
+		errs, err := compareRollupAnswer(got, exact)
+		if err != nil {
+			t.Fatalf("%s: %s: %v\nnotices %q", step, q, err, got.notices)
+		}
+		for _, x := range errs {
+			if x > 5 {
+				t.Fatalf("%s: %s: a distinct count %.1f standard errors off; notices %q", step, q, x, got.notices)
+			}
+		}
+		rollup := len(got.notices) == 1 && strings.Contains(got.notices[0], "approximated from rollup ev_daily")
+		if fromRollup != nil && rollup != *fromRollup {
+			t.Fatalf("%s: %s: answered from the rollup: %v, want %v; notices %q", step, q, rollup, *fromRollup, got.notices)
+		}
+	}
+}
+
+// broken is what pgsketch.rollups says of ev_daily's change capture.
+func (e *trustEnv) broken(t *testing.T) string {
+	t.Helper()
+	var why *string
+	if err := e.conn.QueryRow(context.Background(), `SELECT capture_broken FROM pgsketch.rollups WHERE name = 'ev_daily'`).Scan(&why); err != nil {
+		t.Fatal(err)
+	}
+	if why == nil {
+		return ""
+	}
+	return *why
+}
+
+// repaired refreshes ev_daily (as the refresher would, incrementally),
+// then checks that it equals a fresh build and answers again.
+func (e *trustEnv) repaired(t *testing.T) {
+	t.Helper()
+	refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
+	sameAs(t, e.conn, "ev", "ev_daily")
+	e.answers(t, "after a refresh", true)
+}
+
+// TestSchemaChangesDetected: column changes no DML trigger sees (a table
+// rewritten by ALTER COLUMN ... TYPE ... USING, also to the type the
+// column already has; a column dropped and added again, renamed away and
+// replaced; the time column turned from timestamptz into timestamp in a
+// session zone other than UTC) make the proxy answer exactly until a
+// refresh, which rebuilds every bucket.
+func TestSchemaChangesDetected(t *testing.T) {
+	t.Parallel()
+	// after is what a refresh does: "" rebuild the rollup, which answers
+	// again; "exact" rebuild it, but the planner no longer matches the
+	// statements that read a dimension whose collation now differs from
+	// the rollup table's; "refused"
+	// refuse, as a new rollup's columns would have other types.
+	for _, c := range []struct{ name, ddl, after string }{
+		{"distinct column rewritten to its own type", `ALTER TABLE ev ALTER COLUMN user_id TYPE bigint USING user_id + 1`, ""},
+		{"distinct column retyped", `ALTER TABLE ev ALTER COLUMN user_id TYPE numeric USING user_id % 7`, "refused"},
+		{"dimension rewritten", `ALTER TABLE ev ALTER COLUMN country TYPE text USING lower(country)`, ""},
+		{"sum column rewritten", `ALTER TABLE ev ALTER COLUMN amount TYPE numeric(12,2) USING amount * 2`, ""},
+		{"column dropped and added", `ALTER TABLE ev DROP COLUMN user_id; ALTER TABLE ev ADD COLUMN user_id bigint;
+			UPDATE ev SET user_id = 1`, ""},
+		{"column renamed away and replaced", `ALTER TABLE ev RENAME COLUMN country TO country_old;
+			ALTER TABLE ev ADD COLUMN country text DEFAULT 'ZZ'`, ""},
+		{"time column to timestamp in another zone", `SET TimeZone = 'Asia/Tokyo';
+			ALTER TABLE ev ALTER COLUMN created_at TYPE timestamp; RESET TimeZone`, "refused"},
+		{"collation changed", `ALTER TABLE ev ALTER COLUMN country TYPE text COLLATE "C"`, "exact"},
+		{"NOT NULL dropped", `ALTER TABLE ev ALTER COLUMN created_at DROP NOT NULL; INSERT INTO ev VALUES (NULL, 'DE', 'web', 1, 1)`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrustEnv(t)
+			e.answers(t, "clean", true)
+			mustExec(t, e.conn, c.ddl)
+			e.answers(t, c.name, false)
+			if e.broken(t) == "" {
+				t.Fatal("pgsketch.rollups says the capture is in place")
+			}
+			// Writes go on and are captured into a rollup no longer used.
+			mustExec(t, e.conn, `INSERT INTO ev (created_at, country, device, user_id, amount) VALUES ('2026-01-05 10:00', 'DE', 'web', 5, 5)`)
+			e.answers(t, c.name+", then a write", false)
+			switch c.after {
+			case "":
+				e.repaired(t)
+			case "exact":
+				refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
+				sameAs(t, e.conn, "ev", "ev_daily")
+				e.agree(t, "after a refresh")
+			case "refused":
+				_, err := refresh.Refresh(context.Background(), refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+				var pe *pgconn.PgError
+				if !errors.As(err, &pe) || pe.Code != "42804" {
+					t.Fatalf("refresh: %v, want SQLSTATE 42804 (the rollup must be created again)", err)
+				}
+				t.Log(err)
+				e.answers(t, "after a refused refresh", false)
+			}
+		})
+	}
+}
+
+// TestCaptureNeverBlocksWrites: renaming, dropping or retyping a column the
+// capture trigger reads never makes a user's write fail; the rollup is
+// answered exactly from then on, and a refresh (once the rollup's columns
+// exist again) rebuilds it with every write made meanwhile.
+func TestCaptureNeverBlocksWrites(t *testing.T) {
+	t.Parallel()
+	writes := `INSERT INTO ev (%[1]s, country, device, user_id, amount) VALUES ('2026-01-06 10:00+00', 'FR', 'web', 90001, 3);
+		UPDATE ev SET amount = amount + 1 WHERE %[1]s >= '2026-01-07' AND %[1]s < '2026-01-08';
+		DELETE FROM ev WHERE %[1]s >= '2026-01-09' AND %[1]s < '2026-01-10' AND user_id %% 2 = 0;
+		COPY ev (%[1]s, country, device, user_id, amount) FROM PROGRAM 'echo 2026-01-11 10:00+00,DE,ios,90002,4' (FORMAT csv)`
+	for _, c := range []struct{ name, ddl, col, undo string }{
+		{"time column renamed", `ALTER TABLE ev RENAME COLUMN created_at TO ts`, "ts", `ALTER TABLE ev RENAME COLUMN ts TO created_at`},
+		{"time column retyped", `ALTER TABLE ev ALTER COLUMN created_at TYPE text`, "created_at",
+			`ALTER TABLE ev ALTER COLUMN created_at TYPE timestamptz USING created_at::timestamptz`},
+		{"time column dropped", `ALTER TABLE ev RENAME COLUMN created_at TO ts2; ALTER TABLE ev ADD COLUMN created_at timestamptz;
+			UPDATE ev SET created_at = ts2; ALTER TABLE ev DROP COLUMN ts2`, "created_at", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTrustEnv(t)
+			mustExec(t, e.conn, c.ddl)
+			mustExec(t, e.conn, fmt.Sprintf(writes, c.col))
+			// Truncating a partition-less table is a write too.
+			if c.undo != "" {
+				mustExec(t, e.conn, c.undo)
+			}
+			e.answers(t, c.name+" and undone", false)
+			e.repaired(t)
+		})
+	}
+	t.Run("every read column", func(t *testing.T) {
+		t.Parallel()
+		for _, col := range []string{"country", "device", "user_id", "amount"} {
+			e := newTrustEnv(t)
+			for _, ddl := range []string{
+				fmt.Sprintf(`ALTER TABLE ev RENAME COLUMN %s TO renamed`, col),
+				`ALTER TABLE ev ALTER COLUMN renamed TYPE text`,
+				`ALTER TABLE ev DROP COLUMN renamed`,
+			} {
+				mustExec(t, e.conn, ddl)
+				mustExec(t, e.conn, `INSERT INTO ev (created_at) VALUES ('2026-01-06 10:00+00'), ('2026-01-12 10:00+00');
+					UPDATE ev SET created_at = created_at + interval '1 hour' WHERE created_at >= '2026-01-07' AND created_at < '2026-01-08';
+					DELETE FROM ev WHERE created_at >= '2026-01-09' AND created_at < '2026-01-10'`)
+			}
+			if why := e.broken(t); why == "" {
+				t.Fatalf("%s dropped: pgsketch.rollups says the capture is in place", col)
+			}
+			// The rollup cannot be refreshed any more: its column is gone.
+			_, err := refresh.Refresh(context.Background(), refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+			if err == nil {
+				t.Fatalf("%s dropped: a refresh succeeded", col)
+			}
+		}
+	})
+}
+
+// TestTriggersReenabledAlways: an owner who disables the capture
+// triggers, writes, and enables them again, ALWAYS as pgsketch made them,
+// leaves no trace in the triggers' state but in their catalog rows: the
+// proxy answers exactly until a refresh.
+func TestTriggersReenabledAlways(t *testing.T) {
+	t.Parallel()
+	e := newTrustEnv(t)
+	mustExec(t, e.conn, `ALTER TABLE ev DISABLE TRIGGER ALL; DELETE FROM ev WHERE created_at < '2026-01-05';
+		ALTER TABLE ev ENABLE ALWAYS TRIGGER pgsketch_ev_daily_ins; ALTER TABLE ev ENABLE ALWAYS TRIGGER pgsketch_ev_daily_upd;
+		ALTER TABLE ev ENABLE ALWAYS TRIGGER pgsketch_ev_daily_del; ALTER TABLE ev ENABLE ALWAYS TRIGGER pgsketch_ev_daily_trunc`)
+	e.answers(t, "triggers disabled, written around and enabled ALWAYS again", false)
+	// The trigger function replaced by one that logs nothing.
+	e2 := newTrustEnv(t)
+	mustExec(t, e2.conn, `CREATE OR REPLACE FUNCTION pgsketch.capture_ev_daily() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
+		DELETE FROM ev WHERE created_at < '2026-01-05'`)
+	e2.answers(t, "capture function replaced", false)
+	e.repaired(t)
+	e2.repaired(t)
+}
+
+// TestInfiniteTimes: rows at -infinity and +infinity and rows without a
+// time, written after a refresh, are counted before and after every kind
+// of refresh (incremental, ranged, full).
+func TestInfiniteTimes(t *testing.T) {
+	t.Parallel()
+	for _, opt := range []refresh.Options{{}, {From: "2026-01-01", To: "2026-01-10"}, {Full: true}} {
+		t.Run(fmt.Sprintf("%+v", opt), func(t *testing.T) {
+			t.Parallel()
+			e := newTrustEnv(t)
+			mustExec(t, e.conn, `ALTER TABLE ev ALTER COLUMN created_at DROP NOT NULL`)
+			refreshRollup(t, e.conn, "ev_daily", refresh.Options{Full: true})
+			mustExec(t, e.conn, `INSERT INTO ev VALUES ('-infinity', 'DE', 'web', 70001, 1), ('infinity', 'FR', 'ios', 70002, 2),
+				(NULL, 'US', 'web', 70003, 4)`)
+			q := `SELECT country, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev GROUP BY country ORDER BY country`
+			check := func(step string) {
+				t.Helper()
+				var exact, got string
+				if err := e.conn.QueryRow(context.Background(), `SELECT string_agg(format('%s/%s/%s', country, n, total), ' ' ORDER BY country)
+					FROM (`+strings.Replace(q, "ORDER BY country", "", 1)+`) x`).Scan(&exact); err != nil {
+					t.Fatal(err)
+				}
+				a, err := e.nc.query(context.Background(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var parts []string
+				for _, r := range a.rows {
+					parts = append(parts, r[0]+"/"+r[2]+"/"+r[3])
+				}
+				if got = strings.Join(parts, " "); got != exact {
+					t.Fatalf("%s: proxy %s, exact %s; notices %q", step, got, exact, a.notices)
+				}
+			}
+			check("before the refresh")
+			refreshRollup(t, e.conn, "ev_daily", opt)
+			check("after the refresh")
+			refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
+			check("after another refresh")
+			mustExec(t, e.conn, `DELETE FROM ev WHERE created_at = '-infinity'`)
+			check("-infinity deleted")
+			refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
+			check("-infinity deleted, refreshed")
+		})
+	}
+}
+
+// TestPrivilegesFollowSource: from the moment a role loses SELECT on the
+// source, or the source gets row-level security, it reads nothing from
+// the rollup: reading the rollup table fails with SQLSTATE 42501, and
+// through the proxy the answer is PostgreSQL's (its permission error, or
+// the rows its policies let the role see).
+func TestPrivilegesFollowSource(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newTrustEnv(t)
+	reader := "pgsk_trust_reader" + strings.TrimPrefix(e.db.Name, server.prefix)
+	mustExec(t, e.conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT USAGE ON SCHEMA pgsketch TO %[1]s;
+		GRANT SELECT ON ev, pgsketch.rollup_defs TO %[1]s`, reader))
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), e.db.DSN)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, reader)); err != nil {
+			t.Errorf("drop role %s: %v", reader, err)
+		}
+	})
+	refreshRollup(t, e.conn, "ev_daily", refresh.Options{}) // grants copied
+	rd := connectSimple(t, e.p.URL(e.db.DSN))
+	mustExec(t, rd.Conn, "SET ROLE "+reader)
+	direct := func() error {
+		_, err := e.conn.Exec(ctx, fmt.Sprintf(`SET ROLE %s; SELECT count(*) FROM ev_daily; RESET ROLE`, reader))
+		mustExec(t, e.conn, `RESET ROLE`)
+		return err
+	}
+	wantDenied := func(step string, err error) {
+		t.Helper()
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Fatalf("%s: reading the rollup table: %v, want SQLSTATE 42501", step, err)
+		}
+	}
+	q := `SELECT country, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev GROUP BY country ORDER BY country`
+	if err := direct(); err != nil {
+		t.Fatalf("a reader of the source cannot read the rollup table: %v", err)
+	}
+	if a, err := rd.query(ctx, q); err != nil || len(a.notices) != 1 || !strings.Contains(a.notices[0], "approximated from rollup") {
+		t.Fatalf("reader through the proxy: %v %v", a, err)
+	}
+
+	// Row-level security on the source: the reader sees its tenant only.
+	mustExec(t, e.conn, fmt.Sprintf(`ALTER TABLE ev ENABLE ROW LEVEL SECURITY;
+		CREATE POLICY tenant ON ev FOR SELECT TO %s USING (country = 'DE')`, reader))
+	wantDenied("row-level security enabled", direct())
+	a, err := rd.query(ctx, q)
+	if err != nil {
+		t.Fatalf("reader through the proxy under row-level security: %v", err)
+	}
+	if len(a.rows) != 1 || a.rows[0][0] != "DE" {
+		t.Fatalf("reader through the proxy under row-level security: rows %q, notices %q; want PostgreSQL's (DE only)", a.rows, a.notices)
+	}
+	mustExec(t, e.conn, `DROP POLICY tenant ON ev; ALTER TABLE ev DISABLE ROW LEVEL SECURITY`)
+	if err := direct(); err != nil {
+		t.Fatalf("row-level security disabled again: %v", err)
+	}
+
+	// SELECT revoked: denied at once, no refresh needed.
+	mustExec(t, e.conn, fmt.Sprintf(`REVOKE SELECT ON ev FROM %s`, reader))
+	wantDenied("SELECT revoked", direct())
+	if _, err := rd.query(ctx, q); err == nil {
+		t.Fatal("reader without SELECT on the source got an answer through the proxy")
+	} else {
+		wantDenied("SELECT revoked, through the proxy", err)
+	}
+	// Column privileges on every column the rollup reads are as good as
+	// SELECT on the table.
+	mustExec(t, e.conn, fmt.Sprintf(`GRANT SELECT (created_at, country, device, user_id, amount) ON ev TO %s`, reader))
+	if err := direct(); err != nil {
+		t.Fatalf("column privileges on every column the rollup reads: %v", err)
+	}
+	mustExec(t, e.conn, fmt.Sprintf(`REVOKE SELECT (amount) ON ev FROM %s`, reader))
+	wantDenied("one column's privilege revoked", direct())
+}
