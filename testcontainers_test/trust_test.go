@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/migrations"
 )
 
 // The trust tests try to get a wrong number, a leak or a blocked write out
@@ -523,4 +524,51 @@ func (e *trustEnv) agreeing(t *testing.T, step string) string {
 		return "exact"
 	}
 	return "mixed, right"
+}
+
+// TestTrustUpgrade: a rollup built and refreshed under catalog version 10
+// is answered exactly after the upgrade (no definition of its source was
+// recorded, and drift that happened before the upgrade must not be
+// accepted), its capture function gets its error-trapping form at once (a
+// renamed time column no longer blocks writes), its table its policy; its
+// next refresh rebuilds it whole and it answers again.
+func TestTrustUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Down(int(migrations.Latest()) - 10); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 10)
+	mustExec(t, conn, trustTableSQL)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	// Drift before the upgrade: a same-type rewrite no version 10 check sees.
+	mustExec(t, conn, `ALTER TABLE ev ALTER COLUMN amount TYPE numeric(12,2) USING amount * 3`)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	e := &trustEnv{db: db, conn: conn, nc: connectSimple(t, p.URL(db.DSN)), p: p}
+	e.answers(t, "after the upgrade", false)
+	if why := e.broken(t); !strings.Contains(why, "upgraded") {
+		t.Fatalf("capture_broken %q, want it to say pgsketch was upgraded since the last refresh", why)
+	}
+	var rls bool
+	if err := conn.QueryRow(ctx, `SELECT relrowsecurity FROM pg_class WHERE oid = 'ev_daily'::regclass`).Scan(&rls); err != nil || !rls {
+		t.Fatalf("the rollup table has no row-level security after the upgrade (%v)", err)
+	}
+	mustExec(t, conn, `ALTER TABLE ev RENAME COLUMN created_at TO ts; INSERT INTO ev (ts, country, device, user_id, amount)
+		VALUES ('2026-01-03 10:00+00', 'DE', 'web', 1, 1); ALTER TABLE ev RENAME COLUMN ts TO created_at`)
+	res := refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	if res.RowsRead < 6000 {
+		t.Fatalf("the first refresh after the upgrade read %d rows, want every row (a rebuild)", res.RowsRead)
+	}
+	sameAs(t, conn, "ev", "ev_daily")
+	e.answers(t, "after the first refresh", true)
 }
