@@ -145,14 +145,22 @@ func (m *matcher) shapeSQL() (string, string) {
 // function). ok is false when sql has none, or the rewriter could not
 // substitute it (the statement then goes upstream as written).
 func ExactEquivalent(sql string) (exact string, ok bool) {
+	exact, _ = ExactOrUnsupported(sql)
+	return exact, exact != ""
+}
+
+// ExactOrUnsupported is ExactEquivalent's exact statement, or, when sql
+// calls APPROX_COUNT_DISTINCT in a form that has none, why
+// (Result.Unsupported); both are empty when sql calls none.
+func ExactOrUnsupported(sql string) (exact, unsupported string) {
 	if !containsFold(sql, "approx_count_distinct") {
-		return "", false
+		return "", ""
 	}
 	res := Rewrite(sql, noRollups, Session{})
 	if res.Plan == nil || res.Plan.Kind != Substitute {
-		return "", false
+		return "", res.Unsupported
 	}
-	return res.Plan.SubstituteSQL, true
+	return res.Plan.SubstituteSQL, ""
 }
 
 // noRollups is a catalog without rollups: with it, the rewriter can only
