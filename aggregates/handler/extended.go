@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -235,14 +234,23 @@ func (x *extRequest) parse(m *pgproto3.Parse) {
 	es := x.es
 	if old := es.stmts[m.Name]; old != nil {
 		if m.Name != "" {
-			x.localError("42P05", `prepared statement "`+m.Name+`" already exists`)
+			x.localError("42P05", `prepared statement "`+m.Name+`" already exists`, "")
 			return
 		}
+		// PostgreSQL drops the unnamed statement first, even when the
+		// new one fails.
+		delete(es.stmts, m.Name)
 		x.upstream(entry{kind: 'C'}, &pgproto3.Close{ObjectType: 'S', Name: old.up})
+	}
+	sql, unsupported := describeSQL(m.Query)
+	if unsupported != "" {
+		// Refused at Parse, where PostgreSQL would say the function
+		// does not exist.
+		x.localError(unsupportedCode, "pgsketch: "+unsupported, unsupportedHint)
+		return
 	}
 	st := &ownedStmt{name: m.Name, up: upStmtName(m.Name), sql: m.Query}
 	es.stmts[m.Name] = st
-	sql := describeSQL(m.Query)
 	x.upstream(entry{kind: 'P', relay: true, upName: st.up, clientName: m.Name, onError: func() {
 		if es.stmts[m.Name] == st {
 			delete(es.stmts, m.Name)
@@ -272,12 +280,11 @@ func cloneFields(fs []pgproto3.FieldDescription) []pgproto3.FieldDescription {
 
 // describeSQL is what is prepared upstream for a statement the proxy
 // takes: the SQL itself, or, when it calls APPROX_COUNT_DISTINCT, the
-// query with exact counts, which has the same columns and parameters.
-func describeSQL(sql string) string {
-	if exact, ok := rewrite.ExactEquivalent(sql); ok {
-		return exact
-	}
-	return sql
+// query with exact counts, which has the same columns and parameters
+// (what PostgreSQL runs when no rollup answers, or a rollup answer fails);
+// unsupported says why a form of APPROX_COUNT_DISTINCT has none.
+func describeSQL(sql string) (prepared, unsupported string) {
+	return exactly(sql)
 }
 
 // validFormats reports whether a Bind's format codes fit n values.

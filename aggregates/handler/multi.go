@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -41,7 +42,7 @@ func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionC
 		if sq.Control {
 			return false, "the text holds a transaction control statement or COPY among several statements", nil
 		}
-		if planned[i] = h.decide(v, statement{sql: sq.SQL, inText: true}); planned[i].plan != nil {
+		if planned[i] = h.decide(v, statement{sql: sq.SQL, inText: true}); planned[i].plan != nil || planned[i].unsupported != "" {
 			answerable++
 		}
 	}
@@ -112,6 +113,7 @@ func (t *textRun) statement(ctx context.Context, sql string, planned verdict) (f
 	var vd verdict
 	switch {
 	case !t.relayed:
+		vd = planned
 		if planned.plan != nil {
 			vd, err = h.carryOut(ctx, c, t.v, st, planned)
 		}
@@ -140,17 +142,38 @@ func (t *textRun) statement(ctx context.Context, sql string, planned verdict) (f
 			return true, nil
 		}
 		// As for a single statement: run rolled back to its savepoint,
-		// and PostgreSQL answers the statement itself.
-		h.Log.Info("rollup answer failed: statement passed through", "err", err)
+		// and PostgreSQL answers the statement exactly, after a NOTICE.
+		fb := fallbackOf(vd.plan, err)
+		h.recordFallback(sql, fb, t.start)
+		s.Send(notice(fb.notice()))
 		vd = verdict{pass: "the rollup answer failed"}
 	}
-	if vd.ans == nil {
+	switch {
+	case vd.ans != nil:
+		sendAnswer(s, vd)
+		h.recordAnswered(sql, vd.plan, vd.ans, t.start)
+		return false, nil
+	case vd.plan != nil && vd.plan.Kind == rewrite.Substitute:
+		if vd.plan.Notice != "" {
+			s.Send(notice(vd.plan.Notice))
+		}
 		t.stale, t.relayed = true, true
-		return relayStatement(c, s, sql)
+		return relayStatement(c, s, vd.plan.SubstituteSQL)
 	}
-	sendAnswer(s, vd)
-	h.recordAnswered(sql, vd.plan, vd.ans, t.start)
-	return false, nil
+	run, unsupported := exactly(sql)
+	if unsupported != "" {
+		err := refuseUnsupported(ctx, c, unsupported)
+		if !isPgError(err) {
+			return false, err
+		}
+		s.Send(errorResponse(err))
+		return true, nil
+	}
+	if run != sql && vd.pass != "the rollup answer failed" {
+		s.Send(notice(countedExactly(cmp.Or(vd.pass, "the rollup catalog could not be read"))))
+	}
+	t.stale, t.relayed = true, true
+	return relayStatement(c, s, run)
 }
 
 // reread reads the session's settings and the catalog again, inside the

@@ -47,11 +47,15 @@ type view struct {
 // (APPROX_COUNT_DISTINCT written by the user, answered exactly), nothing
 // more: the entry runs plan.SubstituteSQL.
 type verdict struct {
-	pass    string
-	multi   bool // several statements: the simple-protocol entry answers them one by one
-	plan    *rewrite.Plan
-	ans     *exec.Answer
-	explain []string
+	pass string
+	// unsupported, with pass: the statement calls APPROX_COUNT_DISTINCT
+	// in a form pgsketch does not support (rewrite.Result.Unsupported),
+	// and is refused rather than passed.
+	unsupported string
+	multi       bool // several statements: the simple-protocol entry answers them one by one
+	plan        *rewrite.Plan
+	ans         *exec.Answer
+	explain     []string
 }
 
 // readView reads the session's settings and the catalog. pass says why no
@@ -88,11 +92,11 @@ func (h *Handler) decide(v view, s statement) verdict {
 	case res.Multi:
 		return verdict{pass: res.Reason, multi: true}
 	case p == nil:
-		return verdict{pass: res.Reason}
+		return verdict{pass: res.Reason, unsupported: res.Unsupported}
 	case p.Params > 0 && !s.extended: // PostgreSQL says there is no parameter $1
 		return verdict{pass: "parameters in a simple query"}
-	case s.inText && (p.Kind != rewrite.FromRollup || p.Explain):
-		return verdict{pass: "only rollup answers are served within a text of several statements"}
+	case s.inText && (p.Kind != rewrite.FromRollup && p.Kind != rewrite.Substitute || p.Explain):
+		return verdict{pass: "only rollup answers and exact substitutes are served within a text of several statements"}
 	case p.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
 		return verdict{pass: "PostgreSQL described the EXPLAIN otherwise"}
 	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention || p.Kind == rewrite.TopK || p.Kind == rewrite.Nested) && !p.Explain:

@@ -24,8 +24,13 @@ func TestDecide(t *testing.T) {
 		t.Errorf("approx_count_distinct without a rollup: %+v, want a substitute plan", vd)
 	}
 	sub.inText = true
-	if vd := h.decide(v, sub); vd.plan != nil || vd.pass == "" {
-		t.Errorf("a substitute within a text of several statements: %+v, want a pass", vd)
+	if vd := h.decide(v, sub); vd.plan == nil || vd.plan.Kind != rewrite.Substitute {
+		t.Errorf("a substitute within a text of several statements: %+v, want the substitute plan", vd)
+	}
+	for _, sql := range []string{"SELECT approx_count_distinct(*) FROM events", "SELECT approx_count_distinct(user_id) OVER () FROM events"} {
+		if vd := h.decide(v, statement{sql: sql}); vd.plan != nil || vd.unsupported == "" {
+			t.Errorf("%s: %+v, want it refused", sql, vd)
+		}
 	}
 	param := statement{sql: "SELECT approx_count_distinct(user_id) FROM events WHERE user_id > $1"}
 	if vd := h.decide(v, param); vd.plan != nil || vd.pass != "parameters in a simple query" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/rewrite"
 )
 
 // answerPortal decides how p executes: from a rollup (p.answered, p.rows)
@@ -18,8 +19,10 @@ func (h *Handler) answerPortal(ctx context.Context, x *extRequest, p *ownedPorta
 	}
 	c := &sessionConn{s: x.s, ext: true, noSync: es.dirty, txStatus: es.txStatus}
 	// Failures of the proxy's statements: with Sync they are contained,
-	// and PostgreSQL answers instead; without, the upstream discards up to
-	// Sync, so the error is the client's.
+	// and PostgreSQL answers instead (the statement prepared upstream is
+	// the exact one, describeSQL), after a NOTICE saying why; without, the
+	// upstream discards up to Sync, so the error is the client's.
+	var plan *rewrite.Plan
 	fail := func(err error) (string, error) {
 		if !isPgError(err) && !errors.Is(err, errDiscarding) && !errors.Is(err, exec.ErrData) {
 			return "", err
@@ -35,11 +38,15 @@ func (h *Handler) answerPortal(ctx context.Context, x *extRequest, p *ownedPorta
 			x.s.Send(errorResponse(err))
 			return "", nil
 		}
-		h.Log.Info("rollup answer failed: statement executed upstream", "err", err)
-		if n := refusedNotice(err); n != nil {
-			x.s.Send(n)
+		if plan == nil {
+			// The session's settings or the catalog could not be read:
+			// no rollup was tried.
+			h.Log.Info("statement executed upstream: the session could not be read", "err", err)
+			return "", nil
 		}
-		return "", nil
+		fb := fallbackOf(plan, err)
+		h.recordFallback(p.stmt.sql, fb, start)
+		return fb.notice(), nil
 	}
 	v, why, err := h.readView(ctx, c)
 	if !c.noSync {
@@ -53,6 +60,7 @@ func (h *Handler) answerPortal(ctx context.Context, x *extRequest, p *ownedPorta
 	}
 	vd, err := h.answer(ctx, c, v, statement{sql: p.stmt.sql, extended: true, described: p.stmt.fields,
 		params: exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}, formats: p.resultFormats})
+	plan = vd.plan
 	if !c.noSync {
 		es.txStatus = c.txStatus
 	}

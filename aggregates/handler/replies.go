@@ -42,11 +42,12 @@ func (x *extRequest) local(f func() []pgproto3.BackendMessage) {
 	x.queue = append(x.queue, entry{local: f})
 }
 
-// localError queues an error the proxy raises, and makes the upstream fail
-// too so that its transaction ends as PostgreSQL's would.
-func (x *extRequest) localError(code, msg string) {
+// localError queues an error the proxy raises (hint may be empty), and
+// makes the upstream fail too so that its transaction ends as PostgreSQL's
+// would.
+func (x *extRequest) localError(code, msg, hint string) {
 	x.queue = append(x.queue, entry{localErr: true, local: func() []pgproto3.BackendMessage {
-		return []pgproto3.BackendMessage{&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: msg}}
+		return []pgproto3.BackendMessage{&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: code, Message: msg, Hint: hint}}
 	}})
 	x.upstream(entry{kind: 'D'}, &pgproto3.Describe{ObjectType: 'P', Name: poisonPortal})
 	x.es.discarding = true // for the rest of this request's messages

@@ -3,10 +3,8 @@ package handler
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgsketch/pgsketch/aggregates/exec"
@@ -18,7 +16,6 @@ import (
 // Whatever it cannot answer goes upstream unchanged.
 func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Session) error {
 	start := time.Now()
-	pass := func(reason string) error { return h.recordPassed(q.String, reason, start, forwardQuery(q.String, s)) }
 	// The upstream has answered every earlier request (the relay hands a
 	// Query over only then), so its last ReadyForQuery is the session's
 	// state; unless an extended-protocol request served here ended without
@@ -31,6 +28,18 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		_, status = s.ReadyForQuery()
 	}
 	c := &sessionConn{s: s, txStatus: status}
+	// pass sends the query to PostgreSQL, its APPROX_COUNT_DISTINCT
+	// counted exactly (or refused).
+	pass := func(reason string) error {
+		run, unsupported := exactly(q.String)
+		if unsupported != "" {
+			return h.failed(ctx, c, s, nil, refuseUnsupported(ctx, c, unsupported), q.String, start)
+		}
+		if run != q.String {
+			s.Send(notice(countedExactly(reason)))
+		}
+		return h.recordPassed(q.String, reason, start, forwardQuery(run, s))
+	}
 	if m := showRE.FindStringSubmatch(q.String); m != nil {
 		st, err := h.settings(ctx, c)
 		if err != nil {
@@ -54,7 +63,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	vd, err := h.answer(ctx, c, v, statement{sql: q.String})
 	switch {
 	case err != nil:
-		return h.failed(c, s, vd.plan, err, q.String)
+		return h.failed(ctx, c, s, vd.plan, err, q.String, start)
 	case vd.multi:
 		done, why, err := h.serveMulti(ctx, q, c, v, s, start)
 		if !done && err == nil {
@@ -70,7 +79,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		if vd.plan.Notice != "" {
 			s.Send(notice(vd.plan.Notice))
 		}
-		return forwardQuery(vd.plan.SubstituteSQL, s)
+		return h.recordPassed(q.String, vd.plan.Notice, start, forwardQuery(vd.plan.SubstituteSQL, s))
 	}
 	sendAnswer(s, vd)
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
@@ -90,12 +99,15 @@ func sendAnswer(s *wire.Session, vd verdict) {
 }
 
 // failed handles an error of answering a Query: the session ends if the
-// upstream is lost; a cancel or timeout goes to the client as PostgreSQL's
-// error (the transaction block, if any, is then aborted as the original
-// query's would be); anything else (no privilege on the rollup or the base
-// table, bad rollup data; run rolled back to its savepoint) sends the
-// original query to PostgreSQL, which gives its own answer or error.
-func (h *Handler) failed(c *sessionConn, s *wire.Session, p *rewrite.Plan, err error, original string) error {
+// upstream is lost; a cancel or timeout, or a refusal, goes to the client
+// as PostgreSQL's error (the transaction block, if any, is then aborted as
+// the original query's would be); anything else (no privilege on the
+// rollup or the base table, bad rollup data, a check of the catalog's
+// refusing the rollup; run rolled back to its savepoint) is a fallback:
+// PostgreSQL answers the query exactly (its APPROX_COUNT_DISTINCT counted
+// as COUNT(DISTINCT ...)), after a NOTICE saying why the rollup was not
+// used, and the status page counts it.
+func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p *rewrite.Plan, err error, original string, start time.Time) error {
 	if !isPgError(err) && !errors.Is(err, exec.ErrData) {
 		return err
 	}
@@ -104,32 +116,16 @@ func (h *Handler) failed(c *sessionConn, s *wire.Session, p *rewrite.Plan, err e
 		s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
 		return s.Flush()
 	}
-	rollup := ""
-	if p != nil {
-		rollup = p.Rollup
+	run, unsupported := exactly(original)
+	if unsupported != "" {
+		// No plan answers such a statement: not reached, but never
+		// PostgreSQL's "function does not exist".
+		return h.failed(ctx, c, s, p, refuseUnsupported(ctx, c, unsupported), original, start)
 	}
-	h.Log.Info("rollup answer failed: query passed through", "rollup", rollup, "err", err)
-	if n := refusedNotice(err); n != nil {
-		s.Send(n)
-	}
-	return forwardQuery(original, s)
-}
-
-// refusedNotice is the NOTICE telling the client why its query was run
-// exactly when the fetch statement refused the rollup (pgsketch's
-// capture_check: the change capture is not in place, or too many buckets
-// changed) or the executor refused its answer (an overlap too uncertain),
-// or nil for any other error.
-func refusedNotice(err error) *pgproto3.NoticeResponse {
-	var pe *pgconn.PgError
-	var re *exec.Refused
-	switch {
-	case errors.As(err, &re):
-		return notice(re.Error() + "; answered exactly by PostgreSQL")
-	case errors.As(err, &pe) && pe.Code == "55000" && strings.HasPrefix(pe.Message, "pgsketch: "):
-		return notice(pe.Message + "; answered exactly by PostgreSQL")
-	}
-	return nil
+	fb := fallbackOf(p, err)
+	h.recordFallback(original, fb, start)
+	s.Send(notice(fb.notice()))
+	return forwardQuery(run, s)
 }
 
 func notice(msg string) *pgproto3.NoticeResponse {
