@@ -22,14 +22,21 @@ import (
 // An entry is keyed by the caller's scope (database, role, session
 // settings), the fetch statement and the client's parameters it binds, and
 // holds the rows of one token: the rollup's catalog version and the xmin
-// of its pgsketch.rollup_defs row, and the bucket range the statement
-// selects, as the fetch statement itself computes them in the client's
-// snapshot. The fetch then skips its rollup half exactly when the token it
-// computes equals the cached entry's (a refresh bumps the version and
-// rewrites the row; a range moved by now() or a parameter changes it), so
-// a cached answer is never stale. The fetch still names the rollup and the
-// base table, so PostgreSQL checks the role's privileges on both on every
-// query.
+// of its pgsketch.rollup_defs row, the bucket range the statement selects,
+// and the buckets of that range the change log pgsketch.rollup_dirty lists
+// (the rollup half leaves them out; they are read from the base table),
+// as the fetch statement itself computes them in the client's snapshot.
+// The fetch then skips its rollup half exactly when the token it computes
+// equals the cached entry's, so a cached answer is never stale: a refresh
+// bumps the version and rewrites the row, whose new xmin is the refreshing
+// transaction's (a refresh rolled back leaves a version number a later one
+// reuses, never its xmin); a range moved by now() or a parameter changes
+// the range; and the log, which a session sees with its own uncommitted
+// entries and without other sessions', and whose entries a rollback takes
+// back, is named by its buckets, not counted (two states with as many
+// entries can list different buckets).
+// The fetch still names the rollup and the base table, so PostgreSQL
+// checks the role's privileges on both on every query.
 type Cache struct {
 	max int64
 
@@ -257,13 +264,13 @@ const tokenPrefix = "pgsketch_token:"
 
 // cachedFetch returns the plan's fetch statement (with the server's merge
 // when server is set) for the cache: its rollup arm runs only when the
-// token (rollup version, rollup_defs row, bucket range and the change log's
-// entries in it, as the statement computes them) is distinct from the text
-// parameter $tokenParam, and a last row carries the token in the part
-// column. st is the fetch as bound, for the client's parameters. ok is
-// false when the rollup arm could select or compute differently from one
-// query to the next with the same statement, parameters and settings in a
-// way the token does not cover.
+// token (rollup version, rollup_defs row, bucket range and the buckets of
+// the range the change log lists, as the statement computes them) is
+// distinct from the text parameter $tokenParam, and a last row carries the
+// token in the part column. st is the fetch as bound, for the client's
+// parameters. ok is false when the rollup arm could select or compute
+// differently from one query to the next with the same statement,
+// parameters and settings in a way the token does not cover.
 func cachedFetch(p *plan.Plan, server bool, st Statement, ncols, tokenParam int) (string, bool) {
 	f := p.Fetch
 	if len(f.Cols) == 0 || len(f.Range) == 0 || (server && f.ServerCols == nil) {
@@ -294,12 +301,31 @@ func cachedFetch(p *plan.Plan, server bool, st Statement, ncols, tokenParam int)
 	} else {
 		token += "''"
 	}
-	// The change log only grows between refreshes (which bump the
-	// version), so its entry count in the range tells its state.
-	token += ", '|', " + epoch(p.Time.BucketsTo) + ", '|', (SELECT count(*) " + p.Time.Dirty + "))"
+	token += ", '|', " + epoch(p.Time.BucketsTo) + ", '|', " + loggedBuckets(p.Time.Dirty) + ")"
 	cond := "(" + token + ") IS DISTINCT FROM CAST($" + strconv.Itoa(tokenParam) + " AS text)"
 	nulls := strings.Repeat(", NULL", ncols-1)
 	return f.SQL(server, cond) + " UNION ALL SELECT '" + tokenPrefix + "' || " + token + nulls, true
+}
+
+// loggedBuckets is an SQL expression of the buckets the change log
+// entries dirty selects (FROM and WHERE clauses over alias l, as
+// plan.TimeSplit.Dirty) list: their distinct starts in order, as epoch
+// seconds, comma-separated (NULL for none). The rollup arm leaves out
+// exactly the rollup rows (and level rows) of these buckets, so the set
+// names its rows where a count of entries would not: entries a
+// transaction rolled back, or another session's not yet committed, can
+// leave as many behind for other buckets. The log holds an entry per
+// writing statement, so a bucket can have thousands: each step takes the
+// next bucket after the last (min over the (rollup, bucket) index), one
+// index probe per distinct bucket rather than a read of every entry.
+func loggedBuckets(dirty string) string {
+	next := func(cond string) string {
+		return "(SELECT min(pgsketch_l.b) FROM (SELECT l.bucket AS b " + dirty + ") AS pgsketch_l" + cond + ")"
+	}
+	return "(WITH RECURSIVE pgsketch_logged(b) AS (SELECT " + next("") +
+		" UNION ALL SELECT " + next(" WHERE pgsketch_l.b > pgsketch_logged.b") +
+		" FROM pgsketch_logged WHERE pgsketch_logged.b IS NOT NULL)" +
+		" SELECT string_agg(CAST(extract(epoch FROM pgsketch_logged.b) AS text), ',' ORDER BY pgsketch_logged.b) FROM pgsketch_logged)"
 }
 
 // uncacheable are words whose presence in a fetch's rollup arm (beyond

@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/aggregates/refresh"
+)
+
+// The tests in this file check the proxy's caches against what a session
+// sees: its own uncommitted writes, a transaction rolled back, another
+// session's writes not yet committed. Each cache must be keyed by what
+// its contents were made of, never by something that two different
+// states can share (a count of log entries, a version number).
+
+// trustQuery is answered from rollup tv_daily over ten whole days of tv.
+const trustQuery = `SELECT count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM tv
+	WHERE created_at >= '2026-01-01' AND created_at < '2026-01-11'`
+
+// trustDB is a database with table tv: ten days from 2026-01-01 of 1000,
+// 2000 or 3000 rows (day 3 has 3000, day 7 1000), each of its own user, of
+// amount 1 (fee 3); and rollup tv_daily by day and country of the distinct
+// users, the rows and the sum of amount, refreshed.
+func trustDB(t *testing.T) (*testDB, *pgx.Conn) {
+	t.Helper()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE tv (created_at timestamptz NOT NULL, country text NOT NULL, user_id bigint NOT NULL,
+			amount numeric(12,2) NOT NULL, fee numeric(12,2) NOT NULL);
+		CREATE INDEX ON tv (created_at);
+		INSERT INTO tv SELECT timestamptz '2026-01-01' + d * interval '1 day' + k * interval '20 seconds',
+			(ARRAY['DE','FR','US'])[1 + k % 3], d * 10000 + k, 1, 3
+		  FROM generate_series(0, 9) d, generate_series(0, 1000 * (1 + d % 3) - 1) k;
+		ANALYZE tv`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('tv_daily', 'tv', 'created_at', grain => 'day',
+		dimensions => '{country}', distinct_columns => '{user_id}', sum_columns => '{amount}')`)
+	refreshRollup(t, conn, "tv_daily", refresh.Options{})
+	return db, conn
+}
+
+// trustInsert is a committed or uncommitted write of one new user's row on
+// day (2026-01-dd).
+func trustInsert(day string, user int) string {
+	return `INSERT INTO tv VALUES ('2026-01-` + day + ` 12:00+00', 'DE', ` + strconv.Itoa(user) + `, 1, 3)`
+}
+
+// trustCheck runs q through the proxy on c and compares it with the exact
+// answer, which exact gives in the same state (c itself, with
+// pgsketch.approx off for the statement, inside c's transaction; a direct
+// connection otherwise): counts and sums equal, distinct counts within 5
+// standard errors. The proxy must answer from rollup tv_daily; it returns
+// whether the rollup rows came from the proxy's cache.
+func trustCheck(t *testing.T, step string, c *noticeConn, exact func() *answer, q string) bool {
+	t.Helper()
+	ctx := context.Background()
+	got, err := c.query(ctx, q)
+	if err != nil {
+		t.Fatalf("%s: proxy: %v", step, err)
+	}
+	want := exact()
+	errs, err := compareRollupAnswer(got, want)
+	if err != nil {
+		t.Fatalf("%s: %v\nproxy %v, exact %v\nnotices %q", step, err, got.rows, want.rows, got.notices)
+	}
+	for _, e := range errs {
+		if e > 5 {
+			t.Fatalf("%s: a distinct count %.1f standard errors off\nproxy %v, exact %v\nnotices %q", step, e, got.rows, want.rows, got.notices)
+		}
+	}
+	if len(got.notices) != 1 || !strings.Contains(got.notices[0], "approximated from rollup tv_daily") {
+		t.Fatalf("%s: not answered from the rollup: notices %q", step, got.notices)
+	}
+	t.Logf("%s: %v (exact %v): %s", step, got.rows, want.rows, got.notices[0])
+	return strings.HasSuffix(got.notices[0], "; rollup rows from the proxy's cache")
+}
+
+// directExact is the exact answer of q on a connection that is not the
+// proxy's.
+func directExact(t *testing.T, direct *noticeConn, q string) func() *answer {
+	return func() *answer {
+		t.Helper()
+		a, err := direct.query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+}
+
+// inTxExact is the exact answer of q in c's transaction: PostgreSQL's,
+// with pgsketch.approx off for the statement.
+func inTxExact(t *testing.T, c *noticeConn, q string) func() *answer {
+	return func() *answer {
+		t.Helper()
+		mustExec(t, c.Conn, "SET LOCAL pgsketch.approx = off")
+		a, err := c.query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.notices) != 0 {
+			t.Fatalf("with pgsketch.approx off, the proxy answered: %q", a.notices)
+		}
+		mustExec(t, c.Conn, "SET LOCAL pgsketch.approx = on")
+		return a
+	}
+}
+
+// TestCacheChangeLogRolledBack: a session writes day 3 in a transaction
+// and queries through the proxy (the cache then holds the rollup rows but
+// day 3's, which the log lists), rolls back; a committed write to day 7
+// follows. The log then lists as many entries as when the cache was
+// filled, but not the same bucket: the answer must read day 3 from the
+// rollup again and day 7 from the base table only.
+func TestCacheChangeLogRolledBack(t *testing.T) {
+	t.Parallel()
+	db, conn := trustDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	c := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	ctx := context.Background()
+
+	trustCheck(t, "clean", c, directExact(t, direct, trustQuery), trustQuery)
+	if !trustCheck(t, "clean, again", c, directExact(t, direct, trustQuery), trustQuery) {
+		t.Fatal("the repeated query did not take its rollup rows from the cache")
+	}
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c.Conn, trustInsert("03", 200001))
+	trustCheck(t, "inside the transaction that wrote day 3", c, inTxExact(t, c, trustQuery), trustQuery)
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, trustInsert("07", 200002))
+	trustCheck(t, "day 3 rolled back, day 7 written", c, directExact(t, direct, trustQuery), trustQuery)
+	trustCheck(t, "day 3 rolled back, day 7 written, again", c, directExact(t, direct, trustQuery), trustQuery)
+	// In a savepoint rolled back inside a transaction that goes on.
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c.Conn, "SAVEPOINT s; "+trustInsert("04", 200003))
+	trustCheck(t, "inside the savepoint that wrote day 4", c, inTxExact(t, c, trustQuery), trustQuery)
+	mustExec(t, c.Conn, "ROLLBACK TO SAVEPOINT s; "+trustInsert("08", 200004))
+	trustCheck(t, "day 4 rolled back to the savepoint, day 8 written", c, inTxExact(t, c, trustQuery), trustQuery)
+	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	trustCheck(t, "after the commit", c, directExact(t, direct, trustQuery), trustQuery)
+}
+
+// TestCacheChangeLogUncommitted: a session writes day 3 in a transaction
+// it keeps open and queries through the proxy, which caches the rollup
+// rows but day 3's; a committed write to day 7 follows. Another session
+// through the proxy, which does not see the open transaction's log entry,
+// sees as many entries as the cache was filled with, but not the same
+// bucket: its answer must read day 3 from the rollup and day 7 from the
+// base table only.
+func TestCacheChangeLogUncommitted(t *testing.T) {
+	t.Parallel()
+	db, conn := trustDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	writer, reader := connectSimple(t, p.URL(db.DSN)), connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	ctx := context.Background()
+
+	trustCheck(t, "clean", reader, directExact(t, direct, trustQuery), trustQuery)
+	if _, err := writer.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, writer.Conn, trustInsert("03", 200001))
+	trustCheck(t, "the writer, inside its transaction", writer, inTxExact(t, writer, trustQuery), trustQuery)
+	mustExec(t, conn, trustInsert("07", 200002))
+	trustCheck(t, "another session, day 3 uncommitted, day 7 committed", reader, directExact(t, direct, trustQuery), trustQuery)
+	trustCheck(t, "the writer, inside its transaction, after day 7", writer, inTxExact(t, writer, trustQuery), trustQuery)
+	if _, err := writer.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	trustCheck(t, "another session, after the commit", reader, directExact(t, direct, trustQuery), trustQuery)
+	if !trustCheck(t, "another session, after the commit, again", reader, directExact(t, direct, trustQuery), trustQuery) {
+		t.Fatal("the repeated query did not take its rollup rows from the cache")
+	}
+}
