@@ -572,3 +572,116 @@ func TestTrustUpgrade(t *testing.T) {
 	sameAs(t, conn, "ev", "ev_daily")
 	e.answers(t, "after the first refresh", true)
 }
+
+// planKindQueries are one statement of every kind of plan the proxy
+// answers from a rollup, over events, its rollup pk and table countries.
+var planKindQueries = []struct{ kind, sql string }{
+	{"single table", `SELECT country, count(DISTINCT user_id) AS users, sum(amount) AS total FROM events
+		WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01' GROUP BY country ORDER BY country`},
+	{"nested", `SELECT c.region, d.country, d.users FROM (SELECT country, count(DISTINCT user_id) AS users FROM events GROUP BY country) AS d
+		JOIN countries AS c ON c.code = d.country ORDER BY c.region NULLS FIRST, d.country`},
+	{"star join", `SELECT c.region, count(DISTINCT e.user_id) AS users FROM events e JOIN countries c ON c.code = e.country
+		GROUP BY c.region ORDER BY c.region`},
+	{"overlap", `SELECT count(*) FROM (SELECT user_id FROM events WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01'
+		INTERSECT SELECT user_id FROM events WHERE created_at >= '2026-02-01' AND created_at < '2026-03-01') AS retained`},
+	{"retention", `WITH act AS (SELECT DISTINCT date_trunc('week', created_at) AS week, user_id FROM events)
+		SELECT a.week AS cohort, b.week, count(*) AS retained FROM act a JOIN act b ON a.user_id = b.user_id
+		AND b.week = a.week + interval '1 week' GROUP BY 1, 2 ORDER BY 1, 2`},
+	{"top-k", `SELECT user_id, count(*) AS n FROM events WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01'
+		GROUP BY user_id ORDER BY n DESC, user_id LIMIT 10`},
+}
+
+// fromRollup reports whether notices say a rollup answered.
+func fromRollup(notices []string) bool {
+	for _, n := range notices {
+		if strings.HasPrefix(n, "pgsketch: ") && strings.Contains(n, "rollup ") &&
+			!strings.Contains(n, "answered exactly by PostgreSQL") && !strings.Contains(n, "counted exactly:") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTrustEveryPlanKind: for a statement of every plan kind, answered
+// from the rollup and its rows cached by the proxy (asked twice), losing
+// SELECT on the source, a new row-level security policy on it and a
+// column rewrite each make the next answer PostgreSQL's: the same rows, or
+// the same error, as the role gets straight from PostgreSQL.
+func TestTrustEveryPlanKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := eventsDB(t, 60_000, 60)
+	reader := "pgsk_kinds_reader" + strings.TrimPrefix(db.Name, server.prefix)
+	mustExec(t, conn, fmt.Sprintf(`CREATE INDEX ON events (created_at);
+		CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL, region text);
+		INSERT INTO countries SELECT DISTINCT country, 'name of ' || country, CASE WHEN country < 'I' THEN 'A' ELSE 'B' END FROM events WHERE country IS NOT NULL;
+		DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT SELECT ON events, countries TO %[1]s`, reader))
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), db.DSN)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, reader)); err != nil {
+			t.Errorf("drop role %s: %v", reader, err)
+		}
+	})
+	createRollup(t, conn, "pk", `grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}',
+		theta_columns => '{user_id}', topk_columns => '{user_id}', sum_columns => '{amount}'`)
+	refreshRollup(t, conn, "pk", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	nc := connectSimple(t, p.URL(db.DSN))
+	mustExec(t, nc.Conn, "SET ROLE "+reader+"; SET pgsketch.topk = approx")
+	direct := connectSimple(t, db.DSN)
+	mustExec(t, direct.Conn, "SET ROLE "+reader)
+
+	// warm asks every statement twice and requires a rollup's answer.
+	warm := func(step string) {
+		t.Helper()
+		for _, k := range planKindQueries {
+			for range 2 {
+				got, err := nc.query(ctx, k.sql)
+				if err != nil || !fromRollup(got.notices) {
+					t.Fatalf("%s: %s: not answered from the rollup: %v %v\n%s", step, k.kind, err, got, p.Log())
+				}
+			}
+		}
+	}
+	// postgres requires PostgreSQL's answer (or error) to every statement.
+	postgres := func(step string) {
+		t.Helper()
+		for _, k := range planKindQueries {
+			want, werr := direct.query(ctx, k.sql)
+			got, gerr := nc.query(ctx, k.sql)
+			var wpe, gpe *pgconn.PgError
+			switch {
+			case werr != nil || gerr != nil:
+				if !errors.As(werr, &wpe) || !errors.As(gerr, &gpe) || wpe.Code != gpe.Code {
+					t.Fatalf("%s: %s: proxy %v, PostgreSQL %v", step, k.kind, gerr, werr)
+				}
+			case fromRollup(got.notices):
+				t.Fatalf("%s: %s: answered from the rollup: %q", step, k.kind, got.notices)
+			case fmt.Sprint(got.rows) != fmt.Sprint(want.rows):
+				t.Fatalf("%s: %s: rows %v, PostgreSQL's %v", step, k.kind, got.rows, want.rows)
+			}
+		}
+	}
+
+	warm("clean")
+	mustExec(t, conn, "REVOKE SELECT ON events FROM "+reader)
+	postgres("SELECT revoked")
+	mustExec(t, conn, "GRANT SELECT ON events TO "+reader)
+	warm("SELECT granted again")
+
+	mustExec(t, conn, fmt.Sprintf(`ALTER TABLE events ENABLE ROW LEVEL SECURITY;
+		CREATE POLICY two_countries ON events FOR SELECT TO %s USING (country IN ('DE', 'US'))`, reader))
+	postgres("a row-level security policy")
+	mustExec(t, conn, `DROP POLICY two_countries ON events; ALTER TABLE events DISABLE ROW LEVEL SECURITY`)
+	warm("row-level security disabled again")
+
+	mustExec(t, conn, `ALTER TABLE events ALTER COLUMN user_id TYPE bigint USING user_id + 1`)
+	postgres("a column rewrite")
+	refreshRollup(t, conn, "pk", refresh.Options{})
+	warm("refreshed")
+}
