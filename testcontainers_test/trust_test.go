@@ -685,3 +685,37 @@ func TestTrustEveryPlanKind(t *testing.T) {
 	refreshRollup(t, conn, "pk", refresh.Options{})
 	warm("refreshed")
 }
+
+// TestDistributedSourceRefused: a source Citus distributes (here a
+// stand-in for Citus's catalog, pg_catalog.pg_dist_partition, listing it)
+// gets no rollup and no trigger, and a rollup made before it was
+// distributed is answered exactly and not refreshed, until pgsketch
+// captures distributed tables.
+func TestDistributedSourceRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newTrustEnv(t)
+	mustExec(t, e.conn, `SET allow_system_table_mods = on;
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL);
+		RESET allow_system_table_mods;
+		INSERT INTO pg_catalog.pg_dist_partition VALUES ('ev')`)
+	e.answers(t, "distributed", false)
+	if why := e.broken(t); !strings.Contains(why, "Citus") {
+		t.Fatalf("capture_broken %q, want it to name Citus", why)
+	}
+	_, err := refresh.Refresh(ctx, refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "0A000" {
+		t.Fatalf("refresh of a rollup on a distributed table: %v, want SQLSTATE 0A000", err)
+	}
+	var triggers int
+	mustExec(t, e.conn, `SELECT pgsketch.drop_rollup('ev_daily')`)
+	_, err = e.conn.Exec(ctx, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	if !errors.As(err, &pe) || pe.Code != "0A000" {
+		t.Fatalf("create_rollup on a distributed table: %v, want SQLSTATE 0A000", err)
+	}
+	if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'ev'::regclass`).Scan(&triggers); err != nil || triggers != 0 {
+		t.Fatalf("%d triggers left on the distributed table (%v)", triggers, err)
+	}
+	mustExec(t, e.conn, `INSERT INTO ev VALUES ('2026-01-02 10:00+00', 'DE', 'web', 1, 1)`)
+}
