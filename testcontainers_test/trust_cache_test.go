@@ -183,3 +183,181 @@ func TestCacheChangeLogUncommitted(t *testing.T) {
 		t.Fatal("the repeated query did not take its rollup rows from the cache")
 	}
 }
+
+// rollupTable is the rollup table of rollup name, quoted.
+func rollupTable(t *testing.T, conn *pgx.Conn, name string) string {
+	t.Helper()
+	var table string
+	if err := conn.QueryRow(context.Background(), `SELECT format('%I.%I', rollup_schema, rollup_table)
+		FROM pgsketch.rollup_defs WHERE name = $1`, name).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+// rollupVersion is rollup name's version as c sees it.
+func rollupVersion(t *testing.T, c *pgx.Conn, name string) int64 {
+	t.Helper()
+	var v int64
+	if err := c.QueryRow(context.Background(), `SELECT version FROM pgsketch.rollup_defs WHERE name = $1`, name).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestCacheRefreshRolledBack: a transaction through the proxy rewrites
+// the rollup as a refresh would (day 5's rows gone, the version bumped)
+// and queries, which caches its rollup rows; it rolls back. A refresh then
+// commits the same version number. The cached rows are the rolled-back
+// transaction's: the answer must not take them (the cache's token holds
+// the rollup_defs row's xmin, not only the version).
+func TestCacheRefreshRolledBack(t *testing.T) {
+	t.Parallel()
+	db, conn := trustDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	c := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	ctx := context.Background()
+
+	trustCheck(t, "clean", c, directExact(t, direct, trustQuery), trustQuery)
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c.Conn, "DELETE FROM "+rollupTable(t, conn, "tv_daily")+` WHERE bucket = '2026-01-05';
+		UPDATE pgsketch.rollup_defs SET version = version + 1 WHERE name = 'tv_daily'`)
+	bumped := rollupVersion(t, c.Conn, "tv_daily")
+	got, err := c.query(ctx, trustQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Day 5 has 2000 rows: the transaction's rollup lacks them.
+	if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup tv_daily") || got.rows[0][1] != "17000" {
+		t.Fatalf("inside the transaction: %v, notices %q; want 17000 rows from rollup tv_daily", got.rows, got.notices)
+	}
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	refreshRollup(t, conn, "tv_daily", refresh.Options{})
+	if v := rollupVersion(t, conn, "tv_daily"); v != bumped {
+		t.Fatalf("the refresh made version %d, the rolled-back transaction %d: the test shows nothing", v, bumped)
+	}
+	trustCheck(t, "rolled back, then refreshed to the same version", c, directExact(t, direct, trustQuery), trustQuery)
+	if !trustCheck(t, "rolled back, then refreshed to the same version, again", c, directExact(t, direct, trustQuery), trustQuery) {
+		t.Fatal("the repeated query did not take its rollup rows from the cache")
+	}
+}
+
+// TestCatalogChangeRolledBack: a transaction through the proxy changes the
+// catalog (rollup tv_daily's sum of amount declared a max, the version
+// bumped) and queries max(amount), which the proxy answers from the rollup
+// with the catalog snapshot it read inside the transaction; it rolls back.
+// A refresh then commits the same version number. That snapshot is the
+// rolled-back transaction's: max(amount) must now be PostgreSQL's (the
+// snapshot cache is keyed by the catalog rows' xmins, not their versions),
+// and the plan made from the snapshot must not be reused.
+func TestCatalogChangeRolledBack(t *testing.T) {
+	t.Parallel()
+	db, conn := trustDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	c := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	ctx := context.Background()
+	const maxQuery = `SELECT count(DISTINCT user_id) AS users, max(amount) AS top FROM tv
+		WHERE created_at >= '2026-01-01' AND created_at < '2026-01-11'`
+
+	trustCheck(t, "clean", c, directExact(t, direct, trustQuery), trustQuery)
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, c.Conn, `UPDATE pgsketch.rollup_measures SET kind = 'max' WHERE rollup = 'tv_daily' AND kind = 'sum';
+		UPDATE pgsketch.rollup_defs SET version = version + 1 WHERE name = 'tv_daily'`)
+	bumped := rollupVersion(t, c.Conn, "tv_daily")
+	got, err := c.query(ctx, maxQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The largest sum of a day and country is 1000.00 (day 3's).
+	if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup tv_daily") || got.rows[0][1] != "1000.00" {
+		t.Fatalf("inside the transaction: %v, notices %q; want the largest sum (1000.00) from rollup tv_daily", got.rows, got.notices)
+	}
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	refreshRollup(t, conn, "tv_daily", refresh.Options{})
+	if v := rollupVersion(t, conn, "tv_daily"); v != bumped {
+		t.Fatalf("the refresh made version %d, the rolled-back transaction %d: the test shows nothing", v, bumped)
+	}
+	for _, pass := range []string{"first", "again"} {
+		got, err := c.query(ctx, maxQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := direct.query(ctx, maxQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameAnswer(got, want); err != nil {
+			t.Fatalf("max(amount) after the rollback and a refresh (%s): %v", pass, err)
+		}
+	}
+	trustCheck(t, "sum(amount) after the rollback and a refresh", c, directExact(t, direct, trustQuery), trustQuery)
+}
+
+// TestCacheRoleChange: with the default search_path ("$user", public), a
+// role whose own schema holds a table tv reads that table, not public.tv,
+// through the proxy after SET ROLE on a session whose earlier answers
+// filled the caches (plan, catalog snapshot, rollup rows) for public.tv;
+// public.tv, named as such, is answered for the role from the rollup; and
+// RESET ROLE gets the rollup's answer for tv again.
+func TestCacheRoleChange(t *testing.T) {
+	t.Parallel()
+	db, conn := trustDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	c := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	ctx := context.Background()
+	role := "pgsk_trust" + strings.TrimPrefix(db.Name, server.prefix)
+	mustExec(t, conn, `DROP ROLE IF EXISTS `+role+`; CREATE ROLE `+role+`;
+		GRANT USAGE ON SCHEMA pgsketch TO `+role+`; GRANT SELECT ON pgsketch.rollup_defs TO `+role+`;
+		GRANT EXECUTE ON FUNCTION pgsketch.catalog() TO `+role+`;
+		GRANT SELECT ON tv, `+rollupTable(t, conn, "tv_daily")+` TO `+role+`;
+		GRANT USAGE ON SCHEMA `+strings.Split(rollupTable(t, conn, "tv_daily"), ".")[0]+` TO `+role+`;
+		CREATE SCHEMA `+role+` AUTHORIZATION `+role+`;
+		CREATE TABLE `+role+`.tv (LIKE public.tv); ALTER TABLE `+role+`.tv OWNER TO `+role+`;
+		INSERT INTO `+role+`.tv SELECT * FROM public.tv WHERE user_id % 7 = 0`)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), db.DSN)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	qualified := strings.Replace(trustQuery, "FROM tv", "FROM public.tv", 1)
+
+	trustCheck(t, "tv", c, directExact(t, direct, trustQuery), trustQuery)
+	trustCheck(t, "tv, again", c, directExact(t, direct, trustQuery), trustQuery)
+	trustCheck(t, "public.tv", c, directExact(t, direct, qualified), qualified)
+	mustExec(t, c.Conn, "SET ROLE "+role)
+	got, err := c.query(ctx, trustQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, direct.Conn, "SET ROLE "+role)
+	want, err := direct.query(ctx, trustQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, direct.Conn, "RESET ROLE")
+	if err := sameAnswer(got, want); err != nil {
+		t.Fatalf("tv as %s: %v", role, err)
+	}
+	trustCheck(t, "public.tv as "+role, c, directExact(t, direct, qualified), qualified)
+	mustExec(t, c.Conn, "RESET ROLE")
+	if !trustCheck(t, "tv after RESET ROLE", c, directExact(t, direct, trustQuery), trustQuery) {
+		t.Fatal("the repeated query did not take its rollup rows from the cache")
+	}
+}

@@ -178,6 +178,51 @@ func TestRunCachedHitMissInvalidate(t *testing.T) {
 	}
 }
 
+// TestCacheKeyNamesWhatRowsDependOn: a cached rollup half, and the
+// estimates its rows keep (partRow.est, computed with the aggregate's
+// sketch parameters), are reached only under a key naming everything
+// beside the token they were made of: the scope (database, role,
+// settings), the statement, each aggregate's merge (operation, measure,
+// log2m, regwidth, hash) and the bound parameters (value, NULL or empty,
+// type, format). Two fetches differing in any of these never share an
+// entry.
+func TestCacheKeyNamesWhatRowsDependOn(t *testing.T) {
+	st := func() Statement {
+		return Statement{SQL: "x", ParamOIDs: []uint32{pgtype.TextOID}, Params: [][]byte{[]byte("DE")}}
+	}
+	base := cacheKey("db\x00role", cachePlan(), st())
+	if again := cacheKey("db\x00role", cachePlan(), st()); again != base {
+		t.Fatal("the same fetch made two keys")
+	}
+	for name, change := range map[string]func(scope *string, p *plan.Plan, s *Statement){
+		"scope":         func(scope *string, _ *plan.Plan, _ *Statement) { *scope = "db\x00other role" },
+		"statement":     func(_ *string, p *plan.Plan, _ *Statement) { p.FetchSQL += " " },
+		"operation":     func(_ *string, p *plan.Plan, _ *Statement) { p.Aggs[1].Op = plan.AddSums },
+		"measure":       func(_ *string, p *plan.Plan, _ *Statement) { p.Aggs[0].Measure = "distinct_session_id" },
+		"log2m":         func(_ *string, p *plan.Plan, _ *Statement) { p.Aggs[0].Log2m = 12 },
+		"regwidth":      func(_ *string, p *plan.Plan, _ *Statement) { p.Aggs[0].Regwidth = 4 },
+		"hash":          func(_ *string, p *plan.Plan, _ *Statement) { p.Aggs[0].Hash = "other" },
+		"value":         func(_ *string, _ *plan.Plan, s *Statement) { s.Params[0] = []byte("FR") },
+		"NULL":          func(_ *string, _ *plan.Plan, s *Statement) { s.Params[0] = nil },
+		"empty":         func(_ *string, _ *plan.Plan, s *Statement) { s.Params[0] = []byte{} },
+		"type":          func(_ *string, _ *plan.Plan, s *Statement) { s.ParamOIDs[0] = pgtype.VarcharOID },
+		"format":        func(_ *string, _ *plan.Plan, s *Statement) { s.ParamFormats = []int16{1} },
+		"one parameter": func(_ *string, _ *plan.Plan, s *Statement) { s.Params = append(s.Params, []byte("x")) },
+	} {
+		scope, p, s := "db\x00role", cachePlan(), st()
+		change(&scope, p, &s)
+		if cacheKey(scope, p, s) == base {
+			t.Errorf("another %s, the same key", name)
+		}
+	}
+	// NULL and empty differ from each other too.
+	null, empty := st(), st()
+	null.Params[0], empty.Params[0] = nil, []byte{}
+	if cacheKey("s", cachePlan(), null) == cacheKey("s", cachePlan(), empty) {
+		t.Error("a NULL parameter and an empty one, the same key")
+	}
+}
+
 func TestCacheEvicts(t *testing.T) {
 	c := NewCache(1000)
 	part := &rollupPart{size: 300}
