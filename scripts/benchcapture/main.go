@@ -19,7 +19,10 @@
 //	        (spread over 30 days);
 //	single: --single-rows one-row INSERTs, each its own statement and
 //	        autocommit transaction, a prepared statement on one connection
-//	        per table, in blocks of 500 alternating between the two tables.
+//	        per table, in blocks of 500 alternating between the two tables;
+//	txn:    --single-rows one-row INSERTs inside one transaction per table
+//	        (each statement fires the triggers, whose error trap is a
+//	        subtransaction), the tables one after the other.
 //
 // Query cost. The events table of internal/demodata (--rows over 90 days, an
 // index on created_at) and its daily rollup events_daily by country and
@@ -108,11 +111,11 @@ func main() {
 	flag.StringVar(&o.keep, "keep", "", "keep the throwaway cluster in this directory, and reuse its events table next time")
 	flag.StringVar(&o.proxy, "proxy", "bin/pgsketch-proxy", "the pgsketch-proxy binary")
 	flag.Int64Var(&o.cacheBytes, "cache-bytes", -1, "the proxy's --cache-bytes (-1: its default, 256 MiB; 0: no cache)")
-	flag.StringVar(&o.only, "only", "", "run only this part: write or query")
+	flag.StringVar(&o.only, "only", "", "run only this part: write, query or check (check runs only when named)")
 	flag.BoolVar(&o.durable, "durable", false, "run the throwaway server durably (fsync, synchronous_commit and full_page_writes on), "+
 		"as a production server runs, instead of the test settings")
 	flag.Parse()
-	if o.rounds < 1 || (o.only != "" && o.only != "write" && o.only != "query") {
+	if o.rounds < 1 || (o.only != "" && o.only != "write" && o.only != "query" && o.only != "check") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -167,13 +170,19 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("PostgreSQL %s (%s)\n\n", version, settings)
 
 	var w *writeResult
-	if o.only != "query" {
+	if o.only == "" || o.only == "write" {
 		if w, err = writeCost(ctx, conn, dsn, o); err != nil {
 			return fmt.Errorf("write cost: %w", err)
 		}
 	}
+	var ck *checkResult
+	if o.only == "check" {
+		if ck, err = checkCost(ctx, conn, dsn, o); err != nil {
+			return fmt.Errorf("check cost: %w", err)
+		}
+	}
 	var q *queryResult
-	if o.only != "write" {
+	if o.only == "" || o.only == "query" {
 		if q, err = queryCost(ctx, conn, dsn, o); err != nil {
 			return fmt.Errorf("query cost: %w", err)
 		}
@@ -185,6 +194,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if q != nil {
 		q.print(o)
+	}
+	if ck != nil {
+		ck.print(o)
 	}
 	return nil
 }
@@ -212,11 +224,11 @@ SELECT timestamptz '2026-04-01 00:00:00+00' + (i - 1) * (interval '30 days' / %[
   FROM generate_series(1, %[2]d) AS i`
 
 type writeResult struct {
-	bulk, single        [2][]time.Duration // [plain, capture]
-	bulkCPU, singleCPU  [2][]time.Duration // the server process's CPU time (user + system), when readable
-	bulkDirty, sgDirty  int64              // log rows after the capture table's last run
-	triggerMS, insertMS float64            // EXPLAIN ANALYZE of one bulk insert into the capture table
-	triggerLines        []string
+	bulk, single, txn          [2][]time.Duration // [plain, capture]
+	bulkCPU, singleCPU, txnCPU [2][]time.Duration // the server process's CPU time (user + system), when readable
+	bulkDirty, sgDirty         int64              // log rows after the capture table's last run
+	triggerMS, insertMS        float64            // EXPLAIN ANALYZE of one bulk insert into the capture table
+	triggerLines               []string
 }
 
 var tables = [2]string{"bench_w_plain", "bench_w_capture"}
@@ -324,6 +336,32 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 		}
 		return d, c, nil
 	}
+	// inTxn inserts n rows one at a time into each table inside one
+	// transaction per table, from empty tables and log, in the order given.
+	inTxn := func(order []int, n int) (d, c [2]time.Duration, err error) {
+		for _, t := range tables {
+			if err := reset(t); err != nil {
+				return d, c, err
+			}
+		}
+		for _, k := range order {
+			c0, t0 := procCPU(singlePID[k]), time.Now()
+			if _, err := single[k].Exec(ctx, "BEGIN"); err != nil {
+				return d, c, err
+			}
+			for i := range n {
+				if _, err := single[k].Exec(ctx, "ins", base.Add(time.Duration(i)*time.Minute), countries[i%len(countries)],
+					devices[i%len(devices)], int64(i*7919%2_000_000), float64(i%20000)/100); err != nil {
+					return d, c, err
+				}
+			}
+			if _, err := single[k].Exec(ctx, "COMMIT"); err != nil {
+				return d, c, err
+			}
+			d[k], c[k] = time.Since(t0), procCPU(singlePID[k])-c0
+		}
+		return d, c, nil
+	}
 	dirty := func() (int64, error) {
 		var n int64
 		err := db.QueryRow(ctx, "SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = $1", writeRollup).Scan(&n)
@@ -372,6 +410,15 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 		}
 		if r.sgDirty, err = dirty(); err != nil {
 			return nil, err
+		}
+		d, c, err = inTxn(order, o.singleRows)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range order {
+			r.txn[k] = append(r.txn[k], d[k])
+			r.txnCPU[k] = append(r.txnCPU[k], c[k])
+			fmt.Fprintf(&line, "  txn %s %s", short(k), ms(d[k]))
 		}
 		fmt.Println(line.String())
 		if ctx.Err() != nil {
@@ -437,8 +484,9 @@ func (r *writeResult) print(o options) {
 		fmt.Printf("%-34s %12s %12s %8.3f  <= %.2f: %-11s %-28s %s\n", name, ms(a), ms(b), ratio, goal, met(ratio <= goal),
 			strings.Join(perText, " ")+fmt.Sprintf(" (%.2f)", medianF(per)), cpuRatio)
 	}
-	row(fmt.Sprintf("bulk INSERT ... SELECT, %d rows", o.writeRows), r.bulk, r.bulkCPU, 1.10)
+	row(fmt.Sprintf("bulk INSERT ... SELECT, %d rows", o.writeRows), r.bulk, r.bulkCPU, 1.15)
 	row(fmt.Sprintf("%d one-row INSERTs", o.singleRows), r.single, r.singleCPU, 1.20)
+	row(fmt.Sprintf("%d one-row INSERTs, one transaction", o.singleRows), r.txn, r.txnCPU, 1.20)
 	fmt.Printf("  per one-row INSERT: %.1f µs without, %.1f µs with capture (+%.1f µs); server CPU %.1f µs and %.1f µs (+%.1f µs)\n",
 		perRow(r.single[0], o.singleRows), perRow(r.single[1], o.singleRows),
 		perRow(r.single[1], o.singleRows)-perRow(r.single[0], o.singleRows),
@@ -469,7 +517,9 @@ type queryResult struct {
 
 var changedRE = regexp.MustCompile(`; (\d+) changed bucket\(s\) since the last refresh`)
 
-func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*queryResult, error) {
+// eventsRollup makes the events table of --rows rows (unless it has as
+// many) and its daily rollup, with its capture triggers in place.
+func eventsRollup(ctx context.Context, db *pgx.Conn, dsn string, o options) error {
 	spec := demodata.Default
 	spec.Table, spec.Rows, spec.Days, spec.Users = "events", o.rows, o.days, o.users
 	var have int64
@@ -479,32 +529,39 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 		t0 := time.Now()
 		if _, err := db.Exec(ctx, "SELECT pgsketch.drop_rollup('"+rollupName+"', if_exists => true); DROP TABLE IF EXISTS events; "+
 			spec.CreateSQL()+"; CREATE INDEX events_created_at ON events (created_at)"); err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := db.Exec(ctx, "VACUUM ANALYZE events"); err != nil {
-			return nil, err
+			return err
 		}
 		fmt.Printf("generated in %s\n", time.Since(t0).Round(time.Second))
 	}
 	if _, err := db.Exec(ctx, "SELECT pgsketch.drop_rollup('"+rollupName+"', if_exists => true)"); err != nil {
-		return nil, err
+		return err
 	}
 	cmd := exec.CommandContext(ctx, o.proxy, "rollup", "create", rollupName, "--dsn", dsn, "--table", "public.events",
 		"--time", "created_at", "--grain", "day", "--dims", "country,device", "--distinct", "user_id", "--levels", "none")
 	out, err := cmd.CombinedOutput()
 	fmt.Print(string(out))
 	if err != nil {
-		return nil, fmt.Errorf("rollup create: %w", err)
+		return fmt.Errorf("rollup create: %w", err)
 	}
 	if _, err := db.Exec(ctx, "VACUUM ANALYZE "+rollupName); err != nil {
-		return nil, err
+		return err
 	}
 	var ntrig int
 	if err := db.QueryRow(ctx, "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'events'::regclass AND tgname LIKE 'pgsketch\\_%' AND tgenabled = 'A'").Scan(&ntrig); err != nil {
-		return nil, err
+		return err
 	}
 	if ntrig != 4 {
-		return nil, fmt.Errorf("events has %d capture triggers, want 4", ntrig)
+		return fmt.Errorf("events has %d capture triggers, want 4", ntrig)
+	}
+	return nil
+}
+
+func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*queryResult, error) {
+	if err := eventsRollup(ctx, db, dsn, o); err != nil {
+		return nil, err
 	}
 	r := &queryResult{first: map[int][]time.Duration{}, repeat: map[int][]time.Duration{},
 		cachedRepeat: map[int]int{}, cachedFirst: map[int]int{}}
