@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -718,4 +719,31 @@ func TestDistributedSourceRefused(t *testing.T) {
 		t.Fatalf("%d triggers left on the distributed table (%v)", triggers, err)
 	}
 	mustExec(t, e.conn, `INSERT INTO ev VALUES ('2026-01-02 10:00+00', 'DE', 'web', 1, 1)`)
+}
+
+// TestCaptureDDLWaitsBriefly: a refresh that must install capture triggers
+// while a long transaction writes the source waits at most
+// pgsketch.ddl_lock_timeout for its lock, then fails (the next refresh
+// tries again), so the application's writers never queue behind it for
+// longer.
+func TestCaptureDDLWaitsBriefly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newTrustEnv(t)
+	mustExec(t, e.conn, `DROP TRIGGER pgsketch_ev_daily_ins ON ev`)
+	long := e.db.Conn(t)
+	mustExec(t, long, `BEGIN; INSERT INTO ev VALUES ('2026-01-02 10:00+00', 'DE', 'web', 1, 1)`)
+	mustExec(t, e.conn, `SET pgsketch.ddl_lock_timeout = '300ms'`)
+	t0 := time.Now()
+	_, err := refresh.Refresh(ctx, refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55P03" {
+		t.Fatalf("refresh behind a long transaction: %v, want SQLSTATE 55P03 (lock timeout)", err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Fatalf("the refresh waited %s", d)
+	}
+	mustExec(t, long, `COMMIT`)
+	e.answers(t, "a trigger missing", false)
+	e.repaired(t)
 }
