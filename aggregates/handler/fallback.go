@@ -63,6 +63,12 @@ type fallback struct {
 	// code is the error's SQLSTATE ("" for an error the proxy found in
 	// the rollup's data, or a refusal of its answer).
 	code, message string
+	// own: the error is most likely the statement's own, which PostgreSQL
+	// raises for the exact statement too (a data exception other than
+	// the hll extension's 22000 for a sketch it cannot read: a parameter
+	// that is no time, a division by zero). It is then neither announced
+	// nor counted as a fallback.
+	own bool
 }
 
 // fallbackOf classifies err, the error of running plan p.
@@ -83,8 +89,10 @@ func fallbackOf(p *rewrite.Plan, err error) fallback {
 			fb.reason = status.ReasonPrivilege
 		case pe.Code == "55000":
 			fb.reason = status.ReasonNotReady
-		case strings.HasPrefix(pe.Code, "22") || pe.Code == "XX001":
+		case pe.Code == "22000" || pe.Code == "XX001" || pe.Code == "XX002":
 			fb.reason = status.ReasonData
+		case strings.HasPrefix(pe.Code, "22"):
+			fb.own = true
 		}
 	case errors.Is(err, exec.ErrData):
 		fb.reason = status.ReasonData
@@ -113,10 +121,17 @@ func (fb fallback) notice() string {
 }
 
 // recordFallback tells the log and the recorder that sql's rollup answer
-// failed with fb, and PostgreSQL answered it.
-func (h *Handler) recordFallback(sql string, fb fallback, start time.Time) {
+// failed with fb, and PostgreSQL answered it; it returns the NOTICE for
+// the client, or "" for an error that is the statement's own.
+func (h *Handler) recordFallback(sql string, fb fallback, start time.Time) string {
+	if fb.own {
+		h.Log.Debug("rollup answer failed with the statement's own error: executed upstream", "rollup", fb.rollup,
+			"sqlstate", fb.code, "err", fb.message)
+		return ""
+	}
 	h.Log.Info("rollup answer failed: answered exactly by PostgreSQL", "rollup", fb.rollup, "reason", fb.reason,
 		"sqlstate", fb.code, "err", fb.message)
 	h.Recorder.Fallback(status.Fallback{Time: start, SQL: sql, Rollup: fb.rollup, Reason: fb.reason,
 		Code: fb.code, Message: fb.message})
+	return fb.notice()
 }

@@ -143,9 +143,9 @@ func (t *textRun) statement(ctx context.Context, sql string, planned verdict) (f
 		}
 		// As for a single statement: run rolled back to its savepoint,
 		// and PostgreSQL answers the statement exactly, after a NOTICE.
-		fb := fallbackOf(vd.plan, err)
-		h.recordFallback(sql, fb, t.start)
-		s.Send(notice(fb.notice()))
+		if n := h.recordFallback(sql, fallbackOf(vd.plan, err), t.start); n != "" {
+			s.Send(notice(n))
+		}
 		vd = verdict{pass: "the rollup answer failed"}
 	}
 	switch {

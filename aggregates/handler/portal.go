@@ -44,9 +44,7 @@ func (h *Handler) answerPortal(ctx context.Context, x *extRequest, p *ownedPorta
 			h.Log.Info("statement executed upstream: the session could not be read", "err", err)
 			return "", nil
 		}
-		fb := fallbackOf(plan, err)
-		h.recordFallback(p.stmt.sql, fb, start)
-		return fb.notice(), nil
+		return h.recordFallback(p.stmt.sql, fallbackOf(plan, err), start), nil
 	}
 	v, why, err := h.readView(ctx, c)
 	if !c.noSync {

@@ -122,9 +122,9 @@ func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p
 		// PostgreSQL's "function does not exist".
 		return h.failed(ctx, c, s, p, refuseUnsupported(ctx, c, unsupported), original, start)
 	}
-	fb := fallbackOf(p, err)
-	h.recordFallback(original, fb, start)
-	s.Send(notice(fb.notice()))
+	if n := h.recordFallback(original, fallbackOf(p, err), start); n != "" {
+		s.Send(notice(n))
+	}
 	return forwardQuery(run, s)
 }
 
