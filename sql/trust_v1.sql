@@ -8,9 +8,9 @@
 --   through capture_check): row-level security, and for every column the
 --   rollup reads its number, type, typmod, collation, NOT NULL and the
 --   identity of its catalog row (any ALTER COLUMN ... TYPE rewrites that
---   row, also to the type the column already has), the rows of an enum
---   type's labels, and the capture triggers' and trigger function's catalog
---   rows (a trigger disabled and enabled again is a new row version). Any
+--   row, also to the type the column already has), and the capture
+--   triggers' and trigger function's catalog rows (a trigger disabled and
+--   enabled again is a new row version). Any
 --   difference: the rollup is answered exactly until a refresh, which
 --   rebuilds every bucket. A rollup refreshed before this version has no
 --   fingerprint and is answered exactly until its next refresh, which
@@ -65,12 +65,14 @@ CREATE FUNCTION pgsketch.ddl_lock_timeout() RETURNS text
 
 -- read_columns are the columns of its source that rollup d reads.
 CREATE FUNCTION pgsketch.read_columns(d pgsketch.rollup_defs) RETURNS text[]
-    LANGUAGE sql STABLE
-    SET search_path = pg_catalog, pg_temp
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
     RETURN ARRAY(SELECT DISTINCT c FROM unnest(d.time_column || d.dimensions
                      || ARRAY(SELECT m.expression FROM pgsketch.rollup_measures m
                                WHERE m.rollup = d.name AND m.expression <> '*')) AS c
                   ORDER BY c);
+END $$;
 
 -- distributed reports whether rel is a table distributed by Citus.
 CREATE FUNCTION pgsketch.distributed(rel oid) RETURNS boolean
@@ -88,26 +90,32 @@ END $$;
 
 -- capture_fingerprint is the definition of relation rel that rollup r's
 -- rows depend on (see the top of this file); cols are the columns r reads.
--- A jsonb object: security, columns (one entry per column name; null when
--- the column is missing), triggers and function.
+-- A jsonb object: security (row-level security enabled, forced), columns
+-- (per column present: number, type, typmod, collation, NOT NULL, catalog
+-- row version) and triggers (per capture trigger: name, state, function,
+-- catalog row version, the function's catalog row version).
 CREATE FUNCTION pgsketch.capture_fingerprint(r text, rel oid, cols text[]) RETURNS jsonb
-    LANGUAGE sql STABLE
-    SET search_path = pg_catalog, pg_temp
-    RETURN jsonb_build_object(
-        'security', (SELECT concat_ws(',', c.relrowsecurity, c.relforcerowsecurity) FROM pg_class c WHERE c.oid = rel),
-        'columns', (SELECT jsonb_object_agg(col.name,
-                        (SELECT concat_ws(',', a.attnum, a.atttypid, a.atttypmod, a.attcollation, a.attnotnull, a.xmin, t.xmin,
-                                          (SELECT string_agg(e.xmin::text, '.' ORDER BY e.oid) FROM pg_enum e WHERE e.enumtypid = a.atttypid))
-                           FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-                          WHERE a.attrelid = rel AND a.attname = col.name AND a.attnum > 0 AND NOT a.attisdropped))
-                      FROM unnest(cols) AS col(name)),
-        'triggers', (SELECT string_agg(concat_ws(',', tg.tgname, tg.tgenabled, tg.tgfoid, tg.xmin), ';' ORDER BY tg.tgname)
-                       FROM pg_trigger tg
+    LANGUAGE plpgsql STABLE
+    -- Every answering statement computes it: one plan for the session,
+    -- never planned anew for the arguments of each call.
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    fp jsonb;
+BEGIN
+    SELECT jsonb_build_object(
+        'security', concat_ws(',', c.relrowsecurity, c.relforcerowsecurity),
+        'columns', coalesce((SELECT jsonb_object_agg(a.attname, concat_ws(',', a.attnum, a.atttypid, a.atttypmod, a.attcollation,
+                                                                         a.attnotnull, a.xmin))
+                               FROM pg_attribute a
+                              WHERE a.attrelid = rel AND a.attname = ANY (cols) AND a.attnum > 0 AND NOT a.attisdropped), '{}'),
+        'triggers', (SELECT string_agg(concat_ws(',', tg.tgname, tg.tgenabled, tg.tgfoid, tg.xmin, p.xmin), ';' ORDER BY tg.tgname)
+                       FROM pg_trigger tg LEFT JOIN pg_proc p ON p.oid = tg.tgfoid
                       WHERE tg.tgrelid = rel
-                        AND tg.tgname IN (pgsketch.capture_trigger(r, 'ins'), pgsketch.capture_trigger(r, 'upd'),
-                                          pgsketch.capture_trigger(r, 'del'), pgsketch.capture_trigger(r, 'trunc'))),
-        'function', (SELECT concat_ws(',', p.oid, p.xmin) FROM pg_proc p
-                      WHERE p.oid = to_regprocedure(pgsketch.capture_function(r) || '()')));
+                        AND tg.tgname = ANY (ARRAY[pgsketch.capture_trigger(r, 'ins'), pgsketch.capture_trigger(r, 'upd'),
+                                                   pgsketch.capture_trigger(r, 'del'), pgsketch.capture_trigger(r, 'trunc')])))
+      INTO fp FROM pg_class c WHERE c.oid = rel;
+    RETURN fp;
+END $$;
 
 -- capture_drift says in words how fingerprint now differs from was, the
 -- fingerprint of relation rel as the last refresh recorded it, or NULL
@@ -127,9 +135,7 @@ CREATE FUNCTION pgsketch.capture_drift(rel regclass, was jsonb, now jsonb) RETUR
                   FROM jsonb_object_keys(was->'columns') k
                  WHERE was->'columns'->k IS DISTINCT FROM now->'columns'->k))
         WHEN was->'triggers' IS DISTINCT FROM now->'triggers' THEN
-            format('its change capture triggers on %s were disabled, enabled, dropped or re-created since its last refresh', rel)
-        WHEN was->'function' IS DISTINCT FROM now->'function' THEN
-            'its change capture function was replaced since its last refresh'
+            format('its change capture triggers on %s, or their function, were disabled, enabled, dropped, re-created or replaced since its last refresh', rel)
         WHEN was IS DISTINCT FROM now THEN
             format('the definition of %s changed since its last refresh', rel)
     END;
@@ -407,19 +413,23 @@ BEGIN
     RETURN full_rebuild OR drift;
 END $$;
 
--- capture_broken (version 11): version 10's, and a source distributed by
--- Citus, a write whose buckets the capture could not compute, or a
--- definition that differs from the one recorded at the last refresh.
+-- capture_broken (version 11): version 10's verdicts, and a source
+-- distributed by Citus, a write whose buckets the capture could not
+-- compute, or a relation whose definition differs from the fingerprint
+-- recorded at the last refresh (which covers its capture triggers' state:
+-- one disabled, dropped or re-created is a change). Every answering
+-- statement runs it: each relation is compared in one query, with the
+-- columns the fingerprint recorded.
 CREATE OR REPLACE FUNCTION pgsketch.capture_broken(r text) RETURNS text
     LANGUAGE plpgsql STABLE
-    SET search_path = pg_catalog, pg_temp AS $$
+    SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     d pgsketch.rollup_defs;
     src regclass;
     rels oid[];
-    rel oid;
-    cols text[];
-    was jsonb;
+    ncaptured bigint;
+    has_src boolean;
+    bad record;
     why text;
 BEGIN
     SELECT * INTO d FROM pgsketch.rollup_defs WHERE name = r;
@@ -436,10 +446,12 @@ BEGIN
     IF pgsketch.distributed(src) THEN
         RETURN format('its source %s is distributed by Citus, whose changes pgsketch cannot capture yet', src);
     END IF;
-    IF NOT EXISTS (SELECT FROM pgsketch.rollup_captured c WHERE c.rollup = r) THEN
+    SELECT count(*), coalesce(bool_or(c.relid = src), false) INTO ncaptured, has_src
+      FROM pgsketch.rollup_captured c WHERE c.rollup = r;
+    IF ncaptured = 0 THEN
         RETURN 'it has not been refreshed with change capture yet';
     END IF;
-    IF NOT EXISTS (SELECT FROM pgsketch.rollup_captured c WHERE c.rollup = r AND c.relid = src) THEN
+    IF NOT has_src THEN
         RETURN format('%s is not the table it was refreshed from (dropped and re-created, or swapped by RENAME)', src);
     END IF;
     SELECT format('its change capture failed on a write since its last refresh (%s)', f.message) INTO why
@@ -447,30 +459,28 @@ BEGIN
     IF why IS NOT NULL THEN
         RETURN why;
     END IF;
-    cols := pgsketch.read_columns(d);
     -- The source and every relation under it (pgsketch.capture_rels).
     rels := ARRAY(WITH RECURSIVE t(relid) AS (
                       SELECT src::oid
                       UNION
                       SELECT i.inhrelid FROM pg_inherits i JOIN t ON i.inhparent = t.relid)
                   SELECT relid FROM t);
-    FOREACH rel IN ARRAY rels LOOP
-        SELECT c.fingerprint INTO was FROM pgsketch.rollup_captured c WHERE c.rollup = r AND c.relid = rel;
-        IF NOT FOUND THEN
-            RETURN format('%s was attached to or created in %s since its last refresh', rel::regclass, src);
+    -- The first relation not captured or not as the last refresh saw it.
+    SELECT x.relid, c.relid IS NOT NULL AS captured, c.fingerprint AS was, f.fp AS now INTO bad
+      FROM unnest(rels) AS x(relid)
+      LEFT JOIN pgsketch.rollup_captured c ON c.rollup = r AND c.relid = x.relid
+      LEFT JOIN LATERAL (SELECT pgsketch.capture_fingerprint(r, x.relid,
+                                    ARRAY(SELECT jsonb_object_keys(c.fingerprint->'columns'))) AS fp
+                          WHERE c.fingerprint IS NOT NULL) AS f ON true
+     WHERE c.relid IS NULL OR c.fingerprint IS NULL OR c.fingerprint <> f.fp
+     LIMIT 1;
+    IF FOUND THEN
+        IF NOT bad.captured THEN
+            RETURN format('%s was attached to or created in %s since its last refresh', bad.relid::regclass, src);
         END IF;
-        IF (SELECT count(*) FROM pg_trigger t
-             WHERE t.tgrelid = rel AND t.tgenabled = 'A'
-               AND t.tgname IN (pgsketch.capture_trigger(r, 'ins'), pgsketch.capture_trigger(r, 'upd'),
-                                pgsketch.capture_trigger(r, 'del'), pgsketch.capture_trigger(r, 'trunc'))) <> 4 THEN
-            RETURN format('its change capture triggers on %s are disabled or missing', rel::regclass);
-        END IF;
-        why := pgsketch.capture_drift(rel::regclass, was, pgsketch.capture_fingerprint(r, rel, cols));
-        IF why IS NOT NULL THEN
-            RETURN why;
-        END IF;
-    END LOOP;
-    IF EXISTS (SELECT FROM pgsketch.rollup_captured c WHERE c.rollup = r AND c.relid <> ALL (rels)) THEN
+        RETURN pgsketch.capture_drift(bad.relid::regclass, bad.was, bad.now);
+    END IF;
+    IF ncaptured > cardinality(rels) OR EXISTS (SELECT FROM pgsketch.rollup_captured c WHERE c.rollup = r AND c.relid <> ALL (rels)) THEN
         RETURN format('a partition or child of %s was detached or dropped since its last refresh', src);
     END IF;
     RETURN NULL;
@@ -479,14 +489,30 @@ END $$;
 -- capture_check (version 11): the role's right to read what the rollup
 -- holds first (require_source_read: SQLSTATE 42501, upon which
 -- pgsketch-proxy sends the statement to PostgreSQL, which answers it or
--- refuses it by its own rules), then version 6's.
+-- refuses it by its own rules), then version 6's verdict.
 ALTER FUNCTION pgsketch.capture_check(text, timestamptz, timestamptz) RENAME TO capture_check_v6;
 CREATE FUNCTION pgsketch.capture_check(r text, lo timestamptz, hi timestamptz) RETURNS bigint
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    why text;
+    n bigint;
 BEGIN
     PERFORM pgsketch.require_source_read(r);
-    RETURN pgsketch.capture_check_v6(r, lo, hi);
+    why := pgsketch.capture_broken(r);
+    IF why IS NULL THEN
+        SELECT count(DISTINCT x.bucket) INTO n FROM pgsketch.rollup_dirty x
+         WHERE x.rollup = r AND (lo IS NULL OR x.bucket >= lo) AND (hi IS NULL OR x.bucket < hi);
+        IF n > pgsketch.max_dirty_buckets() THEN
+            why := format('%s of the buckets in the range changed since its last refresh (more than %s)',
+                          n, pgsketch.max_dirty_buckets());
+        END IF;
+    END IF;
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format('pgsketch: rollup %s not used: %s', r, why),
+            HINT = format('SELECT pgsketch.refresh_rollup(%L) through pgsketch-proxy brings it up to date.', r);
+    END IF;
+    RETURN n;
 END $$;
 
 -- rebuild_refused says why rollup d's table cannot be rebuilt in place from
