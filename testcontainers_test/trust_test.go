@@ -747,3 +747,40 @@ func TestCaptureDDLWaitsBriefly(t *testing.T) {
 	e.answers(t, "a trigger missing", false)
 	e.repaired(t)
 }
+
+// TestCaptureTakesNoSubtransactionIDs: the capture function's error trap is
+// a subtransaction that only reads, so 201 captured statements in one
+// transaction assign no transaction ID but the transaction's own: the
+// subtransaction cache never overflows, however many statements a
+// transaction holds. Transaction IDs are counted on the server's counter
+// around the transaction, so the test does not run beside the parallel
+// ones.
+func TestCaptureTakesNoSubtransactionIDs(t *testing.T) {
+	ctx := context.Background()
+	e := newTrustEnv(t)
+	other := e.db.Conn(t)
+	next := func() int64 {
+		t.Helper()
+		var x int64
+		if err := other.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	before := next()
+	mustExec(t, e.conn, `BEGIN`)
+	for i := range 200 {
+		mustExec(t, e.conn, fmt.Sprintf(`INSERT INTO ev VALUES ('2026-01-%02d 10:00+00', 'DE', 'web', %d, 1)`, 1+i%28, i))
+	}
+	mustExec(t, e.conn, `UPDATE ev SET amount = amount + 1 WHERE created_at < '2026-01-03'`)
+	mustExec(t, e.conn, `COMMIT`)
+	// One for the transaction, one for next's own; a few for anything else
+	// on the server (autovacuum, the proxy's catalog reads assign none).
+	if used := next() - before; used > 6 {
+		t.Fatalf("%d transaction IDs assigned around 201 captured statements in one transaction, want 2", used)
+	}
+	var logged int
+	if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = 'ev_daily'`).Scan(&logged); err != nil || logged < 200 {
+		t.Fatalf("%d log rows (%v), want every statement's", logged, err)
+	}
+}
