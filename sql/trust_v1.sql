@@ -277,6 +277,10 @@ BEGIN
             END IF;
             IF lo IS NULL THEN
                 buckets := NULL; -- no row with a time: no bucket
+            ELSIF %15$s = %16$s THEN
+                -- The earliest and the latest row in one bucket (buckets
+                -- never go back in time): every row is in it.
+                buckets := ARRAY[%15$s];
             ELSIF nrows >= 1000 AND %10$s THEN
                 SELECT array_agg(b AT TIME ZONE %11$L) INTO buckets FROM generate_series(%12$s, %13$s, %14$L::interval) AS b;
             ELSIF TG_OP = 'INSERT' THEN
@@ -295,6 +299,8 @@ BEGIN
     IF failed IS NOT NULL THEN
         INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
         VALUES (%2$L, TG_RELID, format('%%s on %%I.%%I: %%s', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, failed));
+    ELSIF cardinality(buckets) = 1 THEN
+        INSERT INTO pgsketch.rollup_dirty (rollup, bucket) VALUES (%2$L, buckets[1]);
     ELSIF buckets IS NOT NULL THEN
         INSERT INTO pgsketch.rollup_dirty (rollup, bucket) SELECT %2$L, b FROM unnest(buckets) AS b;
     END IF;
@@ -313,7 +319,8 @@ $f$,
                          '1 ' || d.grain) END,
         d.time_zone,
         pgsketch.capture_local_bucket(d, ttype, 'lo'), pgsketch.capture_local_bucket(d, ttype, 'hi'),
-        '1 ' || d.grain);
+        '1 ' || d.grain,
+        pgsketch.capture_bucket(d, ttype, 'lo'), pgsketch.capture_bucket(d, ttype, 'hi'));
 
 -- capture_define creates or replaces rollup r's trigger function when its
 -- text would differ from the one in place (none yet, or the time column's
