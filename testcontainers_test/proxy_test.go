@@ -111,8 +111,8 @@ func (p *proxyProc) URL(dsn string) string {
 }
 
 // TestMetrics: serve --http-listen serves Prometheus metrics that count the
-// connections, bytes and messages of a session, and a failed upstream
-// connection.
+// connections, bytes and messages of a session, the statements answered
+// from rollups and fallen back on, and a failed upstream connection.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	db := newTestDB(t)
@@ -167,6 +167,13 @@ func TestMetrics(t *testing.T) {
 		m[`pgsketch_messages_total{direction="from_client"}`] == 0 || m[`pgsketch_messages_total{direction="from_upstream"}`] == 0 ||
 		m["pgsketch_upstream_connect_seconds_count"] != 1 {
 		t.Fatalf("after one session and a query: %v", m)
+	}
+	// The handler's counters too: none answered from a rollup, no fallback.
+	if v, ok := m[`pgsketch_queries_total{outcome="rollup"}`]; !ok || v != 0 {
+		t.Fatalf("the handler's query counts: %v", m)
+	}
+	if v, ok := m[`pgsketch_rollup_fallbacks_total{reason="privilege"}`]; !ok || v != 0 {
+		t.Fatalf("the fallback counts: %v", m)
 	}
 	conn.Close(ctx)
 	waitFor(t, 10*time.Second, "the session to end", func() bool { return metrics()["pgsketch_connections_open"] == 0 })

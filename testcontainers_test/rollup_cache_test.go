@@ -198,10 +198,11 @@ func TestRollupCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Without SELECT on the rollup table the query is PostgreSQL's:
-		// exact, no notice.
+		// exact, with a NOTICE saying why the rollup was not used.
 		mustExec(t, conn, "REVOKE SELECT ON daily FROM "+reader)
 		a, err := c.query(ctx, month)
-		if err != nil || len(a.notices) != 0 {
+		if err != nil || len(a.notices) != 1 || !strings.Contains(a.notices[0], "(SQLSTATE 42501)") ||
+			!strings.Contains(a.notices[0], "answered exactly by PostgreSQL") {
 			t.Fatalf("without SELECT on the rollup: %v, notices %q", err, a.notices)
 		}
 		mustExec(t, conn, "GRANT SELECT ON daily TO "+reader)

@@ -228,8 +228,9 @@ func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr string, h
 	return nil
 }
 
-// startHTTP serves the status page at / and the metrics of srv at
-// /metrics on ho.addr, and returns the function that stops it.
+// startHTTP serves the status page at / and, at /metrics, the metrics of
+// srv and of the statements the handler answered, passed through and fell
+// back on, on ho.addr, and returns the function that stops it.
 func startHTTP(a *app, ho httpOptions, srv *wire.Server) (string, func(), error) {
 	ln, err := net.Listen("tcp", ho.addr)
 	if err != nil {
@@ -240,6 +241,9 @@ func startHTTP(a *app, ho httpOptions, srv *wire.Server) (string, func(), error)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		if err := srv.Metrics().WritePrometheus(w); err != nil {
+			a.log.Debug("write metrics", "err", err)
+		}
+		if err := ho.recorder.WritePrometheus(w); err != nil {
 			a.log.Debug("write metrics", "err", err)
 		}
 	})
