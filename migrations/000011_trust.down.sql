@@ -1,8 +1,19 @@
 -- Removes version 11: the functions go back to their earlier forms, kept
 -- under other names by the up migration, and the rollup tables lose their
--- policy. The capture functions keep the form version 11 gave them (it
--- logs what the earlier one logged); rollups are rebuilt whole at their
--- next refresh, as the record of captured relations is cleared.
+-- policy. The capture functions of version 11 record faults in a table
+-- this removes, so they go with their triggers: the next refresh installs
+-- version 6's and rebuilds the rollup whole (the record of captured
+-- relations is cleared); until then the proxy answers exactly.
+
+DO $$
+DECLARE
+    r text;
+BEGIN
+    PERFORM set_config('lock_timeout', pgsketch.ddl_lock_timeout(), true);
+    FOR r IN SELECT name FROM pgsketch.rollup_defs ORDER BY name LOOP
+        EXECUTE format('DROP FUNCTION IF EXISTS %s() CASCADE', pgsketch.capture_function(r));
+    END LOOP;
+END $$;
 
 DO $$
 DECLARE
@@ -59,6 +70,7 @@ END $$;
 DROP FUNCTION pgsketch.rebuild_refused(pgsketch.rollup_defs, regclass, regclass);
 DROP FUNCTION pgsketch.capture_define(text);
 DROP FUNCTION pgsketch.capture_body(pgsketch.rollup_defs, text);
+DROP FUNCTION pgsketch.capture_logged_setting(text);
 DROP FUNCTION pgsketch.protect_tables(text);
 DROP FUNCTION pgsketch.require_source_read(text);
 DROP FUNCTION pgsketch.capture_drift(regclass, jsonb, jsonb);

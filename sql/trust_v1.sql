@@ -242,6 +242,12 @@ BEGIN
     PERFORM pgsketch.protect_tables(rollup);
 END $$;
 
+-- capture_logged_setting names the setting in which a transaction's
+-- capture triggers of rollup r remember the last bucket they logged.
+CREATE FUNCTION pgsketch.capture_logged_setting(r text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    RETURN 'pgsketch.logged_' || r;
+
 -- capture_body is the body of rollup d's trigger function for a time
 -- column of type ttype. The statement's earliest and latest times come
 -- first (one pass); a large statement within 64 buckets (a bulk load)
@@ -300,7 +306,14 @@ BEGIN
         INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
         VALUES (%2$L, TG_RELID, format('%%s on %%I.%%I: %%s', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, failed));
     ELSIF cardinality(buckets) = 1 THEN
-        INSERT INTO pgsketch.rollup_dirty (rollup, bucket) VALUES (%2$L, buckets[1]);
+        -- A statement of one bucket logs it once per transaction: the
+        -- setting remembers the last bucket this transaction logged (a
+        -- savepoint rolled back takes it back with the log row; a refresh
+        -- that drains the log clears it).
+        IF current_setting(%17$L, true) IS DISTINCT FROM extract(epoch FROM buckets[1])::text THEN
+            INSERT INTO pgsketch.rollup_dirty (rollup, bucket) VALUES (%2$L, buckets[1]);
+            PERFORM set_config(%17$L, extract(epoch FROM buckets[1])::text, true);
+        END IF;
     ELSIF buckets IS NOT NULL THEN
         INSERT INTO pgsketch.rollup_dirty (rollup, bucket) SELECT %2$L, b FROM unnest(buckets) AS b;
     END IF;
@@ -320,7 +333,8 @@ $f$,
         d.time_zone,
         pgsketch.capture_local_bucket(d, ttype, 'lo'), pgsketch.capture_local_bucket(d, ttype, 'hi'),
         '1 ' || d.grain,
-        pgsketch.capture_bucket(d, ttype, 'lo'), pgsketch.capture_bucket(d, ttype, 'hi'));
+        pgsketch.capture_bucket(d, ttype, 'lo'), pgsketch.capture_bucket(d, ttype, 'hi'),
+        pgsketch.capture_logged_setting(d.name));
 
 -- capture_define creates or replaces rollup r's trigger function when its
 -- text would differ from the one in place (none yet, or the time column's
@@ -672,6 +686,7 @@ BEGIN
     -- and their buckets rebuilt; an entry committed after this statement
     -- stays, and its bucket stays dirty. (Every later read of the refresh
     -- sees at least what this statement saw.)
+    PERFORM set_config(pgsketch.capture_logged_setting(r), '', true);
     IF full_rebuild THEN
         DELETE FROM pgsketch.rollup_dirty x WHERE x.rollup = r;
     ELSIF ranged THEN
