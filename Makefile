@@ -1,15 +1,16 @@
-# The README's two commands are `make run` and `make test`. Both install the
-# Debian packages they need (scripts/install-deps.sh) before anything else.
+# The README's two commands are `make run` and `make test`. Each installs the
+# Debian packages it needs, and only those (scripts/install-deps.sh run|test),
+# before anything else: the demo no browser and no Node.js.
 
 GO                  ?= go
 BIN                 := bin/pgsketch-proxy
 STATICCHECK_VERSION := v0.8.2
 GO_FILES             = $(shell find . -name '*.go' -not -path './.git/*')
 
-.PHONY: run test deps build lint unit accuracy bench clean
+.PHONY: run test deps deps-run build lint unit accuracy bench clean
 
 ## run: start the demo (today: a throwaway PostgreSQL with hll and the catalog)
-run: deps build
+run: deps-run build
 	./$(BIN) demo
 
 ## test: lint, then every test (unit and end-to-end against a real PostgreSQL)
@@ -20,7 +21,10 @@ test: deps lint
 	$(GO) test -count=1 -timeout 30m ./wire/ ./testcontainers_test/
 
 deps:
-	@./scripts/install-deps.sh
+	@./scripts/install-deps.sh test
+
+deps-run:
+	@./scripts/install-deps.sh run
 
 build:
 	$(GO) build -o $(BIN) ./cmd/pgsketch-proxy

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,4 +261,33 @@ func checkDemoQueries(t *testing.T, printed, proxyURL, directURL string) {
 		}
 	}
 	t.Logf("demo side by side: %v", got3)
+}
+
+// TestDemoDependencies: make run installs only what the demo needs (no
+// browser, no Node.js); make test installs those besides.
+func TestDemoDependencies(t *testing.T) {
+	t.Parallel()
+	needs := func(set string) []string {
+		out, err := exec.Command("bash", "../scripts/install-deps.sh", "--needs", set).Output()
+		if err != nil {
+			t.Fatalf("install-deps.sh --needs %s: %v", set, err)
+		}
+		return strings.Fields(string(out))
+	}
+	run, test := needs("run"), needs("test")
+	for _, p := range run {
+		if strings.Contains(p, "chromium") || strings.Contains(p, "node") || p == "npm" {
+			t.Errorf("make run installs %s", p)
+		}
+	}
+	for _, p := range []string{"postgresql-15", "postgresql-15-hll", "gcc"} {
+		if !slices.Contains(run, p) {
+			t.Errorf("make run does not install %s: %v", p, run)
+		}
+	}
+	for _, p := range append(run, "nodejs", "npm", "chromium", "chromium-driver") {
+		if !slices.Contains(test, p) {
+			t.Errorf("make test does not install %s: %v", p, test)
+		}
+	}
 }
