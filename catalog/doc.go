@@ -1,5 +1,5 @@
 // Package catalog is the Go model of the pgsketch rollup catalog (schema
-// pgsketch, DESIGN §2.4): what rollups exist, what their tables hold, and how
+// pgsketch, docs/design.md §2.6): what rollups exist, what their tables hold, and how
 // far they are materialized.
 //
 // A Snapshot is an immutable value loaded in one query (Load) and shared by

@@ -1,4 +1,4 @@
--- pgsketch catalog, version 1: schema pgsketch and the rollup catalog (DESIGN §2.4).
+-- pgsketch catalog, version 1: schema pgsketch and the rollup catalog (docs/design.md §2.6).
 -- One row per rollup in rollup_defs, one row per stored measure in rollup_measures.
 -- The CHECK constraints reject definitions pgsketch could never serve.
 

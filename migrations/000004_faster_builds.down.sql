@@ -330,7 +330,7 @@ BEGIN
     -- Measure columns in position order, each in the branch that computes it.
     FOR m IN SELECT * FROM pgsketch.rollup_measures WHERE rollup = r ORDER BY position LOOP
         IF m.kind = 'hll' THEN
-            -- The value to hash is its canonical text (DESIGN §2.2): the
+            -- The value to hash is its canonical text (docs/design.md §2.2): the
             -- refresher prints integers itself from their binary form, text
             -- and varchar arrive as their bytes, and every other type is
             -- printed by its output function (format %s), not by a cast to

@@ -1,5 +1,5 @@
 // Package rewrite decides, for one SQL text a client sends, whether a rollup
-// can answer it, and how (DESIGN §1 and §3).
+// can answer it, and how (docs/design.md §1 and §3).
 //
 // It is pure and deterministic: SQL text, a catalog snapshot and the
 // session's settings go in; a Result comes out, holding either a Plan or the

@@ -20,7 +20,7 @@ type Result struct {
 	// ApproxUnanswered is set on a passthrough whose statement calls
 	// APPROX_COUNT_DISTINCT (see Unsupported), or whose text mentions it
 	// and could not be parsed: sent to PostgreSQL as it is, it fails with
-	// "function approx_count_distinct does not exist" (DESIGN §3 says
+	// "function approx_count_distinct does not exist" (docs/design.md §3 says
 	// never that error).
 	ApproxUnanswered bool
 	// Unsupported is set on a passthrough whose statement calls

@@ -20,7 +20,7 @@ CREATE FUNCTION pgsketch.column_type(rel regclass, col text) RETURNS text
              WHERE a.attrelid = rel AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped);
 
 -- hll_hashable reports whether a column of type t may be sketched: its
--- canonical text (DESIGN §2.2) must be equal exactly when the values are, or
+-- canonical text (docs/design.md §2.2) must be equal exactly when the values are, or
 -- COUNT(DISTINCT) and the sketch would count different things. numeric
 -- (1.0 = 1.00), floating point (0 = -0) and case-insensitive types fail that.
 CREATE FUNCTION pgsketch.hll_hashable(t regtype) RETURNS boolean
@@ -532,7 +532,7 @@ BEGIN
     -- Measure columns in position order, each in the branch that computes it.
     FOR m IN SELECT * FROM pgsketch.rollup_measures WHERE rollup = r ORDER BY position LOOP
         IF m.kind = 'hll' THEN
-            -- The value to hash is its canonical text (DESIGN §2.2): the
+            -- The value to hash is its canonical text (docs/design.md §2.2): the
             -- refresher prints integers itself from their binary form, text
             -- and varchar arrive as their bytes, and every other type is
             -- printed by its output function (format %s), not by a cast to

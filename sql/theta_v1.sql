@@ -44,7 +44,7 @@ CREATE FUNCTION pgsketch.theta_column(rel regclass, col text) RETURNS boolean
 -- sketched measure (hll, theta) comes from every base row: base_col is the
 -- value in the form the refresher hashes (integers and strings as their
 -- binary form; for hll every other type as the text its output function
--- prints, DESIGN §2.2). A partial aggregate is computed by PostgreSQL:
+-- prints, docs/design.md §2.2). A partial aggregate is computed by PostgreSQL:
 -- part_col. field is the refresher's description of the measure
 -- ("hll:14:5:int8", "theta:12:text", "sum", ...).
 CREATE FUNCTION pgsketch.measure_read(src regclass, m pgsketch.rollup_measures,

@@ -9,7 +9,7 @@ type Settings struct {
 }
 
 // Pinned are the settings the refresher prints values under before hashing
-// them (DESIGN §2.2; refresh.PinnedSettings).
+// them (docs/design.md §2.2; refresh.PinnedSettings).
 var Pinned = Settings{DateStyle: "ISO, MDY", TimeZone: "UTC", IntervalStyle: "postgres",
 	ExtraFloatDigits: "3", ByteaOutput: "hex", ClientEncoding: "UTF8"}
 

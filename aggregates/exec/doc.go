@@ -1,5 +1,5 @@
 // Package exec executes a plan.Plan on the client's own upstream session
-// (DESIGN §1), in the steps RunCached follows in order: it runs the plan's
+// (docs/design.md §1), in the steps RunCached follows in order: it runs the plan's
 // fetch statement (whole rollup buckets and base edge/tail rows in one
 // statement), takes the rollup half from the cache or builds it, runs the
 // exact statement if the plan has one, merges the sketches of every group

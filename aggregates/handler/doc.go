@@ -12,9 +12,9 @@
 // settings and the rollup catalog on the session itself (as the client's
 // role, in its transaction); decide plans a statement with package rewrite,
 // or says why it passes through; answer takes a plan to its answer (the
-// table guard, then package exec over the session: querier in query.go).
+// table guard, then package exec over the session: querier.go).
 // The entries only turn a verdict into their protocol's messages: a simple
-// Query (rollup.go), a Query string of several statements (multi.go: one
+// Query (simple.go), a Query string of several statements (multi.go: one
 // statement at a time, in a transaction of the proxy's own that stands for
 // PostgreSQL's implicit one), and the extended protocol, whose bookkeeping
 // of statements, portals and replies is a state machine of its own
@@ -22,10 +22,11 @@
 // interface it declares (portalAnswerer; portal.go is the pipeline's side),
 // so that it is tested as scripted conversations (package wire/wiretest).
 // Inside a transaction block a plan runs under a savepoint; on any error
-// but a cancel the proxy rolls back to it and sends the original statement
-// upstream, so the client gets exactly PostgreSQL's answer or error and its
-// transaction is never left in a state the original statement would not
-// have left it in.
+// but a cancel the proxy rolls back to it and sends the statement upstream
+// (its APPROX_COUNT_DISTINCT counted exactly: fallback.go) after a NOTICE
+// saying why the rollup was not used, so the client gets exactly
+// PostgreSQL's answer or error and its transaction is never left in a
+// state the original statement would not have left it in.
 //
 // The session variables pgsketch.approx and pgsketch.merge are PostgreSQL
 // placeholder settings the handler reads with the session's other settings;

@@ -10,7 +10,7 @@
 // the buckets to rebuild (from the oldest logged one, never the bucket
 // holding now()), deletes their rows and hands back a query; this
 // package streams that query's rows out with COPY TO, sketches the values
-// (xxhash64 of their canonical text, DESIGN §2.2) into one HLL per bucket
+// (xxhash64 of their canonical text, docs/design.md §2.2) into one HLL per bucket
 // and dimension values, writes the rebuilt rows back with COPY FROM, and
 // pgsketch.refresh_finish advances the watermark and version, re-syncs the
 // grants and queues the pgsketch_rollups NOTIFY. Any failure, cancellation

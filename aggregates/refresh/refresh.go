@@ -17,7 +17,7 @@ import (
 )
 
 // PinnedSettings are the session settings under which values are printed
-// for hashing (DESIGN §2.2), set LOCAL in every refresh transaction. The
+// for hashing (docs/design.md §2.2), set LOCAL in every refresh transaction. The
 // client encoding is pinned as well: the hash is of UTF-8 text.
 var PinnedSettings = []struct{ Name, Value string }{
 	{"DateStyle", "ISO, MDY"},

@@ -56,7 +56,7 @@ type Op string
 const (
 	// MergeHLL unions the sketches in the rollup half's column (a bytea[]
 	// of postgresql-hll sketches) with the hashes of the values in the base
-	// half's column (an array of distinct values, hashed per DESIGN §2.2),
+	// half's column (an array of distinct values, hashed per docs/design.md §2.2),
 	// and estimates: a bigint.
 	MergeHLL Op = "hll"
 	// MergeTheta unions Theta sketches (Apache DataSketches compact
