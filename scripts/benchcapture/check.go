@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
 	pgsql "github.com/pgsketch/pgsketch/sql"
 )
@@ -138,11 +139,11 @@ func checkCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*check
 				return nil, err
 			}
 			if on {
-				r.on, r.roundOn = append(r.on, ds...), append(r.roundOn, median(ds))
+				r.on, r.roundOn = append(r.on, ds...), append(r.roundOn, benchkit.Median(ds))
 			} else {
-				r.off, r.roundOff = append(r.off, ds...), append(r.roundOff, median(ds))
+				r.off, r.roundOff = append(r.off, ds...), append(r.roundOff, benchkit.Median(ds))
 			}
-			line += fmt.Sprintf("  %s %s", map[bool]string{true: "on", false: "off"}[on], ms(median(ds)))
+			line += fmt.Sprintf("  %s %s", map[bool]string{true: "on", false: "off"}[on], benchkit.Ms(benchkit.Median(ds)))
 		}
 		fmt.Println(line)
 		if ctx.Err() != nil {
@@ -161,7 +162,7 @@ func quoteDollar(src string) string {
 	return tag + src + tag
 }
 
-// bootstrapDiff is the 95 % interval of median(on) - median(off) by the
+// bootstrapDiff is the 95 % interval of benchkit.Median(on) - benchkit.Median(off) by the
 // percentile bootstrap (each sample resampled with replacement).
 func bootstrapDiff(on, off []time.Duration, n int) (lo, hi time.Duration) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -174,14 +175,14 @@ func bootstrapDiff(on, off []time.Duration, n int) (lo, hi time.Duration) {
 		for j := range b {
 			b[j] = off[rng.IntN(len(off))]
 		}
-		diffs[i] = median(a) - median(b)
+		diffs[i] = benchkit.Median(a) - benchkit.Median(b)
 	}
 	slices.Sort(diffs)
 	return diffs[n*25/1000], diffs[n*975/1000]
 }
 
 func (r *checkResult) print(o options) {
-	mOn, mOff := median(r.on), median(r.off)
+	mOn, mOff := benchkit.Median(r.on), benchkit.Median(r.off)
 	lo, hi := bootstrapDiff(r.on, r.off, 5000)
 	var perRound []time.Duration
 	for i := range r.roundOn {
@@ -190,6 +191,6 @@ func (r *checkResult) print(o options) {
 	fmt.Printf("check cost: a warm answer of one month by country (%s rollup rows), %d answers each, %d rounds\n",
 		fmt.Sprint(r.rollupRows), len(r.on), len(r.roundOn))
 	fmt.Printf("  median with the check %s, without %s: +%.3f ms (bootstrap 95%% interval %+.3f to %+.3f ms); median of the per-round differences %+.3f ms; goal <= 0.3 ms: %s\n",
-		ms(mOn), ms(mOff), float64(mOn-mOff)/1e6, float64(lo)/1e6, float64(hi)/1e6, float64(median(perRound))/1e6, met(mOn-mOff <= 300*time.Microsecond))
+		benchkit.Ms(mOn), benchkit.Ms(mOff), float64(mOn-mOff)/1e6, float64(lo)/1e6, float64(hi)/1e6, float64(benchkit.Median(perRound))/1e6, met(mOn-mOff <= 300*time.Microsecond))
 	fmt.Printf("  the fingerprint compared: %s\n\n", r.fingerprint)
 }

@@ -50,13 +50,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,8 +65,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/internal/demodata"
-	"github.com/pgsketch/pgsketch/internal/localpg"
-	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
 )
 
@@ -131,38 +128,28 @@ func run(ctx context.Context, o options) error {
 	if _, err := os.Stat(o.proxy); err != nil {
 		return fmt.Errorf("the proxy binary: %w (build it with go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy)", err)
 	}
-	fmt.Printf("load average before: %s\n", loadavg())
+	fmt.Printf("load average before: %s\n", benchkit.LoadAvg())
 	dsn := o.dsn
 	if dsn == "" {
-		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		settings := map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}
+		settings := benchkit.Settings()
 		if o.durable {
 			settings["fsync"], settings["synchronous_commit"], settings["full_page_writes"] = "on", "on", "on"
 		}
-		c, err := localpg.Start(ctx, localpg.Options{Dir: o.keep, Keep: o.keep != "", Logger: log, Settings: settings})
-		if err != nil {
+		var stop func()
+		var err error
+		if dsn, stop, err = benchkit.Cluster(ctx, o.keep, settings); err != nil {
 			return err
 		}
-		defer c.Remove()
-		dsn = c.URL("postgres")
+		defer stop()
+	}
+	if err := benchkit.Prepare(ctx, dsn); err != nil {
+		return err
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
-		return fmt.Errorf("the hll extension is needed: %w", err)
-	}
-	m, err := migrations.Open(dsn, nil)
-	if err != nil {
-		return err
-	}
-	if err := m.Up(); err != nil {
-		m.Close()
-		return err
-	}
-	m.Close()
 	var version, settings string
 	_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&version)
 	_ = conn.QueryRow(ctx, `SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings
@@ -187,7 +174,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("query cost: %w", err)
 		}
 	}
-	fmt.Printf("\nload average after: %s\n", loadavg())
+	fmt.Printf("\nload average after: %s\n", benchkit.LoadAvg())
 	fmt.Println()
 	if w != nil {
 		w.print(o)
@@ -297,9 +284,9 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 		if err := reset(t); err != nil {
 			return 0, 0, err
 		}
-		c0, t0 := procCPU(bulkPID), time.Now()
+		c0, t0 := benchkit.ProcCPU(bulkPID), time.Now()
 		tag, err := db.Exec(ctx, fmt.Sprintf(bulkSQL, t, o.writeRows))
-		d, c := time.Since(t0), procCPU(bulkPID)-c0
+		d, c := time.Since(t0), benchkit.ProcCPU(bulkPID)-c0
 		if err == nil && tag.RowsAffected() != int64(o.writeRows) {
 			err = fmt.Errorf("%s: %d rows inserted", t, tag.RowsAffected())
 		}
@@ -316,7 +303,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 				return d, c, err
 			}
 		}
-		c0 := [2]time.Duration{procCPU(singlePID[0]), procCPU(singlePID[1])}
+		c0 := [2]time.Duration{benchkit.ProcCPU(singlePID[0]), benchkit.ProcCPU(singlePID[1])}
 		for lo := 0; lo < n; lo += singleBlock {
 			for _, k := range order {
 				t0 := time.Now()
@@ -332,7 +319,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 			order = []int{order[1], order[0]}
 		}
 		for k := range c {
-			c[k] = procCPU(singlePID[k]) - c0[k]
+			c[k] = benchkit.ProcCPU(singlePID[k]) - c0[k]
 		}
 		return d, c, nil
 	}
@@ -345,7 +332,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 			}
 		}
 		for _, k := range order {
-			c0, t0 := procCPU(singlePID[k]), time.Now()
+			c0, t0 := benchkit.ProcCPU(singlePID[k]), time.Now()
 			if _, err := single[k].Exec(ctx, "BEGIN"); err != nil {
 				return d, c, err
 			}
@@ -358,7 +345,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 			if _, err := single[k].Exec(ctx, "COMMIT"); err != nil {
 				return d, c, err
 			}
-			d[k], c[k] = time.Since(t0), procCPU(singlePID[k])-c0
+			d[k], c[k] = time.Since(t0), benchkit.ProcCPU(singlePID[k])-c0
 		}
 		return d, c, nil
 	}
@@ -392,7 +379,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 			}
 			r.bulk[k] = append(r.bulk[k], d)
 			r.bulkCPU[k] = append(r.bulkCPU[k], c)
-			fmt.Fprintf(&line, "  bulk %s %s", short(k), ms(d))
+			fmt.Fprintf(&line, "  bulk %s %s", short(k), benchkit.Ms(d))
 			if k == 1 {
 				if r.bulkDirty, err = dirty(); err != nil {
 					return nil, err
@@ -406,7 +393,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 		for _, k := range order {
 			r.single[k] = append(r.single[k], d[k])
 			r.singleCPU[k] = append(r.singleCPU[k], c[k])
-			fmt.Fprintf(&line, "  single %s %s", short(k), ms(d[k]))
+			fmt.Fprintf(&line, "  single %s %s", short(k), benchkit.Ms(d[k]))
 		}
 		if r.sgDirty, err = dirty(); err != nil {
 			return nil, err
@@ -418,7 +405,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 		for _, k := range order {
 			r.txn[k] = append(r.txn[k], d[k])
 			r.txnCPU[k] = append(r.txnCPU[k], c[k])
-			fmt.Fprintf(&line, "  txn %s %s", short(k), ms(d[k]))
+			fmt.Fprintf(&line, "  txn %s %s", short(k), benchkit.Ms(d[k]))
 		}
 		fmt.Println(line.String())
 		if ctx.Err() != nil {
@@ -469,7 +456,7 @@ func (r *writeResult) print(o options) {
 		o.rounds, singleBlock)
 	fmt.Printf("%-34s %12s %12s %8s  %-20s %-28s %s\n", "", "no capture", "capture", "ratio", "goal", "per-round ratios (median)", "server CPU ratio")
 	row := func(name string, ds, cpu [2][]time.Duration, goal float64) {
-		a, b := median(ds[0]), median(ds[1])
+		a, b := benchkit.Median(ds[0]), benchkit.Median(ds[1])
 		ratio := b.Seconds() / a.Seconds()
 		var per []float64
 		var perText []string
@@ -478,11 +465,11 @@ func (r *writeResult) print(o options) {
 			perText = append(perText, fmt.Sprintf("%.2f", per[i]))
 		}
 		cpuRatio := "n/a"
-		if ca, cb := median(cpu[0]), median(cpu[1]); ca > 0 {
-			cpuRatio = fmt.Sprintf("%.3f (%s / %s)", cb.Seconds()/ca.Seconds(), ms(ca), ms(cb))
+		if ca, cb := benchkit.Median(cpu[0]), benchkit.Median(cpu[1]); ca > 0 {
+			cpuRatio = fmt.Sprintf("%.3f (%s / %s)", cb.Seconds()/ca.Seconds(), benchkit.Ms(ca), benchkit.Ms(cb))
 		}
-		fmt.Printf("%-34s %12s %12s %8.3f  <= %.2f: %-11s %-28s %s\n", name, ms(a), ms(b), ratio, goal, met(ratio <= goal),
-			strings.Join(perText, " ")+fmt.Sprintf(" (%.2f)", medianF(per)), cpuRatio)
+		fmt.Printf("%-34s %12s %12s %8.3f  <= %.2f: %-11s %-28s %s\n", name, benchkit.Ms(a), benchkit.Ms(b), ratio, goal, met(ratio <= goal),
+			strings.Join(perText, " ")+fmt.Sprintf(" (%.2f)", benchkit.MedianFloat(per)), cpuRatio)
 	}
 	row(fmt.Sprintf("bulk INSERT ... SELECT, %d rows", o.writeRows), r.bulk, r.bulkCPU, 1.15)
 	row(fmt.Sprintf("%d one-row INSERTs", o.singleRows), r.single, r.singleCPU, 1.20)
@@ -501,7 +488,7 @@ func (r *writeResult) print(o options) {
 }
 
 func perRow(ds []time.Duration, n int) float64 {
-	return float64(median(ds).Nanoseconds()) / 1000 / float64(n)
+	return float64(benchkit.Median(ds).Nanoseconds()) / 1000 / float64(n)
 }
 
 // --- query cost ---
@@ -682,7 +669,7 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 					return nil, fmt.Errorf("round %d, exact: %w", i+1, err)
 				}
 				r.exact = append(r.exact, d)
-				fmt.Fprintf(&line, "  exact %s", ms(d))
+				fmt.Fprintf(&line, "  exact %s", benchkit.Ms(d))
 				continue
 			}
 			d1, d2, err := mode(k)
@@ -691,7 +678,7 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 			}
 			r.first[k] = append(r.first[k], d1)
 			r.repeat[k] = append(r.repeat[k], d2)
-			fmt.Fprintf(&line, "  dirty=%d %s / %s", k, ms(d1), ms(d2))
+			fmt.Fprintf(&line, "  dirty=%d %s / %s", k, benchkit.Ms(d1), benchkit.Ms(d2))
 		}
 		fmt.Println(line.String())
 		if ctx.Err() != nil {
@@ -711,67 +698,28 @@ func (r *queryResult) print(o options) {
 		o.rows, r.size, rollupName, r.rollupRows, cache, o.rounds)
 	fmt.Printf("%-14s %12s %8s %10s %12s %8s %10s  %s\n", "changed days", "after write", "÷ clean", "exact ÷", "repeat", "÷ clean", "exact ÷",
 		"rollup rows from the cache (after write, repeat)")
-	c1, c2 := median(r.first[0]), median(r.repeat[0])
-	ex := median(r.exact)
+	c1, c2 := benchkit.Median(r.first[0]), benchkit.Median(r.repeat[0])
+	ex := benchkit.Median(r.exact)
 	for _, k := range modes {
-		a, b := median(r.first[k]), median(r.repeat[k])
-		fmt.Printf("%-14d %12s %8.2f %9.0fx %12s %8.2f %9.0fx  %d/%d, %d/%d\n", k, ms(a), a.Seconds()/c1.Seconds(), ex.Seconds()/a.Seconds(),
-			ms(b), b.Seconds()/c2.Seconds(), ex.Seconds()/b.Seconds(),
+		a, b := benchkit.Median(r.first[k]), benchkit.Median(r.repeat[k])
+		fmt.Printf("%-14d %12s %8.2f %9.0fx %12s %8.2f %9.0fx  %d/%d, %d/%d\n", k, benchkit.Ms(a), a.Seconds()/c1.Seconds(), ex.Seconds()/a.Seconds(),
+			benchkit.Ms(b), b.Seconds()/c2.Seconds(), ex.Seconds()/b.Seconds(),
 			r.cachedFirst[k], len(r.first[k]), r.cachedRepeat[k], len(r.repeat[k]))
 	}
-	fmt.Printf("%-14s %12s\n", "exact (direct)", ms(ex))
-	ratio := median(r.first[1]).Seconds() / c1.Seconds()
+	fmt.Printf("%-14s %12s\n", "exact (direct)", benchkit.Ms(ex))
+	ratio := benchkit.Median(r.first[1]).Seconds() / c1.Seconds()
 	fmt.Printf("goal: 1 changed day <= 2x the clean answer: after write %.2fx: %s", ratio, met(ratio <= 2))
-	ratio2 := median(r.repeat[1]).Seconds() / c2.Seconds()
+	ratio2 := benchkit.Median(r.repeat[1]).Seconds() / c2.Seconds()
 	fmt.Printf("; repeat %.2fx: %s\n", ratio2, met(ratio2 <= 2))
 }
 
 // --- helpers ---
-
-// procCPU is the user + system CPU time of process pid so far, or 0 when
-// it cannot be read (a server on another machine).
-func procCPU(pid uint32) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return 0
-	}
-	f := strings.Fields(s[i+2:]) // from field 3, state
-	if len(f) < 13 {
-		return 0
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(u+st) * time.Second / clockTicks
-}
-
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on Linux.
-const clockTicks = 100
 
 func met(ok bool) string {
 	if ok {
 		return "met"
 	}
 	return "NOT met"
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // compare checks an answer against the exact one: the same groups, and
@@ -791,36 +739,4 @@ func compare(ans, exact map[string]float64) error {
 		}
 	}
 	return nil
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
-func medianF(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
-func ms(d time.Duration) string {
-	switch {
-	case d >= 10*time.Second:
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	case d >= time.Second:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	default:
-		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
-	}
 }

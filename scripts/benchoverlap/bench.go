@@ -11,6 +11,8 @@ import (
 
 	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 // query is one overlap question; group is the queries timed together.
@@ -216,7 +218,7 @@ func (b *bench) warmUp(ctx context.Context) error {
 				return fmt.Errorf("%s, exact: answer %v", q.name, ans)
 			}
 			b.exact[q.name] = v
-			fmt.Printf("  %-22s exact %10.0f  %s\n", q.name, b.exact[q.name], ms(d))
+			fmt.Printf("  %-22s exact %10.0f  %s\n", q.name, b.exact[q.name], benchkit.Ms(d))
 		}
 	}
 	b.exactWarmUp = time.Since(t0)
@@ -233,7 +235,7 @@ func (b *bench) warmUp(ctx context.Context) error {
 				return fmt.Errorf("%s, through the proxy: %w", q.name, err)
 			}
 			b.first[q.name] = o
-			fmt.Printf("  %-22s proxy %10.0f  %s  %s\n", q.name, o.answer, ms(d), describe(o, b.exact[q.name]))
+			fmt.Printf("  %-22s proxy %10.0f  %s  %s\n", q.name, o.answer, benchkit.Ms(d), describe(o, b.exact[q.name]))
 		}
 	}
 	b.proxyWarmUp = time.Since(t0)
@@ -356,7 +358,7 @@ func (b *bench) rounds(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("round %d: %w", i+1, err)
 			}
-			fmt.Printf("  %-22s %-10s %s\n", s.g.name, modeNames[s.m], ms(d))
+			fmt.Printf("  %-22s %-10s %s\n", s.g.name, modeNames[s.m], benchkit.Ms(d))
 		}
 		l := loadAvg()
 		b.loadMin, b.loadMax = min(b.loadMin, l), max(b.loadMax, l)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 // gridSQL is the week-over-week retention grid as an analyst writes it:
@@ -42,7 +44,7 @@ func (b *bench) runGrid(ctx context.Context, rounds, exactRuns int) (*gridResult
 	if err != nil {
 		return nil, fmt.Errorf("grid, exact: %w", err)
 	}
-	fmt.Printf("  exact warm-up %s, %d cells\n", ms(d), len(exactAns))
+	fmt.Printf("  exact warm-up %s, %d cells\n", benchkit.Ms(d), len(exactAns))
 	g := &gridResult{cells: len(exactAns)}
 	check := func(ans map[string]float64, notices []string) error {
 		if len(notices) != 1 {
@@ -82,7 +84,7 @@ func (b *bench) runGrid(ctx context.Context, rounds, exactRuns int) (*gridResult
 				return nil, err
 			}
 			g.times[m] = append(g.times[m], d)
-			fmt.Printf("  round %d %-10s %s\n", i+1, modeNames[m], ms(d))
+			fmt.Printf("  round %d %-10s %s\n", i+1, modeNames[m], benchkit.Ms(d))
 		}
 	}
 	return g, nil
@@ -131,7 +133,7 @@ func (g *gridResult) print(w io.Writer) {
 	spread := func(ds []time.Duration) string {
 		s := slices.Clone(ds)
 		slices.Sort(s)
-		return ms(med(ds)) + " (" + ms(s[0]) + "–" + ms(s[len(s)-1]) + ")"
+		return benchkit.Ms(med(ds)) + " (" + benchkit.Ms(s[0]) + "–" + benchkit.Ms(s[len(s)-1]) + ")"
 	}
 	ec, ew := float64(med(g.times[exact]))/float64(med(g.times[cold])), float64(med(g.times[exact]))/float64(med(g.times[warm]))
 	fmt.Fprintf(w, "| %s | %s | %s | %.1f× | %.0f× |\n\n", spread(g.times[cold]), spread(g.times[warm]), spread(g.times[exact]), ec, ew)

@@ -69,7 +69,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -78,7 +77,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgsketch/pgsketch/internal/localpg"
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 type options struct {
@@ -156,14 +155,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("the proxy binary: %w (build it with make build)", err)
 	}
 	started := time.Now()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := localpg.Start(ctx, localpg.Options{Dir: o.keep, Keep: o.keep != "", Logger: log,
-		Settings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min", "work_mem": o.workMem}})
+	settings := benchkit.Settings()
+	settings["work_mem"] = o.workMem
+	dsn, stop, err := benchkit.Cluster(ctx, o.keep, settings)
 	if err != nil {
 		return err
 	}
-	defer c.Remove()
-	dsn := c.URL("postgres")
+	defer stop()
 
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -205,17 +203,4 @@ func run(ctx context.Context, o options) error {
 	r.print(os.Stdout)
 	grid.print(os.Stdout)
 	return nil
-}
-
-func ms(d time.Duration) string {
-	switch {
-	case d >= 10*time.Second:
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	case d >= time.Second:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	case d >= 10*time.Millisecond:
-		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
-	default:
-		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
-	}
 }

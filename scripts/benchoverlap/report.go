@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 // goal is the speed-up over PostgreSQL's exact answer the proxy aims at.
@@ -249,12 +251,12 @@ func (r *report) printBuilds(w io.Writer) {
 	for k, kind := range bi.kinds {
 		fmt.Fprintf(w, "| `%s` | %s | %s | %d | %s |\n", kind.name, kind.measures, spread(bi.builds[k]), bi.rows[k], mb(bi.bytes[k]))
 	}
-	dt := median(bi.builds[1]) - median(bi.builds[0])
+	dt := benchkit.Median(bi.builds[1]) - benchkit.Median(bi.builds[0])
 	db := bi.bytes[1] - bi.bytes[0]
 	fmt.Fprintf(w, "\nThe Theta column adds %s to the build (%+.0f %%) and %s to the storage (%+.0f %%): %s bytes per rollup row. "+
 		"Average `octet_length(theta_user_id)` %s bytes (stored, `pg_column_size`: %s), against %s (%s) for the HLL `distinct_user_id`. "+
 		"The HLL-only rollup is dropped before the queries.\n\n",
-		ms(dt), pct(dt.Seconds(), median(bi.builds[0]).Seconds()), mb(db), pct(float64(db), float64(bi.bytes[0])),
+		benchkit.Ms(dt), pct(dt.Seconds(), benchkit.Median(bi.builds[0]).Seconds()), mb(db), pct(float64(db), float64(bi.bytes[0])),
 		thousands(int64(float64(db)/float64(max(1, bi.rows[1])))),
 		thousands(int64(bi.avgLen[1])), thousands(int64(bi.avgStored[1])), thousands(int64(bi.avgLen[0])), thousands(int64(bi.avgStored[0])))
 }
@@ -271,7 +273,7 @@ func (r *report) printQueries(w io.Writer) {
 		runs(len(b.times[b.groups[0].name][warm])))
 	fmt.Fprintf(w, "- **exact**: PostgreSQL, %s spread over the %d rounds. **PostgreSQL's buffers were warm**: one untimed run of "+
 		"every exact query before the rounds (%s for all of them); see the buffer counts below.\n\n",
-		runs(len(b.times[b.groups[0].name][exact])), r.opts.runs, ms(b.exactWarmUp))
+		runs(len(b.times[b.groups[0].name][exact])), r.opts.runs, benchkit.Ms(b.exactWarmUp))
 	r.printPagedIn(w)
 	fmt.Fprintf(w, "What a cold proxy reads of `%s`: for the January/February queries %s rollup rows, %s of Theta sketches; "+
 		"for the 12 retention weeks (13 distinct weeks) %s rows, %s.\n\n", thetaRollup,
@@ -381,7 +383,7 @@ func (r *report) printRetention(w io.Writer) {
 		from, _ := week(i)
 		t := b.perQuery[q.name]
 		cells := append([]string{strconv.Itoa(i), from}, r.answerCells(q)...)
-		fmt.Fprint(w, row(append(cells, ms(median(t[warm])), ms(median(t[exact])))...))
+		fmt.Fprint(w, row(append(cells, benchkit.Ms(benchkit.Median(t[warm])), benchkit.Ms(benchkit.Median(t[exact])))...))
 	}
 	fmt.Fprintln(w)
 	r.printDataEnd(w)
@@ -447,36 +449,24 @@ func (r *report) printOdd(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(ds))
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // spread is "median (min–max)".
 func spread(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "—"
 	}
 	if len(ds) == 1 {
-		return ms(ds[0])
+		return benchkit.Ms(ds[0])
 	}
-	return fmt.Sprintf("%s (%s–%s)", ms(median(ds)), ms(slices.Min(ds)), ms(slices.Max(ds)))
+	return fmt.Sprintf("%s (%s–%s)", benchkit.Ms(benchkit.Median(ds)), benchkit.Ms(slices.Min(ds)), benchkit.Ms(slices.Max(ds)))
 }
 
 // ratio is slow's median over fast's, bold when it meets the goal.
 func ratio(slow, fast []time.Duration) string {
-	f := median(fast).Seconds()
+	f := benchkit.Median(fast).Seconds()
 	if f == 0 {
 		return "—"
 	}
-	x := median(slow).Seconds() / f
+	x := benchkit.Median(slow).Seconds() / f
 	s := fmt.Sprintf("%.3g×", x)
 	if x >= 100 {
 		s = fmt.Sprintf("%.0f×", x)

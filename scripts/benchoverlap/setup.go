@@ -10,7 +10,8 @@ import (
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/internal/demodata"
-	"github.com/pgsketch/pgsketch/migrations"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 const (
@@ -32,10 +33,7 @@ type dataInfo struct {
 // it already holds the rows asked for) and its index on created_at.
 func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) (dataInfo, error) {
 	var d dataInfo
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
-		return d, fmt.Errorf("the hll extension is needed: %w", err)
-	}
-	if err := migrateUp(dsn); err != nil {
+	if err := benchkit.Prepare(ctx, dsn); err != nil {
 		return d, err
 	}
 	spec := demodata.Default
@@ -67,15 +65,6 @@ func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) (dataInfo
 	fmt.Printf("PostgreSQL %s (shared_buffers %s, work_mem %s); events: %d rows, %s with its indexes\n",
 		d.pgVersion, d.sharedBufs, d.workMem, o.rows, mb(d.eventsBytes))
 	return d, nil
-}
-
-func migrateUp(dsn string) error {
-	m, err := migrations.Open(dsn, nil)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	return m.Up()
 }
 
 // dropRollupsOnEvents drops every rollup of the events table, so that the
@@ -154,7 +143,7 @@ func buildRollups(ctx context.Context, conn *pgx.Conn, dsn string, o options) (*
 				bi.kinds[k].name).Scan(&bi.bytes[k], &bi.rows[k]); err != nil {
 				return nil, err
 			}
-			fmt.Printf("build round %d: %s in %s: %d rows, %s\n", round+1, bi.kinds[k].name, ms(d), bi.rows[k], mb(bi.bytes[k]))
+			fmt.Printf("build round %d: %s in %s: %d rows, %s\n", round+1, bi.kinds[k].name, benchkit.Ms(d), bi.rows[k], mb(bi.bytes[k]))
 		}
 	}
 	if err := measureTheta(ctx, conn, bi); err != nil {
@@ -248,7 +237,7 @@ func setupLevels(ctx context.Context, conn *pgx.Conn, dsn, levels string) error 
 	if err != nil {
 		return err
 	}
-	fmt.Printf("levels %s added and built in %s (the refresh that built them: %s)\n", strings.Join(added, ","), ms(time.Since(t0)), res)
+	fmt.Printf("levels %s added and built in %s (the refresh that built them: %s)\n", strings.Join(added, ","), benchkit.Ms(time.Since(t0)), res)
 	for _, g := range added {
 		var n, bytes int64
 		if err := conn.QueryRow(ctx, "SELECT count(*), pg_total_relation_size($1::regclass) FROM "+thetaRollup+"_"+g, thetaRollup+"_"+g).Scan(&n, &bytes); err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 // The star-join benchmark (--join): distinct users by region for one
@@ -136,7 +138,7 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 				return fmt.Errorf("round %d: %w", i+1, err)
 			}
 			times[kinds[k].name] = append(times[kinds[k].name], d)
-			fmt.Fprintf(&line, "  %s %s", kinds[k].name, ms(d))
+			fmt.Fprintf(&line, "  %s %s", kinds[k].name, benchkit.Ms(d))
 		}
 		fmt.Println(line.String())
 	}
@@ -145,7 +147,7 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 	for _, k := range kinds {
 		t := times[k.name]
 		p50[k.name] = percentile(t, 50)
-		fmt.Printf("%-12s %5d %12s %12s %12s\n", k.name, len(t), ms(slices.Min(t)), ms(p50[k.name]), ms(slices.Max(t)))
+		fmt.Printf("%-12s %5d %12s %12s %12s\n", k.name, len(t), benchkit.Ms(slices.Min(t)), benchkit.Ms(p50[k.name]), benchkit.Ms(slices.Max(t)))
 	}
 	fmt.Println()
 	for _, r := range []struct {

@@ -37,7 +37,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -53,9 +52,9 @@ import (
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/internal/demodata"
-	"github.com/pgsketch/pgsketch/internal/localpg"
-	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 const (
@@ -128,14 +127,12 @@ func run(ctx context.Context, o options) error {
 	}
 	dsn := o.dsn
 	if dsn == "" {
-		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		c, err := localpg.Start(ctx, localpg.Options{Dir: o.keep, Keep: o.keep != "", Logger: log,
-			Settings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}})
-		if err != nil {
+		var stop func()
+		var err error
+		if dsn, stop, err = benchkit.Cluster(ctx, o.keep, benchkit.Settings()); err != nil {
 			return err
 		}
-		defer c.Remove()
-		dsn = c.URL("postgres")
+		defer stop()
 	}
 	if err := setup(ctx, dsn, o); err != nil {
 		return err
@@ -299,7 +296,7 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("round %d, %s: %w", i+1, kinds[k].name, err)
 			}
 			times[kinds[k].name] = append(times[kinds[k].name], d)
-			fmt.Fprintf(&line, "  %s %s", kinds[k].name, ms(d))
+			fmt.Fprintf(&line, "  %s %s", kinds[k].name, benchkit.Ms(d))
 		}
 		fmt.Println(line.String())
 		if ctx.Err() != nil {
@@ -312,7 +309,7 @@ func run(ctx context.Context, o options) error {
 	for _, k := range kinds {
 		t := times[k.name]
 		p[k.name] = [2]time.Duration{percentile(t, 50), percentile(t, 99)}
-		fmt.Printf("%-14s %5d %12s %12s\n", k.name, len(t), ms(p[k.name][0]), ms(p[k.name][1]))
+		fmt.Printf("%-14s %5d %12s %12s\n", k.name, len(t), benchkit.Ms(p[k.name][0]), benchkit.Ms(p[k.name][1]))
 	}
 	ratio := func(a, b string, i int) float64 { return p[a][i].Seconds() / p[b][i].Seconds() }
 	fmt.Println()
@@ -343,18 +340,9 @@ func setup(ctx context.Context, dsn string, o options) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
-		return fmt.Errorf("the hll extension is needed: %w", err)
-	}
-	m, err := migrations.Open(dsn, nil)
-	if err != nil {
+	if err := benchkit.Prepare(ctx, dsn); err != nil {
 		return err
 	}
-	if err := m.Up(); err != nil {
-		m.Close()
-		return err
-	}
-	m.Close()
 
 	spec := demodata.Default
 	spec.Table, spec.Rows, spec.Days, spec.Users = "events", o.rows, o.days, o.users
@@ -542,15 +530,4 @@ func percentile(ds []time.Duration, pct float64) time.Duration {
 	// Nearest rank.
 	i := int(math.Ceil(pct/100*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
-}
-
-func ms(d time.Duration) string {
-	switch {
-	case d >= 10*time.Second:
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	case d >= time.Second:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	default:
-		return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
-	}
 }

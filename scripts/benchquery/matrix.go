@@ -44,6 +44,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 const monthlyHand = "events_monthly_by_hand"
@@ -489,7 +491,7 @@ func setupMatrix(ctx context.Context, dsn string, o options) error {
 		}
 	}
 	fmt.Printf("one-day refresh, median of 5 (command included): %s with the default levels, %s without\n",
-		ms(percentile(with, 50)), ms(percentile(without, 50)))
+		benchkit.Ms(percentile(with, 50)), benchkit.Ms(percentile(without, 50)))
 	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1)", bare); err != nil {
 		return err
 	}

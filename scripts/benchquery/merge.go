@@ -48,6 +48,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 const hourlyName = "events_hourly"
@@ -198,7 +200,7 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 		fmt.Printf("note: the events span %s to %s (the defaults give 2026-01-01 to 2026-04-01)\n", lo, hi)
 	}
 
-	fmt.Printf("commit %s; load average at start: %s\n", commit(), loadavg())
+	fmt.Printf("commit %s; load average at start: %s\n", commit(), benchkit.LoadAvg())
 	fmt.Println("exact answers (once each, also warming the table's pages):")
 	for _, q := range qs {
 		res, err := direct.Exec(ctx, fmt.Sprintf(`SELECT sum(n), sum(b), count(*), max(n) FROM (
@@ -229,7 +231,7 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 			return fmt.Errorf("%s: the exact answer has %d groups, the rollup %d", q.name, len(q.exact), q.groups)
 		}
 		fmt.Printf("  %-12s %s: %d rollup rows (%.1f MB of sketches) into %d groups, at most %d per group; exact in %s; auto should pick %s\n",
-			q.name, q.rollup, q.rows, float64(q.bytes)/1e6, q.groups, q.maxPer, ms(d), q.autoRule)
+			q.name, q.rollup, q.rows, float64(q.bytes)/1e6, q.groups, q.maxPer, benchkit.Ms(d), q.autoRule)
 		fmt.Printf("  %12s %s\n", "", q.sql)
 	}
 
@@ -320,12 +322,12 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 			cpu[q.name][k] = &[2]time.Duration{}
 		}
 	}
-	startLoad := loadavg()
+	startLoad := benchkit.LoadAvg()
 	fmt.Printf("%d rounds (%s, each %s, in rotating order); times in ms; load average at the start of the rounds: %s\n",
 		o.runs, names(qs), strings.Join(mergeKinds, " "), startLoad)
 	for i := range o.runs {
 		var line strings.Builder
-		fmt.Fprintf(&line, "round %3d  load %s  proxy rss %s", i+1, strings.Fields(loadavg())[0], rss(p.Pid()))
+		fmt.Fprintf(&line, "round %3d  load %s  proxy rss %s", i+1, strings.Fields(benchkit.LoadAvg())[0], rss(p.Pid()))
 		for j := range qs {
 			q := qs[(i+j)%len(qs)]
 			d := map[string]time.Duration{}
@@ -354,14 +356,14 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 			return ctx.Err()
 		}
 	}
-	endLoad := loadavg()
+	endLoad := benchkit.LoadAvg()
 
 	fmt.Printf("\nload average (1, 5, 15 min): %s at the start of the rounds, %s at the end\n", startLoad, endLoad)
 	fmt.Printf("\n%-12s %-10s %5s %10s %10s\n", "query", "kind", "runs", "p50", "p99")
 	for _, q := range qs {
 		for _, k := range mergeKinds {
 			t := times[q.name][k]
-			fmt.Printf("%-12s %-10s %5d %10s %10s\n", q.name, k, len(t), ms(percentile(t, 50)), ms(percentile(t, 99)))
+			fmt.Printf("%-12s %-10s %5d %10s %10s\n", q.name, k, len(t), benchkit.Ms(percentile(t, 50)), benchkit.Ms(percentile(t, 99)))
 		}
 	}
 	fmt.Printf("\nCPU time per query, mean over the rounds (/proc/PID/stat, user + system, counted in 10 ms ticks):\n%-12s %-10s %12s %12s\n",
@@ -369,7 +371,7 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 	for _, q := range qs {
 		for _, k := range mergeKinds {
 			c, n := cpu[q.name][k], time.Duration(max(1, len(times[q.name][k])))
-			fmt.Printf("%-12s %-10s %12s %12s\n", q.name, k, ms(c[0]/n), ms(c[1]/n))
+			fmt.Printf("%-12s %-10s %12s %12s\n", q.name, k, benchkit.Ms(c[0]/n), benchkit.Ms(c[1]/n))
 		}
 	}
 	fmt.Println()
@@ -446,15 +448,6 @@ func cpuTime(pid int) time.Duration {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(u+s) * 10 * time.Millisecond
-}
-
-// loadavg is the first three fields of /proc/loadavg.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "? ? ?"
 }
 
 // commit names the tree's commit, and the files that differ from it

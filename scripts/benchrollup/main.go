@@ -21,19 +21,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/internal/demodata"
-	"github.com/pgsketch/pgsketch/internal/localpg"
-	"github.com/pgsketch/pgsketch/migrations"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 var streams int
@@ -71,33 +69,23 @@ func main() {
 
 func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn, keep string, withSum bool) error {
 	if dsn == "" {
-		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		c, err := localpg.Start(ctx, localpg.Options{Dir: keep, Keep: keep != "", Logger: log,
-			Settings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "checkpoint_timeout": "30min"}})
-		if err != nil {
+		var stop func()
+		var err error
+		if dsn, stop, err = benchkit.Cluster(ctx, keep, benchkit.Settings()); err != nil {
 			return err
 		}
-		defer c.Remove()
-		dsn = c.URL("postgres")
+		defer stop()
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
-		return fmt.Errorf("the hll extension is needed for the PostgreSQL side: %w", err)
-	}
 	// The current catalog: a kept cluster may hold an older one (and other
 	// benchmarks' rollups, which a migration down would refuse to drop).
-	m, err := migrations.Open(dsn, nil)
-	if err != nil {
+	if err := benchkit.Prepare(ctx, dsn); err != nil {
 		return err
 	}
-	if err := m.Up(); err != nil {
-		return err
-	}
-	m.Close()
 
 	spec := demodata.Default
 	spec.Table, spec.Rows, spec.Days, spec.Users = "events_bench", rows, days, users
@@ -172,14 +160,8 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 			}
 		}
 	}
-	mo, mt := median(ours), median(theirs)
+	mo, mt := benchkit.Median(ours), benchkit.Median(theirs)
 	fmt.Printf("\nmedian over %d rounds: pgsketch %.2f s, postgresql (hll_add_agg) %.2f s: pgsketch is %.2fx as fast (%.0f rows/s)\n",
 		rounds, mo.Seconds(), mt.Seconds(), mt.Seconds()/mo.Seconds(), float64(rows)/mo.Seconds())
 	return nil
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

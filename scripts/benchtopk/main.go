@@ -7,7 +7,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"regexp"
@@ -21,9 +20,9 @@ import (
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/internal/demodata"
-	"github.com/pgsketch/pgsketch/internal/localpg"
-	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
 const rollup = "events_topk"
@@ -68,14 +67,14 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := localpg.Start(ctx, localpg.Options{Dir: o.keep, Keep: o.keep != "", Logger: log,
-		Settings: map[string]string{"shared_buffers": "1GB", "max_wal_size": "8GB", "work_mem": "256MB"}})
+	settings := benchkit.Settings()
+	delete(settings, "checkpoint_timeout")
+	settings["work_mem"] = "256MB"
+	dsn, stop, err := benchkit.Cluster(ctx, o.keep, settings)
 	if err != nil {
 		return err
 	}
-	defer c.Remove()
-	dsn := c.URL("postgres")
+	defer stop()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -195,7 +194,7 @@ func measure(ctx context.Context, o options, dsn string, queries []query, what s
 	for _, q := range queries {
 		t := times[q.name]
 		fmt.Printf("| %s | %s | %s | %s | %.1f× | %.0f× | %s | %s |\n", q.name, spread(t["exact"]), spread(t["verified"]), spread(t["approx"]),
-			median(t["exact"]).Seconds()/median(t["verified"]).Seconds(), median(t["exact"]).Seconds()/median(t["approx"]).Seconds(),
+			benchkit.Median(t["exact"]).Seconds()/benchkit.Median(t["verified"]).Seconds(), benchkit.Median(t["exact"]).Seconds()/benchkit.Median(t["approx"]).Seconds(),
 			notes[q.name+"/verified"], notes[q.name+"/approx"])
 	}
 	fmt.Println()
@@ -313,18 +312,9 @@ func thresholdFor(ctx context.Context, conn *pgx.Conn, top10 string) (int64, err
 }
 
 func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) error {
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS hll"); err != nil {
+	if err := benchkit.Prepare(ctx, dsn); err != nil {
 		return err
 	}
-	m, err := migrations.Open(dsn, nil)
-	if err != nil {
-		return err
-	}
-	if err := m.Up(); err != nil {
-		m.Close()
-		return err
-	}
-	m.Close()
 	spec := demodata.Default
 	spec.Table, spec.Rows, spec.Days, spec.Users = "events", o.rows, o.days, o.users
 	mark := fmt.Sprintf("demodata rows=%d days=%d users=%d", o.rows, o.days, o.users)
@@ -377,33 +367,11 @@ func buildRollup(ctx context.Context, conn *pgx.Conn) (time.Duration, int64, err
 	return d, bytes, err
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(ds))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
-}
-
 func spread(ds []time.Duration) string {
 	if len(ds) == 1 {
-		return ms(ds[0])
+		return benchkit.Ms(ds[0])
 	}
-	return fmt.Sprintf("%s (%s–%s)", ms(median(ds)), ms(slices.Min(ds)), ms(slices.Max(ds)))
-}
-
-func ms(d time.Duration) string {
-	v := float64(d) / float64(time.Millisecond)
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f ms", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f ms", v)
-	}
-	return fmt.Sprintf("%.2f ms", v)
+	return fmt.Sprintf("%s (%s–%s)", benchkit.Ms(benchkit.Median(ds)), benchkit.Ms(slices.Min(ds)), benchkit.Ms(slices.Max(ds)))
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
