@@ -6,13 +6,20 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
-// readmeBlock is one fenced code block of README.md.
+// readmeFiles are the pages whose code blocks TestReadme runs: the README
+// and the reference pages it leads to.
+var readmeFiles = []string{"README.md", "docs/proxy.md", "docs/rollups.md", "docs/queries.md", "docs/testing.md", "docs/limitations.md"}
+
+// readmeBlock is one fenced code block of one of readmeFiles.
 type readmeBlock struct {
+	file  string // the page, from the repository's root
 	line  int    // of the opening fence
 	lang  string // after the fence
 	body  string
@@ -24,22 +31,24 @@ type readmeBlock struct {
 
 func readmeBlocks(t *testing.T) []readmeBlock {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
 	re := regexp.MustCompile("(?s)(<!-- readme test setup: ([^\n]*?) -->\n)?(<!-- readme test teardown: ([^\n]*?) -->\n)?```(\\w*)\n(.*?)```")
 	var out []readmeBlock
-	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
-		blk := readmeBlock{line: strings.Count(s[:m[10]], "\n") + 1, lang: s[m[10]:m[11]], body: s[m[12]:m[13]]}
-		if m[4] >= 0 {
-			blk.setup = s[m[4]:m[5]]
+	for _, file := range readmeFiles {
+		b, err := os.ReadFile("../" + file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if m[8] >= 0 {
-			blk.teardown = s[m[8]:m[9]]
+		s := string(b)
+		for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+			blk := readmeBlock{file: file, line: strings.Count(s[:m[10]], "\n") + 1, lang: s[m[10]:m[11]], body: s[m[12]:m[13]]}
+			if m[4] >= 0 {
+				blk.setup = s[m[4]:m[5]]
+			}
+			if m[8] >= 0 {
+				blk.teardown = s[m[8]:m[9]]
+			}
+			out = append(out, blk)
 		}
-		out = append(out, blk)
 	}
 	return out
 }
@@ -56,7 +65,8 @@ func mask(s string) string {
 
 var durationRE = regexp.MustCompile(`\b(?:[0-9]+(?:\.[0-9]+)?(?:h|m|s|ms|µs|ns))+\b`)
 
-// TestReadme runs every command and SQL snippet of README.md, so that the
+// TestReadme runs every command and SQL snippet of README.md and the
+// reference pages it leads to (readmeFiles), so that the
 // README cannot drift from the code:
 //   - ```sh blocks of make targets: `make -n` must expand each (make test is
 //     what runs this test; what make run runs is TestDemoStopsOnSIGINT);
@@ -77,7 +87,7 @@ func TestReadme(t *testing.T) {
 	bin := binary(t)
 	blocks := readmeBlocks(t)
 	if len(blocks) < 5 {
-		t.Fatalf("found %d code blocks in README.md", len(blocks))
+		t.Fatalf("found %d code blocks in %v", len(blocks), readmeFiles)
 	}
 	ran := 0
 	for _, blk := range blocks {
@@ -87,15 +97,15 @@ func TestReadme(t *testing.T) {
 				cmd := strings.TrimSpace(strings.SplitN(l, "#", 2)[0])
 				target, ok := strings.CutPrefix(cmd, "make ")
 				if !ok {
-					t.Errorf("README.md:%d: a shell line the test cannot run: %q", blk.line, l)
+					t.Errorf("%s:%d: a shell line the test cannot run: %q", blk.file, blk.line, l)
 					continue
 				}
 				out, err := exec.Command("make", "-n", "-C", "..", target).CombinedOutput()
 				if err != nil {
-					t.Errorf("README.md:%d: make -n %s: %v\n%s", blk.line, target, err, out)
+					t.Errorf("%s:%d: make -n %s: %v\n%s", blk.file, blk.line, target, err, out)
 				}
 				if target == "run" && !strings.Contains(string(out), "pgsketch-proxy demo") {
-					t.Errorf("README.md:%d: make run does not run pgsketch-proxy demo:\n%s", blk.line, out)
+					t.Errorf("%s:%d: make run does not run pgsketch-proxy demo:\n%s", blk.file, blk.line, out)
 				}
 				ran++
 			}
@@ -114,7 +124,7 @@ func TestReadme(t *testing.T) {
 				t.Fatal(err)
 			}
 			if out, errOut, code := psql(t, env.proxyURL, "-v", "ON_ERROR_STOP=1", "-f", f); code != 0 {
-				t.Errorf("README.md:%d: SQL block failed (exit %d):\n%s\n%s", blk.line, code, out, errOut)
+				t.Errorf("%s:%d: SQL block failed (exit %d):\n%s\n%s", blk.file, blk.line, code, out, errOut)
 			}
 			ran++
 		case strings.HasPrefix(blk.body, "$ ") || strings.HasPrefix(blk.body, "=> "):
@@ -128,7 +138,7 @@ func TestReadme(t *testing.T) {
 				}
 				out, err := exec.Command(bin, args...).CombinedOutput()
 				if err != nil {
-					t.Errorf("README.md:%d: pgsketch-proxy %s --help: %v\n%s", blk.line, f[1], err, out)
+					t.Errorf("%s:%d: pgsketch-proxy %s --help: %v\n%s", blk.file, blk.line, f[1], err, out)
 					continue
 				}
 				// A command with actions (rollup create|refresh|...): every
@@ -137,7 +147,7 @@ func TestReadme(t *testing.T) {
 					for _, action := range strings.Split(f[2], "|") {
 						o, err := exec.Command(bin, f[1], action, "--help").CombinedOutput()
 						if err != nil {
-							t.Errorf("README.md:%d: pgsketch-proxy %s %s --help: %v\n%s", blk.line, f[1], action, err, o)
+							t.Errorf("%s:%d: pgsketch-proxy %s %s --help: %v\n%s", blk.file, blk.line, f[1], action, err, o)
 						}
 						out = append(out, o...)
 					}
@@ -145,14 +155,14 @@ func TestReadme(t *testing.T) {
 				for _, w := range f[2:] {
 					w = strings.Trim(w, "[]")
 					if strings.HasPrefix(w, "--") && !strings.Contains(string(out), w) {
-						t.Errorf("README.md:%d: pgsketch-proxy %s has no flag %s", blk.line, f[1], w)
+						t.Errorf("%s:%d: pgsketch-proxy %s has no flag %s", blk.file, blk.line, f[1], w)
 					}
 				}
 				ran++
 			}
 		}
 	}
-	t.Logf("ran %d commands and snippets of README.md", ran)
+	t.Logf("ran %d commands and snippets of %v", ran, readmeFiles)
 }
 
 type readmeEnvironment struct{ dsn, proxyURL string }
@@ -205,7 +215,7 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 		case psqlInput:
 			command = strings.TrimPrefix(l, "=> ")
 		default:
-			t.Fatalf("README.md:%d: output before any command: %q", blk.line, l)
+			t.Fatalf("%s:%d: output before any command: %q", blk.file, blk.line, l)
 		}
 		i++
 		// Continuation: a trailing backslash, an open quote, or SQL up to ';'.
@@ -232,7 +242,7 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 			out, err = bash(t, bin, env, command)
 		}
 		if err != nil {
-			t.Errorf("README.md:%d: %s\nfailed: %v\n%s", blk.line, command, err, out)
+			t.Errorf("%s:%d: %s\nfailed: %v\n%s", blk.file, blk.line, command, err, out)
 			continue
 		}
 		got := map[string]bool{}
@@ -241,7 +251,7 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 		}
 		for _, w := range want {
 			if !got[mask(w)] {
-				t.Errorf("README.md:%d: %s\nprinted no line like %q; it printed:\n%s", blk.line, command, w, out)
+				t.Errorf("%s:%d: %s\nprinted no line like %q; it printed:\n%s", blk.file, blk.line, command, w, out)
 			}
 		}
 		ran++
@@ -254,7 +264,7 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 		o, e, code := psql(t, env.proxyURL, "-v", "ON_ERROR_STOP=1", "-f", f)
 		out := o + e
 		if code != 0 {
-			t.Errorf("README.md:%d: psql session failed (exit %d):\n%s", blk.line, code, out)
+			t.Errorf("%s:%d: psql session failed (exit %d):\n%s", blk.file, blk.line, code, out)
 			return ran
 		}
 		got := map[string]bool{}
@@ -265,9 +275,85 @@ func runTranscript(t *testing.T, bin string, blk readmeBlock) int {
 		}
 		for _, w := range scriptWant {
 			if !got[mask(w)] {
-				t.Errorf("README.md:%d: the psql session printed no line like %q; it printed:\n%s", blk.line, w, out)
+				t.Errorf("%s:%d: the psql session printed no line like %q; it printed:\n%s", blk.file, blk.line, w, out)
 			}
 		}
 	}
 	return ran
+}
+
+// TestDocLinks: every relative link of the README, CONTRIBUTING.md and the
+// pages under docs/ names a file of the repository and, into a Markdown
+// page, a heading it has (as GitHub makes anchors), so that moving a
+// section cannot leave a link behind.
+func TestDocLinks(t *testing.T) {
+	t.Parallel()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, "../README.md", "../CONTRIBUTING.md")
+	fence := regexp.MustCompile("(?s)```.*?```")
+	heading := regexp.MustCompile(`(?m)^#{1,6} (.*)$`)
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(page string) map[string]bool {
+		if a, ok := anchors[page]; ok {
+			return a
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, seen := map[string]bool{}, map[string]int{}
+		for _, m := range heading.FindAllStringSubmatch(fence.ReplaceAllString(string(b), ""), -1) {
+			id := strings.Map(func(r rune) rune {
+				switch {
+				case r == ' ':
+					return '-'
+				case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+					return unicode.ToLower(r)
+				}
+				return -1
+			}, strings.TrimSpace(m[1]))
+			if n := seen[id]; n > 0 {
+				a[id+"-"+strconv.Itoa(n)] = true
+			} else {
+				a[id] = true
+			}
+			seen[id]++
+		}
+		anchors[page] = a
+		return a
+	}
+	n := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(fence.ReplaceAllString(string(b), ""), -1) {
+			target := m[1]
+			if strings.Contains(target, ":") {
+				continue // a URL
+			}
+			path, frag, _ := strings.Cut(target, "#")
+			dest := page
+			if path != "" {
+				dest = filepath.Join(filepath.Dir(page), path)
+			}
+			if _, err := os.Stat(dest); err != nil {
+				t.Errorf("%s: link %s: %v", page, target, err)
+				continue
+			}
+			if frag != "" && strings.HasSuffix(dest, ".md") && !anchorsOf(dest)[frag] {
+				t.Errorf("%s: link %s: %s has no such heading", page, target, dest)
+			}
+			n++
+		}
+	}
+	if n < 20 {
+		t.Fatalf("checked %d links", n)
+	}
+	t.Logf("%d links checked", n)
 }
