@@ -303,8 +303,10 @@ BEGIN
         GET STACKED DIAGNOSTICS failed = MESSAGE_TEXT;
     END;
     IF failed IS NOT NULL THEN
+        -- One fault marks the rollup until a refresh: the first is kept.
         INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
-        VALUES (%2$L, TG_RELID, format('%%s on %%I.%%I: %%s', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, failed));
+        SELECT %2$L, TG_RELID, format('%%s on %%I.%%I: %%s', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, failed)
+         WHERE NOT EXISTS (SELECT FROM pgsketch.rollup_faults f WHERE f.rollup = %2$L);
     ELSIF cardinality(buckets) = 1 THEN
         -- A statement of one bucket logs it once per transaction: the
         -- setting remembers the last bucket this transaction logged (a
@@ -867,9 +869,10 @@ END $$;
 -- change (another role owns it) keeps its old form until its owner's next
 -- refresh, with a WARNING; its rollup is answered exactly until then all
 -- the same (no fingerprint is recorded yet).
-DO $$
+DO $do$
 DECLARE
     r text;
+    why text;
 BEGIN
     FOR r IN SELECT name FROM pgsketch.rollup_defs ORDER BY name LOOP
         BEGIN
@@ -877,7 +880,24 @@ BEGIN
                 PERFORM pgsketch.capture_define(r);
             END IF;
         EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'pgsketch: the capture function of rollup % keeps its old form until its next refresh: %', r, SQLERRM;
+            why := SQLERRM;
+            -- No function can be made from the definition (its time column
+            -- is gone): one that only marks the rollup, so that the
+            -- earlier one no longer fails the table's writes.
+            BEGIN
+                EXECUTE format($f$CREATE OR REPLACE FUNCTION %1$s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS $body$
+BEGIN
+    INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
+    SELECT %2$L, TG_RELID, format('%%s on %%I.%%I: no capture function could be made: %%s', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, %3$L)
+     WHERE NOT EXISTS (SELECT FROM pgsketch.rollup_faults f WHERE f.rollup = %2$L);
+    RETURN NULL;
+END
+$body$$f$, pgsketch.capture_function(r), r, why);
+                RAISE WARNING 'pgsketch: rollup %: no capture function could be made (%); its writes mark it unusable until it is dropped or repaired', r, why;
+            EXCEPTION WHEN OTHERS THEN
+                RAISE WARNING 'pgsketch: the capture function of rollup % keeps its old form until its next refresh: %', r, SQLERRM;
+            END;
         END;
         BEGIN
             PERFORM pgsketch.protect_tables(r);
@@ -885,4 +905,4 @@ BEGIN
             RAISE WARNING 'pgsketch: the tables of rollup % get their policy at its next refresh: %', r, SQLERRM;
         END;
     END LOOP;
-END $$;
+END $do$;

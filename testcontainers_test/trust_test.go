@@ -204,6 +204,13 @@ func TestCaptureNeverBlocksWrites(t *testing.T) {
 			e := newTrustEnv(t)
 			mustExec(t, e.conn, c.ddl)
 			mustExec(t, e.conn, fmt.Sprintf(writes, c.col))
+			// One fault marks the rollup, however many writes fail to
+			// capture (the renamed column fails all four).
+			var faults int
+			if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM pgsketch.rollup_faults WHERE rollup = 'ev_daily'`).Scan(&faults); err != nil ||
+				faults > 1 || (c.col == "ts" && faults != 1) {
+				t.Fatalf("%d faults recorded (%v), want at most one", faults, err)
+			}
 			// Truncating a partition-less table is a write too.
 			if c.undo != "" {
 				mustExec(t, e.conn, c.undo)
@@ -591,6 +598,43 @@ func TestTrustUpgrade(t *testing.T) {
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
 	sameAs(t, conn, "ev", "ev_daily")
 	e.answers(t, "after its refresh", true)
+}
+
+// TestTrustUpgradeBrokenCapture: a rollup whose time column was renamed
+// under catalog version 10, whose capture then failed every write to the
+// table, no longer does after the upgrade: the writes go on, the rollup is
+// answered exactly, and a refresh says why it cannot rebuild it.
+func TestTrustUpgradeBrokenCapture(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Down(int(migrations.Latest()) - 10); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, trustTableSQL)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	mustExec(t, conn, `ALTER TABLE ev RENAME COLUMN created_at TO ts`)
+	if _, err := conn.Exec(ctx, `INSERT INTO ev (ts, country, device, user_id, amount) VALUES ('2026-01-03 10:00+00', 'DE', 'web', 1, 1)`); err == nil {
+		t.Fatal("under version 10 the write succeeded: the case tests nothing")
+	}
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, `INSERT INTO ev (ts, country, device, user_id, amount) VALUES ('2026-01-03 10:00+00', 'DE', 'web', 1, 1);
+		UPDATE ev SET amount = amount + 1 WHERE ts < '2026-01-02'; DELETE FROM ev WHERE user_id = 2`)
+	var why string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(capture_broken, '') FROM pgsketch.rollups WHERE name = 'ev_daily'`).Scan(&why); err != nil || why == "" {
+		t.Fatalf("capture_broken %q (%v), want a reason", why, err)
+	}
+	if _, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "ev_daily", refresh.Options{}); err == nil {
+		t.Fatal("a refresh of a rollup whose time column is gone succeeded")
+	}
 }
 
 // TestCaptureLogsOncePerTransaction: one-bucket statements of a
