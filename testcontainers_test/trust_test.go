@@ -50,12 +50,7 @@ type trustEnv struct {
 
 func newTrustEnv(t *testing.T) *trustEnv {
 	t.Helper()
-	db, conn := catalogDB(t)
-	mustExec(t, conn, trustTableSQL)
-	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
-	refreshRollup(t, conn, "ev_daily", refresh.Options{})
-	p := startProxy(t, server.adminURL, "--approx", "on")
-	return &trustEnv{db: db, conn: conn, nc: connectSimple(t, p.URL(db.DSN)), p: p}
+	return newTrustEnvBehind(t, startProxy(t, server.adminURL, "--approx", "on"))
 }
 
 // answers runs every trust query through the proxy and straight on
@@ -63,23 +58,32 @@ func newTrustEnv(t *testing.T) *trustEnv {
 // when fromRollup says it must.
 func (e *trustEnv) answers(t *testing.T, step string, fromRollup bool) {
 	t.Helper()
-	e.check(t, step, &fromRollup)
+	if _, err := e.check(t, step, &fromRollup); err != nil {
+		t.Fatalf("%s: direct: %v", step, err)
+	}
 }
 
 // agree is answers whoever answers.
 func (e *trustEnv) agree(t *testing.T, step string) {
 	t.Helper()
-	e.check(t, step, nil)
+	if _, err := e.check(t, step, nil); err != nil {
+		t.Fatalf("%s: direct: %v", step, err)
+	}
 }
 
-func (e *trustEnv) check(t *testing.T, step string, fromRollup *bool) {
+// check compares every trust query through the proxy with PostgreSQL's
+// answer, and whether the rollup answered with fromRollup unless it is
+// nil; it returns how many the rollup answered, or PostgreSQL's error for
+// a statement PostgreSQL refuses.
+func (e *trustEnv) check(t *testing.T, step string, fromRollup *bool) (int, error) {
 	t.Helper()
 	ctx := context.Background()
 	direct := &noticeConn{Conn: e.conn}
+	n := 0
 	for _, q := range trustQueries {
 		exact, err := direct.query(ctx, q, pgx.QueryExecModeSimpleProtocol)
 		if err != nil {
-			t.Fatalf("%s: direct: %v\n%s", step, err, q)
+			return n, err
 		}
 		got, err := e.nc.query(ctx, q)
 		if err != nil {
@@ -98,7 +102,11 @@ func (e *trustEnv) check(t *testing.T, step string, fromRollup *bool) {
 		if fromRollup != nil && rollup != *fromRollup {
 			t.Fatalf("%s: %s: answered from the rollup: %v, want %v; notices %q", step, q, rollup, *fromRollup, got.notices)
 		}
+		if rollup {
+			n++
+		}
 	}
+	return n, nil
 }
 
 // broken is what pgsketch.rollups says of ev_daily's change capture.
@@ -495,40 +503,17 @@ func newTrustEnvBehind(t *testing.T, p *proxyProc) *trustEnv {
 	return &trustEnv{db: db, conn: conn, nc: connectSimple(t, p.URL(db.DSN)), p: p}
 }
 
-// agreeing checks every trust query through the proxy against PostgreSQL
-// (fromRollup unconstrained) and says who answered: "rollup" (all from
-// the rollup, right), "exact" (all by PostgreSQL) or "mixed".
+// agreeing is agree, saying who answered: "rollup, right" (all from the
+// rollup, right), "exact" (all by PostgreSQL), "mixed, right", or that
+// PostgreSQL refuses the statements.
 func (e *trustEnv) agreeing(t *testing.T, step string) string {
 	t.Helper()
-	ctx := context.Background()
-	direct := &noticeConn{Conn: e.conn}
-	n := 0
-	for _, q := range trustQueries {
-		exact, err := direct.query(ctx, q, pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			return "PostgreSQL refuses the statement (" + err.Error() + ")"
-		}
-		got, err := e.nc.query(ctx, q)
-		if err != nil {
-			t.Fatalf("%s: proxy: %v\n%s", step, err, q)
-		}
-		errs, err := compareRollupAnswer(got, exact)
-		if err != nil {
-			t.Fatalf("%s: %s: %v\nnotices %q", step, q, err, got.notices)
-		}
-		for _, x := range errs {
-			if x > 5 {
-				t.Fatalf("%s: %s: a distinct count %.1f standard errors off; notices %q", step, q, x, got.notices)
-			}
-		}
-		if len(got.notices) == 1 && strings.Contains(got.notices[0], "approximated from rollup ev_daily") {
-			n++
-		}
-	}
-	switch n {
-	case len(trustQueries):
+	switch n, err := e.check(t, step, nil); {
+	case err != nil:
+		return "PostgreSQL refuses the statement (" + err.Error() + ")"
+	case n == len(trustQueries):
 		return "rollup, right"
-	case 0:
+	case n == 0:
 		return "exact"
 	}
 	return "mixed, right"
