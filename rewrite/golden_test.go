@@ -141,7 +141,7 @@ func checkParses(t testing.TB, where string, r Result) {
 	if r.Plan == nil {
 		return
 	}
-	for _, s := range r.Plan.SQL() {
+	for _, s := range r.Plan.Statements() {
 		if err := parseCheck(s); err != nil {
 			t.Errorf("%s: emitted SQL does not parse: %v\n%s", where, err, s)
 		}

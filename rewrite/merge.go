@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // The rule auto follows (documented in the README, "Where sketches are
@@ -34,7 +35,7 @@ const ServerMergeRows = 10
 // chooseMerge sets Merge, MergeReason, Fetch.ServerCols and ServerFetchSQL
 // of p for a session whose pgsketch.merge is setting, in a database with
 // extension hll.
-func chooseMerge(p *Plan, hll catalog.Extension, setting Merge) {
+func chooseMerge(p *plan.Rollup, hll catalog.Extension, setting Merge) {
 	hasSketch := false
 	for _, a := range p.Aggs {
 		if a.Op == MergeHLL {
@@ -91,7 +92,7 @@ var grainHours = map[string]float64{"hour": 1, "day": 24, "week": 168, "month": 
 // ending it), times PostgreSQL's estimate of the distinct values of each
 // dimension the GROUP BY does not hold nor a WHERE fix to one value. It
 // returns 0 with a note saying what is missing when it cannot tell.
-func (m *matcher) rowsPerGroup(p *Plan) (float64, string) {
+func (m *matcher) rowsPerGroup(p *plan.Rollup) (float64, string) {
 	grain := m.r.Grain
 	if p.Level != nil {
 		grain = p.Level.Grain

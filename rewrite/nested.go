@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // Statements whose distinct counts sit in subqueries: a FROM subquery that
@@ -255,13 +256,14 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 	// A subquery answered as a star join is its own statement around its
 	// arm: it stands in the subquery's place.
 	outer := []string{text[0]}
-	pl := &Plan{Kind: Nested, Source: arms[0].Source}
+	pl := &plan.Nested{Head: plan.Head{Source: arms[0].Header().Source}}
 	var rollups, guards, notices []string
-	for i, a := range arms {
-		around, inner := []string{"", ""}, []*Plan{a.Plan}
-		if a.Kind == Nested {
+	for i, b := range arms {
+		a := b.Header()
+		around, inner := []string{"", ""}, []*plan.Rollup{b.rollup()}
+		if n, ok := b.Plan.(*plan.Nested); ok {
 			// Parenthesized, as a set operation's arm with ORDER BY must be.
-			around, inner = slices.Clone(a.Outer), a.Arms
+			around, inner = slices.Clone(n.Outer), n.Arms
 			around[0] = "(" + around[0]
 			around[len(around)-1] += ")"
 		}
@@ -319,7 +321,7 @@ func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session)
 		}
 		b, why = planSelect(c, snap, sess)
 	}
-	if b == nil || b.Kind == Substitute {
+	if b == nil || b.substitute() != nil {
 		// A join, grouping sets, FILTER, windows: the subquery as a star
 		// join, its own statement around its one arm.
 		if sb, sjWhy := planStarJoin(c, snap, sess); sb != nil {
@@ -331,7 +333,7 @@ func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session)
 	switch {
 	case b == nil:
 		return nil, why
-	case b.Kind != FromRollup && b.Kind != Nested:
+	case b.substitute() != nil:
 		return nil, "a subquery's APPROX_COUNT_DISTINCT has no rollup"
 	}
 	return b, ""

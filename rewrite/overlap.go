@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // Overlaps: the number of distinct values two sets of one column share
@@ -82,7 +83,8 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, s
 	case !sess.Approx:
 		return nil, "pgsketch.approx is off"
 	}
-	var arms [2]*built
+	var arms [2]*plan.Rollup
+	var rows int64
 	guard := ""
 	for i, arm := range ov.arms {
 		q := &selectStmt{
@@ -90,28 +92,29 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, s
 			from:    arm.from, where: arm.where, sketch: catalog.Theta,
 		}
 		b, why := planSelect(q, snap, sess)
-		if b == nil || b.Kind != FromRollup {
+		a := b.rollup()
+		if a == nil {
 			return nil, "set " + string(rune('1'+i)) + " of the " + ov.op + ": " + why
 		}
-		r, ok := snap.Rollup(b.Rollup)
+		r, ok := snap.Rollup(a.Rollup)
 		if !ok || !slices.Contains(r.NotNull, ov.col) {
 			return nil, "column " + catalog.QuoteIdent(ov.col) + " is not declared NOT NULL: " + ov.op + " and IN compare NULLs otherwise than Theta sketches, which skip them"
 		}
-		if i > 0 && b.Source != arms[0].Source {
+		if i > 0 && a.Source != arms[0].Source {
 			return nil, "the sets of the " + ov.op + " are read from different tables"
 		}
-		if b.Guard != "" {
-			guard = b.Guard // the same for both arms: one table name
+		if a.Guard != "" {
+			guard = a.Guard // the same for both arms: one table name
 		}
-		arms[i] = b
+		arms[i], rows = a, rows+b.rows
 	}
 	name := s.targets[0].name
 	if name == "" {
 		name = "count"
 	}
-	p := &Plan{Kind: Overlap, SetOp: ov.op, Arms: []*Plan{arms[0].Plan, arms[1].Plan}, OutputName: name,
-		Rollup: arms[0].Rollup, Source: arms[0].Source, Guard: guard}
-	return &built{Plan: p, rows: arms[0].rows + arms[1].rows}, ""
+	p := &plan.Overlap{Head: plan.Head{Rollup: arms[0].Rollup, Source: arms[0].Source, Guard: guard},
+		SetOp: ov.op, Arms: arms[:], OutputName: name}
+	return &built{Plan: p, rows: rows}, ""
 }
 
 // setOperation reads count(*) over (a INTERSECT|EXCEPT b).

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // build assembles the Plan once every part of the query matched: the
@@ -15,12 +16,12 @@ import (
 // the exact statement.
 func (m *matcher) build() (*built, string) {
 	r := m.r
-	b := &built{rows: r.Rows, Plan: &Plan{
-		Kind: FromRollup, Rollup: r.Name, Table: r.Table, Source: r.Source, Grain: r.Grain,
-		TimeZone: r.TimeZone, Version: r.Version,
+	p := &plan.Rollup{
+		Head:  plan.Head{Rollup: r.Name, Source: r.Source},
+		Table: r.Table, Grain: r.Grain, TimeZone: r.TimeZone, Version: r.Version,
 		Watermark: r.Watermark, LateWindow: r.LateWindow,
-	}}
-	p := b.Plan
+	}
+	b := &built{rows: r.Rows, Plan: p}
 	// Shaping first: it may still refuse the query.
 	shape, why := m.shapeSQL()
 	if why != "" {
@@ -30,9 +31,15 @@ func (m *matcher) build() (*built, string) {
 	for _, k := range m.keys {
 		p.Keys = append(p.Keys, Key{Name: k.name, Expr: m.canon(k.e), Rollup: m.side(k.e, true), Base: m.side(k.e, false)})
 	}
+	arm := make([]expr, 0, len(m.keys)+len(m.pushed))
+	for _, k := range m.keys {
+		arm = append(arm, k.e)
+	}
 	for _, f := range m.pushed {
 		p.Filters = append(p.Filters, m.canon(f))
+		arm = append(arm, f)
 	}
+	p.Cache = cacheability(arm)
 	if why := m.timeSplit(p); why != "" {
 		return nil, why
 	}
@@ -60,7 +67,7 @@ type fetchCols struct {
 // fetchColumns makes, for the plan's keys and each aggregate, the columns
 // the fetch statement reads from the rollup and from the base rows, and
 // adds the aggregates to p.
-func (m *matcher) fetchColumns(p *Plan) (fetchCols, string) {
+func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 	c := fetchCols{rollup: []string{"'rollup' AS " + PartColumn}, base: []string{"'base'"}}
 	for _, k := range p.Keys {
 		c.rollup = append(c.rollup, k.Rollup)
@@ -157,7 +164,7 @@ func freqColumns(c *fetchCols, ag *Agg, ms catalog.Measure, base string) string 
 // rollup's whole buckets, the base rows at the edges of the range and
 // after the last bucket, the buckets the change log lists, and the info
 // row.
-func (m *matcher) fetchStatement(p *Plan, c fetchCols) {
+func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	r := m.r
 	groupBy := ""
 	if len(p.Keys) > 0 {
@@ -246,7 +253,7 @@ func (m *matcher) fetchStatement(p *Plan, c fetchCols) {
 
 // exactStatement makes p's exact statement: the aggregates no sketch
 // answers (exactCols), over the base table, grouped by the plan's keys.
-func (m *matcher) exactStatement(p *Plan, exactCols []string) {
+func (m *matcher) exactStatement(p *plan.Rollup, exactCols []string) {
 	if len(exactCols) == 0 {
 		return
 	}
@@ -310,7 +317,7 @@ var minGrainHours = map[catalog.Grain]float64{catalog.Day: 23, catalog.Week: 7*2
 // BucketsTo), then the rollup's own rows outside them, as one relation r
 // with the rollup table's columns (a level table has them by
 // construction).
-func (m *matcher) levelFrom(p *Plan, l catalog.Level) string {
+func (m *matcher) levelFrom(p *plan.Rollup, l catalog.Level) string {
 	floor, next := m.bucketSQL(l.Grain)
 	bucket := "r." + catalog.QuoteIdent(catalog.BucketColumn)
 	upto := floor(p.Time.BucketsTo) // the last level bucket ends at or before it
@@ -356,7 +363,7 @@ func (m *matcher) splitSQL(tcol string) (before, notBefore func(x string) string
 // bucket its time truncates to; in a zone other than UTC that can lie
 // outside the bucket's span of instants (a midnight that happens twice),
 // hence a day's margin around it.
-func (m *matcher) dirtyArm(p *Plan, bcols, ranges []string, groupBy string) string {
+func (m *matcher) dirtyArm(p *plan.Rollup, bcols, ranges []string, groupBy string) string {
 	floor, next := m.bucketSQL(m.r.Grain)
 	tcol := "t." + catalog.QuoteIdent(m.r.TimeColumn)
 	lo := "pgsketch_d.lo"
@@ -446,7 +453,7 @@ func printableType(t string) bool {
 
 // timeSplit fills p.Time: the bucket range answered from the rollup and the
 // base rows around it.
-func (m *matcher) timeSplit(p *Plan) string {
+func (m *matcher) timeSplit(p *plan.Rollup) string {
 	r := m.r
 	var typ, colType string
 	switch r.TimeType {

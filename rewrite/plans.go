@@ -10,7 +10,6 @@ type (
 	Agg       = plan.Agg
 	Bound     = plan.Bound
 	TimeSplit = plan.TimeSplit
-	Kind      = plan.Kind
 	Op        = plan.Op
 	Merge     = plan.Merge
 	Session   = plan.Session
@@ -18,13 +17,6 @@ type (
 )
 
 const (
-	FromRollup = plan.FromRollup
-	Substitute = plan.Substitute
-	Overlap    = plan.Overlap
-	Retention  = plan.Retention
-	TopK       = plan.TopK
-	Nested     = plan.Nested
-
 	MergeHLL   = plan.MergeHLL
 	MergeTheta = plan.MergeTheta
 	MergeFreq  = plan.MergeFreq
@@ -54,9 +46,27 @@ func ParseMerge(s string) (Merge, bool) { return plan.ParseMerge(s) }
 // built is a plan as the matcher made it, with what choosing among
 // rollups still needs.
 type built struct {
-	*plan.Plan
+	plan.Plan
 	// rows is the rollup's row count, to prefer the smallest rollup.
 	rows int64
+}
+
+// rollup is b's plan when it answers from one rollup, else nil.
+func (b *built) rollup() *plan.Rollup {
+	if b == nil {
+		return nil
+	}
+	r, _ := b.Plan.(*plan.Rollup)
+	return r
+}
+
+// substitute is b's plan when it counts the statement exactly, else nil.
+func (b *built) substitute() *plan.Substitute {
+	if b == nil {
+		return nil
+	}
+	s, _ := b.Plan.(*plan.Substitute)
+	return s
 }
 
 // bound is one bound on the time column, with the expression it was

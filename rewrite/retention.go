@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // Retention grids: how many of one period's users were active in another,
@@ -175,7 +176,8 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built,
 	if why != "" {
 		return nil, "retention grid: " + why
 	}
-	var arms [2]*built
+	var arms [2]*plan.Rollup
+	var rows int64
 	guard := ""
 	for i, ps := range sets {
 		q := &selectStmt{
@@ -183,10 +185,11 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built,
 			from:    ps.sel.from, where: ps.sel.where, groupBy: []expr{&constExpr{kind: "int", val: "1"}}, sketch: catalog.Theta,
 		}
 		b, why := planSelect(q, snap, sess)
-		if b == nil || b.Kind != FromRollup {
+		a := b.rollup()
+		if a == nil {
 			return nil, "retention grid: set " + ps.ref + ": " + why
 		}
-		r, ok := snap.Rollup(b.Rollup)
+		r, ok := snap.Rollup(a.Rollup)
 		if !ok || !slices.Contains(r.NotNull, ps.col) {
 			return nil, "retention grid: column " + catalog.QuoteIdent(ps.col) + " is not declared NOT NULL"
 		}
@@ -194,17 +197,17 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built,
 			// A NULL period is a cell of the join; no sketch is kept for it.
 			return nil, "retention grid: the period uses " + catalog.QuoteIdent(c) + ", which is not declared NOT NULL"
 		}
-		if i > 0 && b.Source != arms[0].Source {
+		if i > 0 && a.Source != arms[0].Source {
 			return nil, "retention grid: the sets are read from different tables"
 		}
-		if b.Guard != "" {
-			guard = b.Guard
+		if a.Guard != "" {
+			guard = a.Guard
 		}
-		arms[i] = b
+		arms[i], rows = a, rows+b.rows
 	}
-	p := &Plan{Kind: Retention, Arms: []*Plan{arms[0].Plan, arms[1].Plan}, PeriodCondSQL: cond, ShapeSQL: shape,
-		CellSQL: cellSQL(sets, arms[0].Source), Rollup: arms[0].Rollup, Source: arms[0].Source, Guard: guard}
-	return &built{Plan: p, rows: arms[0].rows + arms[1].rows}, ""
+	p := &plan.Retention{Head: plan.Head{Rollup: arms[0].Rollup, Source: arms[0].Source, Guard: guard},
+		Arms: arms[:], PeriodCondSQL: cond, ShapeSQL: shape, CellSQL: cellSQL(sets, arms[0].Source)}
+	return &built{Plan: p, rows: rows}, ""
 }
 
 // gridConditions finds the join on the counted column among conds and

@@ -6,12 +6,13 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // Result is what Rewrite decides for one SQL text: a Plan, or the reason the
 // text passes through untouched.
 type Result struct {
-	Plan *Plan
+	Plan Plan
 	// Reason says why the text passes through; empty when Plan is set.
 	Reason string
 	// Err is set when the text could not be analysed at all: a
@@ -75,18 +76,8 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if panicHook != nil {
 		panicHook(sql)
 	}
-	if len(sql) > MaxQueryBytes {
-		err := &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
-		return Result{Reason: fmt.Sprintf("query is %d bytes, over the %d-byte limit", len(sql), MaxQueryBytes), Err: err}
-	}
-	st := scan(sql, MaxNestingDepth, MaxTokens, false)
-	if st.depth > MaxNestingDepth {
-		err := &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
-		return Result{Reason: fmt.Sprintf("query nests parentheses deeper than %d", MaxNestingDepth), Err: err}
-	}
-	if st.tokens > MaxTokens {
-		err := &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
-		return Result{Reason: fmt.Sprintf("query has more than %d operators and words", MaxTokens), Err: err}
+	if r, over := overLimits(sql); over {
+		return r
 	}
 	p, err := parseSQL(sql)
 	if err != nil {
@@ -99,6 +90,61 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if p.other != "" {
 		return Result{Reason: "statement is " + p.other + ", not a single SELECT", Unsupported: p.approxWhy}
 	}
+	b, reason := planParsed(p, snap, sess)
+	if b == nil && p.approx {
+		// No planner answered, nor could reprint the statement with its
+		// APPROX_COUNT_DISTINCT counted exactly: the parser's tree can
+		// (a join, a subquery, a set operation, FILTER), or says why not.
+		if p.approxWhy != "" {
+			return Result{Reason: reason, Unsupported: p.approxWhy}
+		}
+		b = &built{Plan: &plan.Substitute{SQL: p.exact,
+			Head: plan.Head{Notice: "pgsketch: APPROX_COUNT_DISTINCT counted exactly: " + reason}}}
+	} else if sub := b.substitute(); sub != nil && p.explain {
+		// The statement the substitute runs is the EXPLAIN the client
+		// asked for (the tree's text has it already).
+		sub.SQL = "EXPLAIN " + sub.SQL
+	}
+	if b == nil {
+		return Result{Reason: reason}
+	}
+	b.Header().Explain = p.explain
+	// Every $n of the text, also where the AST does not reach (a LATERAL
+	// subquery, VALUES, a window's frame), that the statement may bind.
+	params := maxParam(p.sel)
+	if ps := paramsIn(sql); len(ps) > 0 {
+		params = max(params, ps[len(ps)-1])
+	}
+	finish(b.Plan, params, quotesRelativeTime(sql), snap, sess)
+	return Result{Plan: b.Plan}
+}
+
+// overLimits checks sql against the caps on its size, nesting and tokens,
+// which bound the parser's work.
+func overLimits(sql string) (Result, bool) {
+	if len(sql) > MaxQueryBytes {
+		err := &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
+		return Result{Reason: fmt.Sprintf("query is %d bytes, over the %d-byte limit", len(sql), MaxQueryBytes), Err: err}, true
+	}
+	st := scan(sql, MaxNestingDepth, MaxTokens, false)
+	if st.depth > MaxNestingDepth {
+		err := &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
+		return Result{Reason: fmt.Sprintf("query nests parentheses deeper than %d", MaxNestingDepth), Err: err}, true
+	}
+	if st.tokens > MaxTokens {
+		err := &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
+		return Result{Reason: fmt.Sprintf("query has more than %d operators and words", MaxTokens), Err: err}, true
+	}
+	return Result{}, false
+}
+
+// planParsed tries the planners on a parsed SELECT, in order: the shapes
+// with planners of their own (overlap, retention grid, top-k), else the
+// rollup planner (after pulling up a FROM subquery that only filters);
+// then, when none answered the statement whole (or its
+// APPROX_COUNT_DISTINCT would be counted exactly), the star join and the
+// nested subqueries. A substitute plan comes back without a reason.
+func planParsed(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string) {
 	var b *built
 	var reason string
 	switch {
@@ -114,75 +160,47 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 			b, reason = planSelect(p.sel, snap, sess)
 		}
 	}
-	// A statement no planner answered whole (or whose APPROX_COUNT_DISTINCT
-	// would be counted exactly) may be a join of the fact table, or hold
-	// subqueries a rollup answers.
-	if b == nil || b.Kind == Substitute {
+	if b == nil || b.substitute() != nil {
 		if sb, why := planStarJoin(p.sel, snap, sess); sb != nil {
 			b = sb
 		} else if why != notAJoin {
 			reason += "; as a join: " + why
 		}
 	}
-	if b == nil || b.Kind == Substitute {
+	if b == nil || b.substitute() != nil {
 		if nb, why := planNested(p, snap, sess); nb != nil {
 			b = nb
 		} else if why != noSubquery {
 			reason += "; " + why
 		}
 	}
-	if b == nil && p.approx {
-		// No planner answered, nor could reprint the statement with its
-		// APPROX_COUNT_DISTINCT counted exactly: the parser's tree can
-		// (a join, a subquery, a set operation, FILTER), or says why not.
-		if p.approxWhy != "" {
-			return Result{Reason: reason, Unsupported: p.approxWhy}
-		}
-		b = &built{Plan: &Plan{Kind: Substitute, SubstituteSQL: p.exact,
-			Notice: "pgsketch: APPROX_COUNT_DISTINCT counted exactly: " + reason}}
-	} else if b != nil && b.Kind == Substitute && p.explain {
-		// The statement the substitute runs is the EXPLAIN the client
-		// asked for (the tree's text has it already).
-		b.SubstituteSQL = "EXPLAIN " + b.SubstituteSQL
-	}
-	if b != nil && b.Kind == Substitute {
+	if b.substitute() != nil {
 		reason = ""
 	}
-	if b == nil {
-		return Result{Reason: reason}
-	}
-	pl := b.Plan
-	pl.Explain = p.explain
-	// Every $n of the text, also where the AST does not reach (a LATERAL
-	// subquery, VALUES, a window's frame), that the statement may bind.
-	params := maxParam(p.sel)
-	if ps := paramsIn(sql); len(ps) > 0 {
-		params = max(params, ps[len(ps)-1])
-	}
-	for _, q := range append([]*Plan{pl}, pl.Arms...) {
-		finish(q, params, snap, sess)
-	}
-	return Result{Plan: pl}
+	return b, reason
 }
 
 // finish completes a plan the planner made for a statement whose highest
-// parameter is $params: the session, the merge strategy, and the
-// parameters each statement binds.
-func finish(pl *Plan, params int, snap *catalog.Snapshot, sess Session) {
-	pl.Params = params
-	pl.Session = sess
-	if pl.Kind == FromRollup {
+// parameter is $params: the session, the merge strategy, the parameters
+// each statement binds, and whether its statements must be parsed anew
+// each time, in the plan and its arms.
+func finish(pl plan.Plan, params int, reparse bool, snap *catalog.Snapshot, sess Session) {
+	h := pl.Header()
+	h.Params, h.Session, h.Reparse = params, sess, reparse
+	if sub, ok := pl.(*plan.Substitute); ok {
+		sub.Refs = paramsIn(sub.SQL)
+	}
+	if t, ok := pl.(*plan.TopK); ok {
+		t.ShapeParams = paramsIn(t.ShapeSQL)
+	}
+	for _, r := range pl.Fetches() {
+		r.Params, r.Session, r.Reparse = params, sess, reparse
 		setting, ok := ParseMerge(string(sess.Merge))
 		if !ok {
 			setting = MergeAuto // the executor refuses the setting
 		}
-		chooseMerge(pl, snap.HLL(), setting)
-	}
-	for _, q := range []struct {
-		sql string
-		out *[]int
-	}{{pl.FetchSQL, &pl.FetchParams}, {pl.ExactSQL, &pl.ExactParams}, {pl.ShapeSQL, &pl.ShapeParams}, {pl.SubstituteSQL, &pl.SubstituteParams}} {
-		*q.out = paramsIn(q.sql)
+		chooseMerge(r, snap.HLL(), setting)
+		r.FetchParams, r.ExactParams, r.ShapeParams = paramsIn(r.FetchSQL), paramsIn(r.ExactSQL), paramsIn(r.ShapeSQL)
 	}
 }
 
@@ -294,7 +312,7 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, st
 	if best == nil {
 		return fallback(why)
 	}
-	best.Guard = guard(fi, best.Source)
+	best.Header().Guard = guard(fi, best.Header().Source)
 	return best, ""
 }
 

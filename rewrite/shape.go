@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // selectSQL prints a SELECT: targets always with explicit aliases (the names
@@ -157,10 +158,11 @@ func ExactOrUnsupported(sql string) (exact, unsupported string) {
 		return "", ""
 	}
 	res := Rewrite(sql, noRollups, Session{})
-	if res.Plan == nil || res.Plan.Kind != Substitute {
+	sub, ok := res.Plan.(*plan.Substitute)
+	if !ok {
 		return "", res.Unsupported
 	}
-	return res.Plan.SubstituteSQL, ""
+	return sub.SQL, ""
 }
 
 // noRollups is a catalog without rollups: with it, the rewriter can only
@@ -171,7 +173,7 @@ var noRollups = catalog.NewSnapshot(nil)
 // APPROX_COUNT_DISTINCT: the query itself, with APPROX_COUNT_DISTINCT(x)
 // counted exactly as COUNT(DISTINCT x), so that the client never sees
 // "function does not exist".
-func substitutePlan(s *selectStmt, reason string) (*Plan, string) {
+func substitutePlan(s *selectStmt, reason string) (*plan.Substitute, string) {
 	var from []string
 	for _, f := range s.from {
 		if f.unsupported != "" {
@@ -244,9 +246,6 @@ func substitutePlan(s *selectStmt, reason string) (*Plan, string) {
 		where = sqlOf(s.where, hook)
 	}
 	sql := selectSQL(s, strings.Join(from, ", "), where, true, hook)
-	return &Plan{
-		Kind:          Substitute,
-		SubstituteSQL: sql,
-		Notice:        "pgsketch: APPROX_COUNT_DISTINCT counted exactly: " + reason,
-	}, ""
+	return &plan.Substitute{SQL: sql,
+		Head: plan.Head{Notice: "pgsketch: APPROX_COUNT_DISTINCT counted exactly: " + reason}}, ""
 }

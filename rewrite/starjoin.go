@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // A star join: the fact table (the one a rollup reads) joined to a
@@ -41,11 +42,12 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	if why != "" {
 		return nil, why
 	}
-	b, why := planSelect(arm, snap, sess)
+	ab, why := planSelect(arm, snap, sess)
+	b := ab.rollup()
 	switch {
-	case b == nil:
+	case ab == nil:
 		return nil, "the fact table " + refName(sj.fact) + " per join key: " + why
-	case b.Kind != FromRollup:
+	case b == nil:
 		return nil, "the fact table " + refName(sj.fact) + " per join key: no rollup answers its APPROX_COUNT_DISTINCT"
 	}
 	for i := range b.Aggs {
@@ -75,8 +77,8 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 	} else {
 		b.Notice += ", its sketches" + strings.Replace(united, " per group", "", 1)
 	}
-	pl := &Plan{Kind: Nested, Outer: []string{before, after}, Arms: []*Plan{b.Plan}, Rollup: b.Rollup, Source: b.Source,
-		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}
+	pl := &plan.Nested{Outer: []string{before, after}, Arms: []*plan.Rollup{b}, Head: plan.Head{Rollup: b.Rollup, Source: b.Source,
+		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}}
 	pl.OuterParams = paramsIn(before + " " + after)
 	return &built{Plan: pl}, ""
 }
@@ -85,7 +87,7 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, 
 // and fact columns as the arm's columns, by the fact table's name, and
 // aggregates as merges of the arm's (aggOf gives their columns; the plan's
 // own Agg names are internal to the arm).
-func (sj starJoin) outerHook(b *built, aggOf map[*funcCall]int, hll catalog.Extension) func(expr) (string, bool) {
+func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*funcCall]int, hll catalog.Extension) func(expr) (string, bool) {
 	q := catalog.QuoteIdent(refName(sj.fact)) + "."
 	hs := catalog.QuoteIdent(hll.Schema) + "."
 	var hook func(e expr) (string, bool)
@@ -166,7 +168,7 @@ func armAggName(i int) string { return "pgsketch_a" + strconv.Itoa(i+1) }
 
 // aggType is the SQL type of the arm's aggregate f (the plan's Aggs are
 // f's, written with bare column names).
-func aggType(b *built, f *funcCall) string {
+func aggType(b *plan.Rollup, f *funcCall) string {
 	bare := sqlOf(f, func(x expr) (string, bool) {
 		if c, ok := x.(*colRef); ok {
 			return catalog.QuoteIdent(c.parts[len(c.parts)-1]), true

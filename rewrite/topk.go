@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // Top-k: the most frequent values of a column that is not a rollup
@@ -100,7 +101,7 @@ func planTopK(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, stri
 	if best == nil {
 		return nil, why
 	}
-	best.Guard = guard(fi, best.Source)
+	best.Header().Guard = guard(fi, best.Header().Source)
 	return best, ""
 }
 
@@ -249,11 +250,12 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec
 	if b == nil {
 		return nil, why
 	}
-	if b.Kind != FromRollup || len(b.Aggs) != 1 || b.Aggs[0].Op != MergeFreq {
+	a := b.rollup()
+	if a == nil || len(a.Aggs) != 1 || a.Aggs[0].Op != MergeFreq {
 		return nil, "the summaries of " + catalog.QuoteIdent(ms.Expression) + " are not answered for its type"
 	}
 	// The arm's aggregate is no call of the query's: say what it is.
-	b.Aggs[0].Expr = "the top-k summaries of " + m.canon(item)
+	a.Aggs[0].Expr = "the top-k summaries of " + m.canon(item)
 	// The shape: the query over the counted groups.
 	for _, f := range countCalls(s) {
 		m.aggs = append(m.aggs, &aggInfo{f: f, canon: m.canon(f), kind: countRows, name: "pgsketch_a" + strconv.Itoa(len(m.aggs)+1)})
@@ -262,8 +264,7 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec
 	if why != "" {
 		return nil, why
 	}
-	p := &Plan{Kind: TopK, Rollup: r.Name, Table: r.Table, Source: r.Source, Grain: r.Grain, TimeZone: r.TimeZone,
-		Version: r.Version, Watermark: r.Watermark, LateWindow: r.LateWindow, ShapeSQL: shape, Arms: []*Plan{b.Plan}}
+	p := &plan.TopK{Head: plan.Head{Rollup: r.Name, Source: r.Source}, Groups: plan.Groups{ShapeSQL: shape}, Arm: a}
 	for i, k := range m.keys {
 		key := Key{Name: k.name, Expr: k.canon}
 		if i == spec.ItemKey {
@@ -271,10 +272,10 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec
 		}
 		p.Keys = append(p.Keys, key)
 	}
-	for _, a := range m.aggs {
-		p.Aggs = append(p.Aggs, Agg{Name: a.name, Expr: a.canon, Op: AddCounts, Type: "bigint", RollupColumn: -1, BaseColumn: -1, ExactColumn: -1})
+	for _, g := range m.aggs {
+		p.Aggs = append(p.Aggs, Agg{Name: g.name, Expr: g.canon, Op: AddCounts, Type: "bigint", RollupColumn: -1, BaseColumn: -1, ExactColumn: -1})
 	}
-	spec.Item, spec.ItemType, spec.ItemForm = m.canon(item), ms.Type, b.Aggs[0].ValueForm
+	spec.Item, spec.ItemType, spec.ItemForm = m.canon(item), ms.Type, a.Aggs[0].ValueForm
 	spec.ArrayType = "text[]"
 	if spec.ItemForm != "text" {
 		spec.ArrayType = "bigint[]"
@@ -285,7 +286,7 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec
 			spec.CountParams = append(spec.CountParams, n)
 		}
 	}
-	p.TopK = &spec
+	p.Spec = &spec
 	return &built{Plan: p, rows: b.rows}, ""
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // The NOTICE endings that say where a rewritten answer's sketches were
@@ -62,18 +63,21 @@ func TestMergeStrategies(t *testing.T) {
 		name := fmt.Sprintf("query %d (line %d)", i, q.line)
 		res := rewrite.Rewrite(q.sql, snap, sess)
 		pl := res.Plan
-		if pl == nil || pl.Kind != rewrite.FromRollup && pl.Kind != rewrite.Nested {
+		_, rollup := pl.(*plan.Rollup)
+		_, nested := pl.(*plan.Nested)
+		if !rollup && !nested {
 			t.Errorf("%s: not planned from the rollup: %s\n%s", name, res.Reason, q.sql)
 			continue
 		}
-		if pl.Params > 0 {
+		if pl.Header().Params > 0 {
 			continue // the suites' parameterized forms come from the literal ones
 		}
 		planned++
 		// The rollup halves, merged both ways (a nested plan's, per arm).
-		arms, merge := []*rewrite.Plan{pl}, pl.Merge
-		if pl.Kind == rewrite.Nested {
-			arms, merge = pl.Arms, rewrite.MergeProxy
+		arms := pl.Fetches()
+		merge := arms[0].Merge
+		if nested {
+			merge = rewrite.MergeProxy
 			for _, a := range arms {
 				if a.Merge == rewrite.MergeServer {
 					merge = rewrite.MergeServer
@@ -116,7 +120,7 @@ func TestMergeStrategies(t *testing.T) {
 				want = mergedInPostgres
 			}
 			if len(a.notices) != 1 || !strings.HasSuffix(a.notices[0], want) {
-				t.Errorf("%s: pgsketch.merge = %s (plan: %s, %s): notices %q, want one ending %q", name, m, pl.Merge, pl.MergeReason, a.notices, want)
+				t.Errorf("%s: pgsketch.merge = %s (plan: %s, %s): notices %q, want one ending %q", name, m, arms[0].Merge, arms[0].MergeReason, a.notices, want)
 			}
 		}
 		if merge == rewrite.MergeServer {
@@ -176,7 +180,7 @@ func directPlanning(t *testing.T, conn *pgx.Conn) (*catalog.Snapshot, rewrite.Se
 // its rollup half as the proxy merges it: marshalled, nil for no sketch.
 // PostgreSQL's merge must come back as one sketch per group; it is
 // returned as PostgreSQL sent it, after checking that it decodes.
-func rollupHalf(t *testing.T, conn *pgx.Conn, pl *rewrite.Plan, fetchSQL string) map[string][][]byte {
+func rollupHalf(t *testing.T, conn *pgx.Conn, pl *plan.Rollup, fetchSQL string) map[string][][]byte {
 	t.Helper()
 	ncols := 1 + len(pl.Keys)
 	for _, a := range pl.Aggs {

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"encoding/binary"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,7 +156,7 @@ func (pr *partRow) estimate(j int, a plan.Agg) (float64, error) {
 
 // buildPart decodes and merges the rollup rows of a fetch. The result
 // holds copies of the bytes it keeps, not slices of the fetch's.
-func buildPart(p *plan.Plan, rows [][][]byte) (*rollupPart, error) {
+func buildPart(p *plan.Rollup, rows [][][]byte) (*rollupPart, error) {
 	nkeys := len(p.Keys)
 	part := &rollupPart{rows: make([]partRow, 0, len(rows))}
 	clone := func(b []byte) []byte {
@@ -271,25 +270,21 @@ const tokenPrefix = "pgsketch_token:"
 // parameters. ok is false when the rollup arm could select or compute
 // differently from one query to the next with the same statement,
 // parameters and settings in a way the token does not cover.
-func cachedFetch(p *plan.Plan, server bool, st Statement, ncols, tokenParam int) (string, bool) {
+func cachedFetch(p *plan.Rollup, server bool, st Statement, ncols, tokenParam int) (string, bool) {
 	f := p.Fetch
 	if len(f.Cols) == 0 || len(f.Range) == 0 || (server && f.ServerCols == nil) {
 		return "", false
 	}
 	// The token covers the bucket range (Range, and From, which holds only
 	// the tables and that range); what else the rollup arm holds comes
-	// from the query: its group keys and filters.
-	own := strings.ToLower(strings.Join(f.Cols, ", ") + " " + strings.Join(f.Filters, " AND "))
-	for _, w := range uncacheable {
-		if strings.Contains(own, w) {
-			return "", false
-		}
-	}
-	if namesRelativeTime(own) {
+	// from the query: its group keys and filters, which the rewriter
+	// judged, and the parameters they read, whose values only now are
+	// known.
+	if p.Cache.Why != "" {
 		return "", false
 	}
-	for _, m := range paramRE.FindAllStringSubmatch(own, -1) {
-		if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 && n <= len(st.Params) && namesRelativeTime(string(st.Params[n-1])) {
+	for _, n := range p.Cache.Params {
+		if n >= 1 && n <= len(st.Params) && plan.NamesRelativeTime(string(st.Params[n-1])) {
 			return "", false
 		}
 	}
@@ -328,76 +323,10 @@ func loggedBuckets(dirty string) string {
 		" SELECT string_agg(CAST(extract(epoch FROM pgsketch_logged.b) AS text), ',' ORDER BY pgsketch_logged.b) FROM pgsketch_logged)"
 }
 
-// uncacheable are words whose presence in a fetch's rollup arm (beyond
-// its bucket range) keeps the plan out of the cache.
-var uncacheable = []string{"now(", "current_", "localtime", "timestamp(", "timeofday", "to_char", "to_number",
-	"to_date", "to_timestamp", "money", "random", "setting(", "session_user", "pg_", "txid", "xact", "nextval",
-	"currval", "lastval", "age("}
-
-var paramRE = regexp.MustCompile(`\$([0-9]+)`)
-
-// namesRelativeTime reports whether s holds one of the date and time
-// inputs 'now', 'today', 'tomorrow' and 'yesterday', which PostgreSQL
-// reads as the time of the statement: the same text then selects other
-// rows from one day (or moment) to the next, while the cache's key and
-// token stay the same. PostgreSQL takes them in any case, padded, and
-// within longer input ('today 10:00', 'yesterday Europe/Berlin'), so any
-// run of letters that spells one counts (an identifier spelling one
-// only costs caching).
-func namesRelativeTime(s string) bool {
-	letter := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-	for i := 0; i < len(s); {
-		if !letter(s[i]) {
-			i++
-			continue
-		}
-		j := i
-		for j < len(s) && letter(s[j]) {
-			j++
-		}
-		switch strings.ToLower(s[i:j]) {
-		case "now", "today", "tomorrow", "yesterday":
-			return true
-		}
-		i = j
-	}
-	return false
-}
-
-// QuotesRelativeTime reports whether a string literal of sql (as the
-// planner prints them: quoted, a quote in one doubled) holds 'now', 'today',
-// 'tomorrow' or 'yesterday' (see namesRelativeTime). PostgreSQL reads such
-// a literal when it parses the statement, so a statement prepared once
-// would keep the moment it was prepared at; now() and parameters are read
-// when it runs and do not count.
-func QuotesRelativeTime(sql string) bool {
-	for i := 0; i < len(sql); i++ {
-		if sql[i] != '\'' {
-			continue
-		}
-		j := i + 1
-		for j < len(sql) {
-			if sql[j] == '\'' {
-				if j+1 < len(sql) && sql[j+1] == '\'' {
-					j += 2
-					continue
-				}
-				break
-			}
-			j++
-		}
-		if namesRelativeTime(sql[i+1 : min(j, len(sql))]) {
-			return true
-		}
-		i = j
-	}
-	return false
-}
-
 // cacheKey identifies the rollup half a fetch statement selects, but for
 // the token: the caller's scope, the statement, the merge parameters, and
 // the client's parameter values it binds.
-func cacheKey(scope string, p *plan.Plan, st Statement) string {
+func cacheKey(scope string, p *plan.Rollup, st Statement) string {
 	var b []byte
 	add := func(s []byte) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))

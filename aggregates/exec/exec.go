@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -36,6 +37,9 @@ type Statement struct {
 	ParamFormats []int16
 	// ResultFormats are the result columns' formats, as in Bind.
 	ResultFormats []int16
+	// Reparse: the statement is parsed each time it runs, never kept
+	// prepared (plan.Head.Reparse).
+	Reparse bool
 }
 
 // Result is a statement's description and rows.
@@ -75,12 +79,13 @@ type Answer struct {
 	// computed (COUNT(DISTINCT x) beside APPROX_COUNT_DISTINCT(x)) with the
 	// estimate, for the status page's error chart.
 	Samples []Sample
-	// Overlap is set for an Overlap plan's answer, Retention for a
-	// Retention plan's.
-	Overlap   *Overlap
-	Retention *Retention
-	// TopK is set for a TopK plan's answer.
-	TopK *TopK
+	// Summary, when set, says what the answer was made of, for its notice
+	// (an overlap's estimate, a grid's cells, a top-k's proof); else the
+	// plan's Notice does.
+	Summary string
+	// Explained is the line EXPLAIN shows for a plan it runs
+	// (plan.Facts.ExplainRuns).
+	Explained string
 }
 
 // Sample is one group's exact distinct count and its estimate.
@@ -90,19 +95,10 @@ type Sample struct {
 	StdErr float64
 }
 
-// Notice is the text of the NoticeResponse sent with a plan's answer.
-func (a *Answer) Notice(p *plan.Plan) string {
-	n := p.Notice
-	if r := a.Retention; r != nil {
-		n = retentionNotice(p, r)
-	}
-	if o := a.Overlap; o != nil {
-		n = fmt.Sprintf("pgsketch: count(*) of the %s estimated from the Theta sketches of rollup %s: %.0f, 95%% interval %.0f to %.0f (relative error %s; arms %.0f and %.0f)",
-			p.SetOp, p.Rollup, o.Estimate, o.Lower, o.Upper, percent(o.RelErr()), o.Arms[0], o.Arms[1])
-	}
-	if t := a.TopK; t != nil {
-		n = topkNotice(p, t)
-	}
+// Notice is the text of the NoticeResponse sent with the answer of a plan
+// whose head is p.
+func (a *Answer) Notice(p *plan.Head) string {
+	n := cmp.Or(a.Summary, p.Notice)
 	if n == "" {
 		n = "pgsketch: answered from rollup " + p.Rollup
 	}
@@ -133,36 +129,63 @@ var ErrData = errors.New("exec: rollup data")
 // refuses such a plan before it runs.)
 var ErrNoServerMerge = fmt.Errorf("%w: pgsketch.merge is server, but the database has no hll extension", ErrData)
 
-// Run executes a FromRollup plan: the fetch, the exact statement if any,
-// the merge, and the shaping statement, whose rows come back in
+// Run executes a plan without a cache; its rows come back in
 // resultFormats.
-func Run(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16) (*Answer, error) {
+func Run(ctx context.Context, q Querier, p plan.Plan, params Params, resultFormats []int16) (*Answer, error) {
 	return RunCached(ctx, q, p, params, resultFormats, nil, "")
+}
+
+// run is what executing one plan needs besides the plan: the session to
+// query, the client's parameters and result formats, and the cache of
+// rollup rows with its scope.
+type run struct {
+	q       reparsing
+	params  Params
+	formats []int16
+	cache   *Cache
+	scope   string
 }
 
 // RunCached is Run with the rollup half of the fetch kept in cache (nil:
 // none) under scope, which must identify everything beyond the plan and
 // the parameters that decides the rows the fetch's rollup half returns:
 // the database, the role, the session's settings.
-func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
-	switch p.Kind {
-	case plan.FromRollup:
-	case plan.Overlap:
-		return runOverlap(ctx, q, p, params, resultFormats, cache, scope)
-	case plan.Retention:
-		return runRetention(ctx, q, p, params, resultFormats, cache, scope)
-	case plan.TopK:
-		return runTopK(ctx, q, p, params, resultFormats, cache, scope)
-	case plan.Nested:
-		return runNested(ctx, q, p, params, resultFormats, cache, scope)
-	default:
-		return nil, fmt.Errorf("exec: plan kind %q is not run by Run", p.Kind)
+func RunCached(ctx context.Context, q Querier, p plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
+	x := &run{q: reparsing{q, p.Header().Reparse}, params: params, formats: resultFormats, cache: cache, scope: scope}
+	switch p := p.(type) {
+	case *plan.Rollup:
+		return x.rollup(ctx, p)
+	case *plan.Overlap:
+		return x.overlap(ctx, p)
+	case *plan.Retention:
+		return x.retention(ctx, p)
+	case *plan.TopK:
+		return x.topK(ctx, p)
+	case *plan.Nested:
+		return x.nested(ctx, p)
 	}
-	m, ans, err := runGroups(ctx, q, p, params, cache, scope)
+	return nil, fmt.Errorf("exec: a %T plan is not run by the executor", p)
+}
+
+// reparsing runs statements on q, marked Reparse when reparse is set.
+type reparsing struct {
+	q       Querier
+	reparse bool
+}
+
+// Query implements Querier.
+func (r reparsing) Query(ctx context.Context, st Statement) (*Result, error) {
+	st.Reparse = r.reparse
+	return r.q.Query(ctx, st)
+}
+
+// rollup answers a Rollup plan: its groups, shaped.
+func (x *run) rollup(ctx context.Context, p *plan.Rollup) (*Answer, error) {
+	m, ans, err := x.groups(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.shape(ctx, q, p, params, resultFormats)
+	res, err := m.shape(ctx, x, &p.Groups, p.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +196,8 @@ func RunCached(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 // runGroups runs a FromRollup plan up to its shaping statement: the fetch,
 // the exact statement if any, and the merge; the Answer says what they
 // read.
-func runGroups(ctx context.Context, q Querier, p *plan.Plan, params Params, cache *Cache, scope string) (*merged, *Answer, error) {
-	f, err := runFetch(ctx, q, p, params, cache, scope)
+func (x *run) groups(ctx context.Context, p *plan.Rollup) (*merged, *Answer, error) {
+	f, err := x.fetch(ctx, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -182,7 +205,7 @@ func runGroups(ctx context.Context, q Querier, p *plan.Plan, params Params, cach
 	if err != nil {
 		return nil, nil, err
 	}
-	exact, err := runExact(ctx, q, p, params)
+	exact, err := x.exact(ctx, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -341,13 +364,14 @@ func unionFolding(dst **sketch.HLL, s *sketch.HLL) error {
 	return h.Union(s)
 }
 
-// shape runs the shaping statement over the merged groups.
-func (m *merged) shape(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16) (*Result, error) {
-	st, err := m.shapeStatement(ctx, q, p, params, resultFormats)
+// shape runs the shaping statement of groups g, of a plan whose highest
+// parameter is $n, over the merged groups.
+func (m *merged) shape(ctx context.Context, x *run, g *plan.Groups, n int) (*Result, error) {
+	st, err := m.shapeStatement(ctx, x, g, n)
 	if err != nil {
 		return nil, err
 	}
-	res, err := q.Query(ctx, st)
+	res, err := x.q.Query(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
@@ -355,12 +379,12 @@ func (m *merged) shape(ctx context.Context, q Querier, p *plan.Plan, params Para
 }
 
 // shapeStatement builds the shaping statement over the merged groups.
-func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16) (Statement, error) {
-	st := statement("", p.Params, p.ShapeParams, params, resultFormats)
+func (m *merged) shapeStatement(ctx context.Context, x *run, g *plan.Groups, n int) (Statement, error) {
+	st := statement("", n, g.ShapeParams, x.params, x.formats)
 	if len(st.ParamFormats) == 0 && len(m.elemOIDs) > 0 {
-		st.ParamFormats = make([]int16, p.Params)
+		st.ParamFormats = make([]int16, n)
 	}
-	sql, err := m.groupsSQL(ctx, q, p, &st)
+	sql, err := m.groupsSQL(ctx, x.q, g, &st)
 	if err != nil {
 		return Statement{}, err
 	}
@@ -371,7 +395,7 @@ func (m *merged) shapeStatement(ctx context.Context, q Querier, p *plan.Plan, pa
 // groupsSQL is the shaping statement over the merged groups: the groups
 // as GroupsRelation, then p.ShapeSQL. It binds the groups' columns as
 // parameters appended to st's.
-func (m *merged) groupsSQL(ctx context.Context, q Querier, p *plan.Plan, st *Statement) (string, error) {
+func (m *merged) groupsSQL(ctx context.Context, q Querier, p *plan.Groups, st *Statement) (string, error) {
 	nkeys := len(p.Keys)
 	var names, cols, sel, args []string
 	for i, k := range p.Keys {

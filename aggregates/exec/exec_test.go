@@ -53,14 +53,15 @@ func sketchOf(t *testing.T, vals ...string) []byte {
 }
 
 func TestRunMergesRollupAndBaseRows(t *testing.T) {
-	p := &plan.Plan{
-		Kind: plan.FromRollup, Rollup: "daily",
-		Keys: []plan.Key{{Name: "pgsketch_k1"}},
-		Aggs: []plan.Agg{
-			{Name: "pgsketch_a1", Op: plan.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
-			{Name: "pgsketch_a2", Op: plan.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
-		},
-		FetchSQL: "fetch", ShapeSQL: "SELECT * FROM pgsketch_groups",
+	p := &plan.Rollup{
+		Head: plan.Head{Rollup: "daily"},
+		Groups: plan.Groups{Keys: []plan.Key{{Name: "pgsketch_k1"}},
+			Aggs: []plan.Agg{
+				{Name: "pgsketch_a1", Op: plan.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
+				{Name: "pgsketch_a2", Op: plan.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
+			},
+			ShapeSQL: "SELECT * FROM pgsketch_groups"},
+		FetchSQL: "fetch",
 	}
 	arr := appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{sketchOf(t, "1", "2"), sketchOf(t, "2", "3"), nil})
 	i8 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
@@ -113,7 +114,7 @@ func TestRunMergesRollupAndBaseRows(t *testing.T) {
 }
 
 func TestRunNoKeysNoRows(t *testing.T) {
-	p := &plan.Plan{Kind: plan.FromRollup, Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}, ShapeSQL: "SELECT a FROM pgsketch_groups"}
+	p := &plan.Rollup{Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}, ShapeSQL: "SELECT a FROM pgsketch_groups"}}
 	q := &fakeQuerier{fetch: &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
 	if _, err := Run(context.Background(), q, p, Params{}, nil); err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestRunNoKeysNoRows(t *testing.T) {
 }
 
 func TestRunRejectsBadSketch(t *testing.T) {
-	p := &plan.Plan{Kind: plan.FromRollup, Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}}
+	p := &plan.Rollup{Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}}}
 	q := &fakeQuerier{fetch: &Result{
 		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)},
 		Rows:   [][][]byte{{[]byte("rollup"), appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{{0xff, 1}}), nil}},

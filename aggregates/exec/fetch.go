@@ -32,10 +32,10 @@ type fetched struct {
 
 // runFetch runs the fetch statement of the plan's merge strategy, with
 // the cache's token when the cache may serve its rollup half.
-func runFetch(ctx context.Context, q Querier, p *plan.Plan, params Params, cache *Cache, scope string) (*fetched, error) {
+func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 	for _, n := range p.FetchParams {
 		if n > p.Params {
-			// The statement would read the cache's token, or nothing, as $n.
+			// The statement would read the x.cache's token, or nothing, as $n.
 			return nil, fmt.Errorf("exec: the fetch statement uses $%d of a plan of %d parameters", n, p.Params)
 		}
 	}
@@ -64,13 +64,13 @@ func runFetch(ctx context.Context, q Querier, p *plan.Plan, params Params, cache
 		}
 		fetchSQL, f.strategy = p.ServerFetchSQL, plan.MergeServer
 	}
-	fst := statement(fetchSQL, p.Params, p.FetchParams, params, fetchFormats)
-	if cache != nil {
+	fst := statement(fetchSQL, p.Params, p.FetchParams, x.params, fetchFormats)
+	if x.cache != nil {
 		if sql, ok := cachedFetch(p, f.strategy == plan.MergeServer, fst, ncols, p.Params+1); ok {
 			// The key names the proxy-merge statement whichever runs:
 			// both give the same merged groups.
-			f.cache, f.key = cache, cacheKey(scope, p, fst)
-			f.ent = cache.get(f.key)
+			f.cache, f.key = x.cache, cacheKey(x.scope, p, fst)
+			f.ent = x.cache.get(f.key)
 			fst.SQL = sql
 			fst.ParamOIDs = append(fst.ParamOIDs, pgtype.TextOID)
 			var tok []byte
@@ -83,7 +83,7 @@ func runFetch(ctx context.Context, q Querier, p *plan.Plan, params Params, cache
 			}
 		}
 	}
-	res, err := q.Query(ctx, fst)
+	res, err := x.q.Query(ctx, fst)
 	if err != nil {
 		return nil, fmt.Errorf("exec: fetch: %w", err)
 	}
@@ -133,7 +133,7 @@ func (f *fetched) sort(res *Result) error {
 // rollupPart is the fetch's rollup half: the cache's, when the token the
 // fetch returned is the one the cache holds (and the fetch then skipped
 // the rollup), or built from the rollup rows and cached.
-func (f *fetched) rollupPart(p *plan.Plan) (*rollupPart, error) {
+func (f *fetched) rollupPart(p *plan.Rollup) (*rollupPart, error) {
 	if f.cache != nil && f.ent != nil && f.token == f.ent.token {
 		// The rollup half was skipped: only an aggregate without
 		// GROUP BY returns its one row of NULLs.
@@ -164,7 +164,7 @@ func (f *fetched) rollupPart(p *plan.Plan) (*rollupPart, error) {
 
 // runExact runs the plan's exact statement, if it has one: the counts
 // that no sketch gives (a distinct count of a dimension, say).
-func runExact(ctx context.Context, q Querier, p *plan.Plan, params Params) (*Result, error) {
+func (x *run) exact(ctx context.Context, p *plan.Rollup) (*Result, error) {
 	if p.ExactSQL == "" {
 		return nil, nil
 	}
@@ -172,7 +172,7 @@ func runExact(ctx context.Context, q Querier, p *plan.Plan, params Params) (*Res
 	for _, a := range p.Aggs {
 		nexact = max(nexact, a.ExactColumn+1)
 	}
-	exact, err := q.Query(ctx, statement(p.ExactSQL, p.Params, p.ExactParams, params, []int16{1}))
+	exact, err := x.q.Query(ctx, statement(p.ExactSQL, p.Params, p.ExactParams, x.params, []int16{1}))
 	if err != nil {
 		return nil, fmt.Errorf("exec: exact: %w", err)
 	}

@@ -16,16 +16,16 @@ import (
 // read from the base table, which the answer and its NOTICE report; a fetch
 // without it is not the plan's and is refused.
 func TestRunChangedBuckets(t *testing.T) {
-	p := &plan.Plan{Kind: plan.FromRollup, Rollup: "daily", Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}},
-		ShapeSQL: "SELECT a FROM pgsketch_groups"}
+	p := &plan.Rollup{Head: plan.Head{Rollup: "daily"}, Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}},
+		ShapeSQL: "SELECT a FROM pgsketch_groups"}}
 	fields := []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}
 	q := &fakeQuerier{fetch: &Result{Fields: fields}, changed: "3"}
 	ans, err := Run(context.Background(), q, p, Params{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ans.ChangedBuckets != 3 || !strings.Contains(ans.Notice(p), "; 3 changed bucket(s) since the last refresh read from the base table") {
-		t.Errorf("changed buckets %d, notice %q", ans.ChangedBuckets, ans.Notice(p))
+	if ans.ChangedBuckets != 3 || !strings.Contains(ans.Notice(&p.Head), "; 3 changed bucket(s) since the last refresh read from the base table") {
+		t.Errorf("changed buckets %d, notice %q", ans.ChangedBuckets, ans.Notice(&p.Head))
 	}
 	// No info row: the statement that ran is not the plan's fetch.
 	bare := func(_ context.Context, st Statement) (*Result, error) { return &Result{Fields: fields}, nil }

@@ -15,7 +15,7 @@ import (
 // merge merges the rollup part and the fetch's other rows (base rows)
 // per group: the rollup's rows, the base rows, the exact statement's rows,
 // then one row per group with the estimates of its merged sketches.
-func merge(p *plan.Plan, part *rollupPart, fetch, exact *Result) (*merged, error) {
+func merge(p *plan.Rollup, part *rollupPart, fetch, exact *Result) (*merged, error) {
 	mg := newMerger(p, fetch, exact)
 	if err := mg.rollupRows(part); err != nil {
 		return nil, err
@@ -36,7 +36,7 @@ func merge(p *plan.Plan, part *rollupPart, fetch, exact *Result) (*merged, error
 // merger holds a merge under way: the groups met so far, in order, and
 // the rows (one value per key and aggregate) it adds to the merged columns.
 type merger struct {
-	p      *plan.Plan
+	p      *plan.Rollup
 	nkeys  int
 	m      *merged
 	groups map[string]*group
@@ -45,7 +45,7 @@ type merger struct {
 	row    [][]byte
 }
 
-func newMerger(p *plan.Plan, fetch, exact *Result) *merger {
+func newMerger(p *plan.Rollup, fetch, exact *Result) *merger {
 	nkeys := len(p.Keys)
 	mg := &merger{p: p, nkeys: nkeys, groups: map[string]*group{}, row: make([][]byte, nkeys+len(p.Aggs)),
 		m: &merged{elemOIDs: make([]uint32, nkeys+len(p.Aggs)), cols: make([][][]byte, nkeys+len(p.Aggs))}}
@@ -267,7 +267,7 @@ func (mg *merger) estimates(exact *Result) error {
 // exactBeside pairs each estimated aggregate with an exact count of the
 // same base expression in the answer (exactOf: estimate's index -> exact
 // one's), and reads the exact counts per group key.
-func exactBeside(p *plan.Plan, exact *Result) (exactOf map[int]int, exactVals map[string][]int64) {
+func exactBeside(p *plan.Rollup, exact *Result) (exactOf map[int]int, exactVals map[string][]int64) {
 	exactOf = map[int]int{}
 	for j, a := range p.Aggs {
 		for k, b := range p.Aggs {

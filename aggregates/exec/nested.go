@@ -2,7 +2,6 @@ package exec
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -13,7 +12,7 @@ import (
 // statement, the plan's outer statement with every arm's shaping
 // statement in its place, binding the client's parameters and then each
 // arm's groups.
-func runNested(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
+func (x *run) nested(ctx context.Context, p *plan.Nested) (*Answer, error) {
 	if len(p.Arms) == 0 || len(p.Outer) != len(p.Arms)+1 {
 		return nil, fmt.Errorf("exec: nested plan with %d arms and %d outer pieces", len(p.Arms), len(p.Outer))
 	}
@@ -22,21 +21,18 @@ func runNested(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 		refs = append(refs, arm.ShapeParams...)
 	}
 	slices.Sort(refs)
-	st := statement("", p.Params, slices.Compact(refs), params, resultFormats)
+	st := statement("", p.Params, slices.Compact(refs), x.params, x.formats)
 	if len(st.ParamFormats) == 0 {
 		st.ParamFormats = make([]int16, p.Params)
 	}
 	ans := &Answer{CachedRollup: true}
 	shapes := make([]string, len(p.Arms))
 	for i, arm := range p.Arms {
-		if arm.Kind != plan.FromRollup {
-			return nil, errors.New("exec: a nested plan's arm is not a rollup plan")
-		}
-		m, a, err := runGroups(ctx, q, arm, params, cache, scope)
+		m, a, err := x.groups(ctx, arm)
 		if err != nil {
 			return nil, err
 		}
-		if shapes[i], err = m.groupsSQL(ctx, q, arm, &st); err != nil {
+		if shapes[i], err = m.groupsSQL(ctx, x.q, &arm.Groups, &st); err != nil {
 			return nil, err
 		}
 		ans.BaseRows = ans.BaseRows || a.BaseRows
@@ -48,8 +44,8 @@ func runNested(ctx context.Context, q Querier, p *plan.Plan, params Params, resu
 			ans.Merge = a.Merge
 		}
 	}
-	st.SQL = p.NestedSQL(shapes)
-	res, err := q.Query(ctx, st)
+	st.SQL = p.SQLWith(shapes)
+	res, err := x.q.Query(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("exec: nested statement: %w", err)
 	}

@@ -17,15 +17,15 @@ import (
 // with the base rows' values) after the client's parameter, and the outer
 // statement holds the arm's shaping statement in its place.
 func TestRunNestedSketches(t *testing.T) {
-	arm := &plan.Plan{
-		Kind: plan.FromRollup, Rollup: "daily",
-		Keys: []plan.Key{{Name: "pgsketch_k1"}},
-		Aggs: []plan.Agg{{Name: "pgsketch_a1", Op: plan.MergeHLL, Sketch: true, Type: "bytea", Measure: "distinct_user_id",
-			RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5}},
-		FetchSQL: "fetch", ShapeSQL: `SELECT pgsketch_k1 AS country, pgsketch_a1 AS s FROM pgsketch_groups`,
-		Params: 1, ShapeParams: nil,
+	arm := &plan.Rollup{
+		Head: plan.Head{Rollup: "daily", Params: 1},
+		Groups: plan.Groups{Keys: []plan.Key{{Name: "pgsketch_k1"}},
+			Aggs: []plan.Agg{{Name: "pgsketch_a1", Op: plan.MergeHLL, Sketch: true, Type: "bytea", Measure: "distinct_user_id",
+				RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5}},
+			ShapeSQL: `SELECT pgsketch_k1 AS country, pgsketch_a1 AS s FROM pgsketch_groups`},
+		FetchSQL: "fetch",
 	}
-	p := &plan.Plan{Kind: plan.Nested, Arms: []*plan.Plan{arm}, Params: 1, OuterParams: []int{1},
+	p := &plan.Nested{Arms: []*plan.Rollup{arm}, Head: plan.Head{Params: 1}, OuterParams: []int{1},
 		Outer: []string{"SELECT c.region FROM ", " AS e JOIN countries c ON c.code = e.country WHERE c.region <> $1"}}
 	q := &fakeQuerier{fetch: &Result{
 		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)},

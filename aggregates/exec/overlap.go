@@ -54,7 +54,7 @@ func (o Overlap) RelErr() float64 {
 // Theta sketch, their intersection or difference, refused (Refused) when
 // its relative error is over the session's limit, else shaped by
 // PostgreSQL as one bigint column.
-func runOverlap(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
+func (x *run) overlap(ctx context.Context, p *plan.Overlap) (*Answer, error) {
 	if len(p.Arms) != 2 {
 		return nil, fmt.Errorf("exec: overlap plan with %d arms", len(p.Arms))
 	}
@@ -62,7 +62,7 @@ func runOverlap(ctx context.Context, q Querier, p *plan.Plan, params Params, res
 	var sk [2]*sketch.CompactTheta
 	var ov Overlap
 	for i, arm := range p.Arms {
-		s, err := armSketch(ctx, q, arm, params, cache, scope, ans)
+		s, err := x.armSketch(ctx, arm, ans)
 		if err != nil {
 			return nil, err
 		}
@@ -93,22 +93,26 @@ func runOverlap(ctx context.Context, q Querier, p *plan.Plan, params Params, res
 	}
 	st := Statement{SQL: "SELECT CAST($1 AS bigint) AS " + catalog.QuoteIdent(p.OutputName),
 		ParamOIDs: []uint32{pgtype.Int8OID}, Params: [][]byte{strconv.AppendInt(nil, int64(math.Round(ov.Estimate)), 10)},
-		ParamFormats: []int16{0}, ResultFormats: resultFormats}
-	r, err := q.Query(ctx, st)
+		ParamFormats: []int16{0}, ResultFormats: x.formats}
+	r, err := x.q.Query(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
-	ans.Result, ans.Overlap = *r, &ov
+	ans.Result = *r
+	ans.Summary = fmt.Sprintf("pgsketch: count(*) of the %s estimated from the Theta sketches of rollup %s: %.0f, 95%% interval %.0f to %.0f (relative error %s; arms %.0f and %.0f)",
+		p.SetOp, p.Rollup, ov.Estimate, ov.Lower, ov.Upper, percent(ov.RelErr()), ov.Arms[0], ov.Arms[1])
+	ans.Explained = fmt.Sprintf("estimate: %.0f, 95%% interval %.0f to %.0f (relative error %.2g%%): answered from the sketches",
+		ov.Estimate, ov.Lower, ov.Upper, 100*ov.RelErr())
 	return ans, nil
 }
 
 // armSketch runs one arm's fetch and merges its rows into one Theta
 // sketch, noting in ans what it read.
-func armSketch(ctx context.Context, q Querier, arm *plan.Plan, params Params, cache *Cache, scope string, ans *Answer) (*sketch.CompactTheta, error) {
-	if arm.Kind != plan.FromRollup || len(arm.Keys) != 0 || len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeTheta {
+func (x *run) armSketch(ctx context.Context, arm *plan.Rollup, ans *Answer) (*sketch.CompactTheta, error) {
+	if len(arm.Keys) != 0 || len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeTheta {
 		return nil, errors.New("exec: an overlap arm is not a Theta merge without keys")
 	}
-	mg, err := mergeArm(ctx, q, arm, params, cache, scope, ans)
+	mg, err := x.mergeArm(ctx, arm, ans)
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +121,8 @@ func armSketch(ctx context.Context, q Querier, arm *plan.Plan, params Params, ca
 
 // mergeArm runs one arm's fetch and merges its rows per group (the
 // sketches are left unestimated), noting in ans what it read.
-func mergeArm(ctx context.Context, q Querier, arm *plan.Plan, params Params, cache *Cache, scope string, ans *Answer) (*merger, error) {
-	f, err := runFetch(ctx, q, arm, params, cache, scope)
+func (x *run) mergeArm(ctx context.Context, arm *plan.Rollup, ans *Answer) (*merger, error) {
+	f, err := x.fetch(ctx, arm)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -24,20 +25,20 @@ type periodSketches struct {
 // the pairs of periods PeriodCondSQL keeps, an intersection per pair, the
 // cells too uncertain for pgsketch.max_overlap_error counted exactly by
 // CellSQL, and ShapeSQL over the cells.
-func runRetention(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
+func (x *run) retention(ctx context.Context, p *plan.Retention) (*Answer, error) {
 	if len(p.Arms) != 2 {
 		return nil, fmt.Errorf("exec: retention plan with %d arms", len(p.Arms))
 	}
 	ans := &Answer{Merge: plan.MergeProxy, CachedRollup: true}
 	var sets [2]*periodSketches
 	for i, arm := range p.Arms {
-		ps, err := periodArm(ctx, q, arm, params, cache, scope, ans)
+		ps, err := x.periodArm(ctx, arm, ans)
 		if err != nil {
 			return nil, err
 		}
 		sets[i] = ps
 	}
-	pairs, err := q.Query(ctx, pairStatement(ctx, q, p, sets))
+	pairs, err := x.q.Query(ctx, pairStatement(ctx, x.q, p, sets))
 	if err != nil {
 		return nil, fmt.Errorf("exec: retention pairs: %w", err)
 	}
@@ -75,19 +76,21 @@ func runRetention(ctx context.Context, q Querier, p *plan.Plan, params Params, r
 		}
 	}
 	if len(noisy[0]) > 0 {
-		if cells, err = exactCells(ctx, q, p, sets, noisy, cells); err != nil {
+		if cells, err = exactCells(ctx, x.q, p, sets, noisy, cells); err != nil {
 			return nil, err
 		}
 	}
-	st, err := cellsStatement(ctx, q, p, sets, cells, resultFormats)
+	st, err := cellsStatement(ctx, x.q, p, sets, cells, x.formats)
 	if err != nil {
 		return nil, err
 	}
-	res, err := q.Query(ctx, st)
+	res, err := x.q.Query(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
 	}
-	ans.Result, ans.Retention, ans.Groups = *res, ret, len(cells[0])
+	ans.Result, ans.Groups = *res, len(cells[0])
+	ans.Summary = retentionNotice(p, ret)
+	ans.Explained = "answer: " + strings.TrimPrefix(ans.Summary, "pgsketch: ")
 	return ans, nil
 }
 
@@ -101,11 +104,11 @@ type Retention struct {
 
 // periodArm runs one set's fetch and merges its rows into a sketch per
 // period.
-func periodArm(ctx context.Context, q Querier, arm *plan.Plan, params Params, cache *Cache, scope string, ans *Answer) (*periodSketches, error) {
-	if arm.Kind != plan.FromRollup || len(arm.Keys) != 1 || len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeTheta {
+func (x *run) periodArm(ctx context.Context, arm *plan.Rollup, ans *Answer) (*periodSketches, error) {
+	if len(arm.Keys) != 1 || len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeTheta {
 		return nil, fmt.Errorf("exec: a retention set is not a Theta merge by one key")
 	}
-	mg, err := mergeArm(ctx, q, arm, params, cache, scope, ans)
+	mg, err := x.mergeArm(ctx, arm, ans)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +129,7 @@ func periodArm(ctx context.Context, q Querier, arm *plan.Plan, params Params, ca
 
 // pairStatement asks PostgreSQL which pairs of the sets' periods meet the
 // plan's condition on periods, in binary.
-func pairStatement(ctx context.Context, q Querier, p *plan.Plan, sets [2]*periodSketches) Statement {
+func pairStatement(ctx context.Context, q Querier, p *plan.Retention, sets [2]*periodSketches) Statement {
 	c := plan.CellsRelation
 	st := Statement{SQL: "SELECT " + c + ".pgsketch_a, " + c + ".pgsketch_b FROM (SELECT a.x, b.y FROM unnest($1) AS a(x), unnest($2) AS b(y)) AS " +
 		c + "(pgsketch_a, pgsketch_b) WHERE " + p.PeriodCondSQL, ResultFormats: []int16{1}}
@@ -141,7 +144,7 @@ func pairStatement(ctx context.Context, q Querier, p *plan.Plan, sets [2]*period
 
 // exactCells counts the noisy cells with CellSQL and adds those with users
 // to cells.
-func exactCells(ctx context.Context, q Querier, p *plan.Plan, sets [2]*periodSketches, noisy, cells [3][][]byte) ([3][][]byte, error) {
+func exactCells(ctx context.Context, q Querier, p *plan.Retention, sets [2]*periodSketches, noisy, cells [3][][]byte) ([3][][]byte, error) {
 	st := Statement{SQL: p.CellSQL, ResultFormats: []int16{1}}
 	for i, s := range sets {
 		arr, err := arrayOID(ctx, q, s.oid)
@@ -171,7 +174,7 @@ func exactCells(ctx context.Context, q Querier, p *plan.Plan, sets [2]*periodSke
 }
 
 // cellsStatement is ShapeSQL over the cells.
-func cellsStatement(ctx context.Context, q Querier, p *plan.Plan, sets [2]*periodSketches, cells [3][][]byte, resultFormats []int16) (Statement, error) {
+func cellsStatement(ctx context.Context, q Querier, p *plan.Retention, sets [2]*periodSketches, cells [3][][]byte, resultFormats []int16) (Statement, error) {
 	st := Statement{SQL: "WITH " + plan.CellsRelation + "(pgsketch_a, pgsketch_b, pgsketch_n) AS (SELECT * FROM unnest($1, $2, $3)) " + p.ShapeSQL,
 		ResultFormats: resultFormats}
 	oids := []uint32{sets[0].oid, sets[1].oid, pgtype.Int8OID}
@@ -188,7 +191,7 @@ func cellsStatement(ctx context.Context, q Querier, p *plan.Plan, sets [2]*perio
 }
 
 // retentionNotice is the NOTICE of a Retention plan's answer.
-func retentionNotice(p *plan.Plan, r *Retention) string {
+func retentionNotice(p *plan.Retention, r *Retention) string {
 	n := "pgsketch: retention grid from the Theta sketches of rollup " + p.Rollup + ": " +
 		strconv.Itoa(r.Estimated) + " cell(s) estimated"
 	if r.Estimated > 0 {

@@ -70,17 +70,17 @@ type summary struct {
 // runTopK answers a TopK plan: the summaries merged per group, then the
 // verified answer (candidates counted exactly, the bounds' proof, Refused
 // when they prove nothing) or the approximate one, shaped by PostgreSQL.
-func runTopK(ctx context.Context, q Querier, p *plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
-	spec := p.TopK
-	if spec == nil || len(p.Arms) != 1 {
-		return nil, errors.New("exec: a top-k plan without its spec and one arm")
+func (x *run) topK(ctx context.Context, p *plan.TopK) (*Answer, error) {
+	spec := p.Spec
+	if spec == nil || p.Arm == nil {
+		return nil, errors.New("exec: a top-k plan without its spec and its arm")
 	}
-	arm := p.Arms[0]
-	if arm.Kind != plan.FromRollup || len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeFreq || len(arm.Keys)+1 != len(p.Keys) {
+	arm := p.Arm
+	if len(arm.Aggs) != 1 || arm.Aggs[0].Op != plan.MergeFreq || len(arm.Keys)+1 != len(p.Keys) {
 		return nil, errors.New("exec: a top-k arm is not a summary merge over the other keys")
 	}
 	ans := &Answer{Merge: plan.MergeProxy, CachedRollup: true}
-	mg, err := mergeArm(ctx, q, arm, params, cache, scope, ans)
+	mg, err := x.mergeArm(ctx, arm, ans)
 	if err != nil {
 		return nil, err
 	}
@@ -100,16 +100,18 @@ func runTopK(ctx context.Context, q Querier, p *plan.Plan, params Params, result
 	if tk.Mode == plan.TopKApprox {
 		m, err = approxGroups(p, mg.m.elemOIDs[:len(arm.Keys)], sums, tk)
 	} else {
-		m, err = verifiedGroups(ctx, q, p, params, sums, tk)
+		m, err = x.verifiedGroups(ctx, p, sums, tk)
 	}
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.shape(ctx, q, p, params, resultFormats)
+	res, err := m.shape(ctx, x, &p.Groups, p.Params)
 	if err != nil {
 		return nil, err
 	}
-	ans.Result, ans.TopK, ans.Groups = *res, tk, len(m.cols[0])
+	ans.Result, ans.Groups = *res, len(m.cols[0])
+	ans.Summary = topkNotice(p, tk)
+	ans.Explained = "answer: " + strings.TrimPrefix(ans.Summary, "pgsketch: ")
 	return ans, nil
 }
 
@@ -129,14 +131,14 @@ func (c candidate) key() string {
 // verifiedGroups counts candidates exactly until the summaries' bounds
 // prove that no uncounted item changes the answer, and returns the counted
 // groups; Refused when they cannot within the limits.
-func verifiedGroups(ctx context.Context, q Querier, p *plan.Plan, params Params, sums []summary, tk *TopK) (*merged, error) {
-	spec := p.TopK
+func (x *run) verifiedGroups(ctx context.Context, p *plan.TopK, sums []summary, tk *TopK) (*merged, error) {
+	spec := p.Spec
 	counted := map[string]bool{}
 	var rows [][][]byte
 	var fields []pgproto3.FieldDescription
 	next := firstCandidates(spec, sums)
 	for round := 1; ; round++ {
-		res, err := countCandidates(ctx, q, p, params, next)
+		res, err := x.countCandidates(ctx, p, next)
 		if err != nil {
 			return nil, err
 		}
@@ -283,14 +285,14 @@ func countsOf(rows [][][]byte, col int) ([]int64, error) {
 
 // countCandidates runs the plan's count statement for the candidates, in
 // binary.
-func countCandidates(ctx context.Context, q Querier, p *plan.Plan, params Params, cands []candidate) (*Result, error) {
-	spec := p.TopK
+func (x *run) countCandidates(ctx context.Context, p *plan.TopK, cands []candidate) (*Result, error) {
+	spec := p.Spec
 	for _, n := range spec.CountParams {
 		if n > p.Params {
 			return nil, fmt.Errorf("exec: the count statement uses $%d of a plan of %d parameters", n, p.Params)
 		}
 	}
-	st := statement(spec.CountSQL, p.Params, spec.CountParams, params, []int16{1})
+	st := statement(spec.CountSQL, p.Params, spec.CountParams, x.params, []int16{1})
 	if len(st.ParamFormats) == 0 {
 		st.ParamFormats = make([]int16, p.Params)
 	}
@@ -317,7 +319,7 @@ func countCandidates(ctx context.Context, q Querier, p *plan.Plan, params Params
 	st.ParamOIDs = append(st.ParamOIDs, arr, pgtype.BoolOID)
 	st.Params = append(st.Params, appendBinaryArray(nil, elem, items), nullArg)
 	st.ParamFormats = append(st.ParamFormats, 1, 1)
-	res, err := q.Query(ctx, st)
+	res, err := x.q.Query(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("exec: top-k count: %w", err)
 	}
@@ -327,8 +329,8 @@ func countCandidates(ctx context.Context, q Querier, p *plan.Plan, params Params
 // approxGroups makes the groups of an approximate answer: every tracked
 // item with its lower bound as its count, the item as text (the shape
 // casts it to its type). It notes in tk the answered rows' bounds.
-func approxGroups(p *plan.Plan, keyOIDs []uint32, sums []summary, tk *TopK) (*merged, error) {
-	spec := p.TopK
+func approxGroups(p *plan.TopK, keyOIDs []uint32, sums []summary, tk *TopK) (*merged, error) {
+	spec := p.Spec
 	nk := len(p.Keys)
 	m := &merged{elemOIDs: make([]uint32, nk+len(p.Aggs)), cols: make([][][]byte, nk+len(p.Aggs))}
 	for i, j := 0, 0; i < nk; i++ {
@@ -428,8 +430,8 @@ func itemText(form string, it sketch.FreqItem) (string, error) {
 }
 
 // topkNotice is the NOTICE of a TopK answer.
-func topkNotice(p *plan.Plan, t *TopK) string {
-	spec := p.TopK
+func topkNotice(p *plan.TopK, t *TopK) string {
+	spec := p.Spec
 	var b strings.Builder
 	if t.Mode == plan.TopKApprox {
 		fmt.Fprintf(&b, "pgsketch: top-k of %s approximated from the frequent-items summaries of rollup %s: counts are lower bounds; %d summaries, %d items tracked, an untracked item counts at most %d",

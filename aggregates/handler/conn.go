@@ -290,7 +290,7 @@ func (c *sessionConn) sendMany(sts []exec.Statement, name string, jitOff bool, p
 		}
 		stmt := name
 		// A statement quoting 'now' or 'today' is parsed anew every time.
-		keep := ps != nil && !exec.QuotesRelativeTime(st.SQL)
+		keep := ps != nil && !st.Reparse
 		if keep {
 			var evicted string
 			stmt, fresh[i], evicted = ps.name(st)

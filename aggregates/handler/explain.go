@@ -3,7 +3,6 @@ package handler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -33,39 +32,29 @@ func sendExplain(lines []string, c *sessionConn, s *wire.Session) error {
 // (no privilege, say) gets its error as a line instead; inside a
 // transaction block the explains run under a savepoint, so the block
 // stays as it was.
-func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params) ([]string, error) {
+func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p rewrite.Plan, params exec.Params) ([]string, error) {
 	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
-	if (p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention || p.Kind == rewrite.TopK) && !c.noSync {
-		return h.explainOverlap(ctx, c, p, params, lines)
-	}
-	if p.Kind != rewrite.FromRollup {
-		return lines, nil
-	}
-	fetch := p.FetchSQL
-	if p.Merge == rewrite.MergeServer && p.ServerFetchSQL != "" {
-		fetch = p.ServerFetchSQL
-	}
+	facts := p.Facts()
 	if c.noSync {
 		// Inside an extended-protocol request not yet synced, an error
 		// would discard the rest of the client's request: only pgsketch's
 		// plan.
 		return lines, nil
 	}
+	if facts.ExplainRuns != "" {
+		return h.explainRun(ctx, c, p, facts.ExplainRuns, params, lines)
+	}
 	inBlock := c.txStatus == 'T'
-	for _, st := range []struct {
-		what, sql string
-		refs      []int
-	}{{"fetch", fetch, p.FetchParams}, {"exact", p.ExactSQL, p.ExactParams}} {
-		if st.sql == "" {
-			continue
-		}
+	for _, st := range facts.Explained {
 		if inBlock {
 			if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
 				return nil, err
 			}
 		}
-		res, err := querier{c}.Query(ctx, exec.Bind("EXPLAIN "+st.sql, p.Params, st.refs, params))
-		lines = append(lines, "", "PostgreSQL plan of the "+st.what+" statement")
+		bound := exec.Bind("EXPLAIN "+st.SQL, p.Header().Params, st.Refs, params)
+		bound.Reparse = p.Header().Reparse
+		res, err := querier{c}.Query(ctx, bound)
+		lines = append(lines, "", "PostgreSQL plan of the "+st.What+" statement")
 		switch {
 		case err == nil:
 			for _, r := range res.Rows {
@@ -91,13 +80,14 @@ func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p *rewrite.P
 	return lines, nil
 }
 
-// explainOverlap adds to an overlap's or a retention grid's EXPLAIN what
-// its answer would be: the sketches are merged (a cheap read of the rollup
-// and the edges), and the estimate, its 95 % interval and whether the
-// proxy would answer it or count it exactly are shown (for a grid: how
-// many cells would be estimated and how many counted exactly, which that
-// EXPLAIN does count).
-func (h *Handler) explainOverlap(ctx context.Context, c *sessionConn, p *rewrite.Plan, params exec.Params, lines []string) ([]string, error) {
+// explainRun adds to the EXPLAIN of a plan whose estimate decides whether
+// the proxy answers it (an overlap, a retention grid, a top-k) what its
+// answer would be: the sketches are merged (a cheap read of the rollup and
+// the edges), and the estimate, its 95 % interval and whether the proxy
+// would answer it or count it exactly are shown (for a grid: how many
+// cells would be estimated and how many counted exactly, which that
+// EXPLAIN does count). what names the line: "estimate" or "answer".
+func (h *Handler) explainRun(ctx context.Context, c *sessionConn, p rewrite.Plan, what string, params exec.Params, lines []string) ([]string, error) {
 	st, err := h.settings(ctx, c)
 	if err != nil {
 		return nil, err
@@ -105,18 +95,10 @@ func (h *Handler) explainOverlap(ctx context.Context, c *sessionConn, p *rewrite
 	ans, err := h.run(ctx, c, st, p, params, nil)
 	var re *exec.Refused
 	switch {
-	case err == nil && (ans.Retention != nil || ans.TopK != nil):
-		lines = append(lines, "answer: "+strings.TrimPrefix(ans.Notice(p), "pgsketch: "))
 	case err == nil:
-		o := ans.Overlap
-		lines = append(lines, fmt.Sprintf("estimate: %.0f, 95%% interval %.0f to %.0f (relative error %.2g%%): answered from the sketches",
-			o.Estimate, o.Lower, o.Upper, 100*o.RelErr()))
+		lines = append(lines, ans.Explained)
 	case errors.As(err, &re):
-		what := "estimate: "
-		if p.Kind == rewrite.TopK {
-			what = "answer: "
-		}
-		lines = append(lines, what+strings.TrimPrefix(re.Error(), "pgsketch: ")+": counted exactly by PostgreSQL")
+		lines = append(lines, what+": "+strings.TrimPrefix(re.Error(), "pgsketch: ")+": counted exactly by PostgreSQL")
 	case isPgError(err) && !clientCancelled(err) && !clientVisible(err):
 		lines = append(lines, "estimate: not available ("+err.Error()+")")
 	default:

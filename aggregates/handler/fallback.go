@@ -72,10 +72,10 @@ type fallback struct {
 }
 
 // fallbackOf classifies err, the error of running plan p.
-func fallbackOf(p *rewrite.Plan, err error) fallback {
+func fallbackOf(p rewrite.Plan, err error) fallback {
 	fb := fallback{reason: status.ReasonOther, message: err.Error()}
 	if p != nil {
-		fb.rollup = p.Rollup
+		fb.rollup = p.Header().Rollup
 	}
 	var re *exec.Refused
 	var pe *pgconn.PgError

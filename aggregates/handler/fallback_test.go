@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/aggregates/exec"
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/status"
 )
 
@@ -16,7 +16,7 @@ import (
 // page, and the NOTICE names the rollup, the error and its SQLSTATE, and
 // says that PostgreSQL answers exactly.
 func TestFallbackOf(t *testing.T) {
-	p := &rewrite.Plan{Rollup: "events_daily"}
+	p := &plan.Rollup{Head: plan.Head{Rollup: "events_daily"}}
 	for _, c := range []struct {
 		err    error
 		reason string

@@ -171,13 +171,14 @@ func (h *Handler) recordPassed(sql, reason string, start time.Time, err error) e
 }
 
 // recordAnswered tells the recorder that sql was answered from p's rollup.
-func (h *Handler) recordAnswered(sql string, p *rewrite.Plan, ans *exec.Answer, start time.Time) {
+func (h *Handler) recordAnswered(sql string, p rewrite.Plan, ans *exec.Answer, start time.Time) {
 	if h.Recorder == nil {
 		return
 	}
-	h.Recorder.Query(status.Query{Time: start, SQL: sql, Rewritten: true, Rollup: p.Rollup, Detail: p.String(),
+	rollup := p.Header().Rollup
+	h.Recorder.Query(status.Query{Time: start, SQL: sql, Rewritten: true, Rollup: rollup, Detail: p.String(),
 		Latency: time.Since(start)})
 	for _, smp := range ans.Samples {
-		h.Recorder.Sample(status.Sample{Time: start, Rollup: p.Rollup, Exact: smp.Exact, Approx: smp.Estimate, StdErr: smp.StdErr})
+		h.Recorder.Sample(status.Sample{Time: start, Rollup: rollup, Exact: smp.Exact, Approx: smp.Estimate, StdErr: smp.StdErr})
 	}
 }

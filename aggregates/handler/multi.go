@@ -153,12 +153,12 @@ func (t *textRun) statement(ctx context.Context, sql string, planned verdict) (f
 		sendAnswer(s, vd)
 		h.recordAnswered(sql, vd.plan, vd.ans, t.start)
 		return false, nil
-	case vd.plan != nil && vd.plan.Kind == rewrite.Substitute:
-		if vd.plan.Notice != "" {
-			s.Send(notice(vd.plan.Notice))
+	case vd.substitute() != nil:
+		if n := vd.plan.Header().Notice; n != "" {
+			s.Send(notice(n))
 		}
 		t.stale, t.relayed = true, true
-		return relayStatement(c, s, vd.plan.SubstituteSQL)
+		return relayStatement(c, s, vd.substitute().SQL)
 	}
 	run, unsupported := exactly(sql)
 	if unsupported != "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/pgsketch/pgsketch/aggregates/exec"
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // The request pipeline: what the simple protocol, the extended protocol
@@ -53,9 +54,16 @@ type verdict struct {
 	// and is refused rather than passed.
 	unsupported string
 	multi       bool // several statements: the simple-protocol entry answers them one by one
-	plan        *rewrite.Plan
+	plan        rewrite.Plan
 	ans         *exec.Answer
 	explain     []string
+}
+
+// substitute is the verdict's plan when it runs an exact statement in the
+// statement's place, else nil.
+func (vd verdict) substitute() *plan.Substitute {
+	s, _ := vd.plan.(*plan.Substitute)
+	return s
 }
 
 // readView reads the session's settings and the catalog. pass says why no
@@ -88,23 +96,22 @@ func (h *Handler) readView(ctx context.Context, c *sessionConn) (v view, pass st
 func (h *Handler) decide(v view, s statement) verdict {
 	res := h.plans.rewrite(s.sql, v.snap, v.st.rw)
 	p := res.Plan
-	switch {
-	case res.Multi:
+	if res.Multi {
 		return verdict{pass: res.Reason, multi: true}
-	case p == nil:
+	}
+	if p == nil {
 		return verdict{pass: res.Reason, unsupported: res.Unsupported}
-	case p.Params > 0 && !s.extended: // PostgreSQL says there is no parameter $1
+	}
+	head := p.Header()
+	switch {
+	case head.Params > 0 && !s.extended: // PostgreSQL says there is no parameter $1
 		return verdict{pass: "parameters in a simple query"}
-	case s.inText && (p.Kind != rewrite.FromRollup && p.Kind != rewrite.Substitute || p.Explain):
+	case s.inText && (!p.Facts().InText || head.Explain):
 		return verdict{pass: "only rollup answers and exact substitutes are served within a text of several statements"}
-	case p.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
+	case head.Explain && s.extended && (len(s.described) != 1 || s.described[0].DataTypeOID != 25):
 		return verdict{pass: "PostgreSQL described the EXPLAIN otherwise"}
-	case (p.Kind == rewrite.FromRollup || p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention || p.Kind == rewrite.TopK || p.Kind == rewrite.Nested) && !p.Explain:
-		plans := []*rewrite.Plan{p}
-		if len(p.Arms) > 0 {
-			plans = p.Arms
-		}
-		for _, q := range plans {
+	case !head.Explain:
+		for _, q := range p.Fetches() {
 			if why := hashable(q, v.snap, v.st.exec); why != "" {
 				return verdict{pass: why}
 			}
@@ -127,24 +134,25 @@ func (h *Handler) answer(ctx context.Context, c *sessionConn, v view, s statemen
 func (h *Handler) carryOut(ctx context.Context, c *sessionConn, v view, s statement, vd verdict) (verdict, error) {
 	p := vd.plan
 	switch {
-	case p == nil || p.Kind == rewrite.Substitute:
+	case p == nil || vd.substitute() != nil:
 		return vd, nil
-	case p.Explain:
+	case p.Header().Explain:
 		lines, err := h.explainLines(ctx, c, p, s.params)
 		return verdict{plan: p, explain: lines}, err
 	}
-	if holds, err := c.guardHolds(ctx, p.Guard); err != nil {
+	head := p.Header()
+	if holds, err := c.guardHolds(ctx, head.Guard); err != nil {
 		return vd, err
 	} else if !holds {
-		h.Log.Debug("statement passed through: its table is not the rollup's source on this search_path", "rollup", p.Rollup)
-		return verdict{pass: "the table is not the source of rollup " + p.Rollup + " on this search_path"}, nil
+		h.Log.Debug("statement passed through: its table is not the rollup's source on this search_path", "rollup", head.Rollup)
+		return verdict{pass: "the table is not the source of rollup " + head.Rollup + " on this search_path"}, nil
 	}
 	ans, err := h.run(ctx, c, v.st, p, s.params, s.formats)
 	if err != nil {
 		return vd, err
 	}
 	if s.extended && !sameColumns(ans.Fields, s.described) {
-		h.Log.Info("rollup answer has other columns than the statement: executed upstream", "rollup", p.Rollup)
+		h.Log.Info("rollup answer has other columns than the statement: executed upstream", "rollup", head.Rollup)
 		return verdict{pass: "the answer's columns differ from PostgreSQL's description"}, nil
 	}
 	return verdict{plan: p, ans: ans}, nil
@@ -153,11 +161,11 @@ func (h *Handler) carryOut(ctx context.Context, c *sessionConn, v view, s statem
 // run executes p inside a savepoint when the client is in a transaction
 // block, releasing it on success and rolling back to it on an error the
 // client is not to see (PostgreSQL then answers the statement instead).
-func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
+func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
 	if err := mergeRefusal(ctx, c, st, p); err != nil {
 		return nil, err
 	}
-	if why := oneSnapshotWhy(p); why != "" {
+	if why := p.Facts().OneSnapshot; why != "" {
 		own, err := h.oneSnapshot(ctx, c, why)
 		if err != nil || own {
 			return h.runInSnapshot(ctx, c, st, p, params, formats, err)
@@ -186,23 +194,9 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 			return nil, err
 		}
 	}
-	h.Log.Debug("answered from rollup", "rollup", p.Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows,
+	h.Log.Debug("answered from rollup", "rollup", p.Header().Rollup, "groups", ans.Groups, "base_rows", ans.BaseRows,
 		"cached_rollup", ans.CachedRollup, "merge", ans.Merge)
 	return ans, nil
-}
-
-// oneSnapshotWhy says why p's statements must all see one snapshot, or
-// "": a verified top-k's exact counts are proven complete by the summaries
-// its fetch read; a nested plan's outer statement joins its arms' answers
-// to what else it reads, as PostgreSQL would in one statement.
-func oneSnapshotWhy(p *rewrite.Plan) string {
-	switch {
-	case p.Kind == rewrite.TopK && p.Session.TopK != rewrite.TopKApprox:
-		return "a verified top-k reads the summaries and counts the candidates in two statements"
-	case p.Kind == rewrite.Nested:
-		return "a statement with subqueries answered from rollups reads them and runs the statement around them in several statements"
-	}
-	return ""
 }
 
 // oneSnapshot decides how a plan whose statements must all see one
@@ -235,7 +229,7 @@ func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn, why string) (
 
 // runInSnapshot runs p in a REPEATABLE READ transaction of its own, or
 // fails with err, oneSnapshot's.
-func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan, params exec.Params, formats []int16, err error) (*exec.Answer, error) {
+func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionSettings, p rewrite.Plan, params exec.Params, formats []int16, err error) (*exec.Answer, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +272,7 @@ func cacheScope(c *sessionConn, st sessionSettings) string {
 
 // hashable says why the base rows' text cannot be hashed as the refresher
 // hashed it, or "" if it can.
-func hashable(p *rewrite.Plan, snap *catalog.Snapshot, st exec.Settings) string {
+func hashable(p *plan.Rollup, snap *catalog.Snapshot, st exec.Settings) string {
 	r, ok := snap.Rollup(p.Rollup)
 	if !ok {
 		return "rollup " + p.Rollup + " is not in the catalog"

@@ -22,7 +22,7 @@ func (h *Handler) answerPortal(ctx context.Context, x *extRequest, p *ownedPorta
 	// and PostgreSQL answers instead (the statement prepared upstream is
 	// the exact one, describeSQL), after a NOTICE saying why; without, the
 	// upstream discards up to Sync, so the error is the client's.
-	var plan *rewrite.Plan
+	var plan rewrite.Plan
 	fail := func(err error) (string, error) {
 		if !isPgError(err) && !errors.Is(err, errDiscarding) && !errors.Is(err, exec.ErrData) {
 			return "", err
@@ -77,10 +77,10 @@ func (h *Handler) answerPortal(ctx context.Context, x *extRequest, p *ownedPorta
 		return "", nil
 	case vd.ans == nil:
 		// A substitute: the statement prepared upstream is it already.
-		return vd.plan.Notice, nil
+		return vd.plan.Header().Notice, nil
 	}
 	p.answered = true
 	p.rows = vd.ans.Rows
 	h.recordAnswered(p.stmt.sql, vd.plan, vd.ans, start)
-	return vd.ans.Notice(vd.plan), nil
+	return vd.ans.Notice(vd.plan.Header()), nil
 }

@@ -185,15 +185,15 @@ func refuse(ctx context.Context, c *sessionConn, code, msg, hint string) error {
 // mergeRefusal refuses a plan the session's pgsketch.merge cannot run: a
 // value that is no strategy, or server without the hll extension. It
 // returns nil when the plan may run.
-func mergeRefusal(ctx context.Context, c *sessionConn, st sessionSettings, p *rewrite.Plan) error {
+func mergeRefusal(ctx context.Context, c *sessionConn, st sessionSettings, p rewrite.Plan) error {
 	switch {
 	case st.badMerge != "":
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MergeSetting, st.badMerge),
 			"Available values: auto, proxy, server.")
-	case st.badOverlap != "" && (p.Kind == rewrite.Overlap || p.Kind == rewrite.Retention):
+	case st.badOverlap != "" && p.Facts().ReadsOverlapError:
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", MaxOverlapErrorSetting, st.badOverlap),
 			"A percentage above 0 and at most 100, such as 10 or 2.5%.")
-	case st.badTopK != "" && p.Kind == rewrite.TopK:
+	case st.badTopK != "" && p.Facts().ReadsTopKMode:
 		return refuse(ctx, c, "22023", fmt.Sprintf("invalid value for parameter \"%s\": %q", TopKSetting, st.badTopK),
 			"Available values: verified, approx, off.")
 	case needsServerMerge(p):
@@ -229,12 +229,9 @@ func show(which string, st sessionSettings, c *sessionConn, s *wire.Session) err
 
 // needsServerMerge reports whether p, or an arm of it, must merge its
 // sketches in PostgreSQL but has no statement to do it with.
-func needsServerMerge(p *rewrite.Plan) bool {
-	if p.Merge == rewrite.MergeServer && p.ServerFetchSQL == "" {
-		return true
-	}
-	for _, a := range p.Arms {
-		if needsServerMerge(a) {
+func needsServerMerge(p rewrite.Plan) bool {
+	for _, r := range p.Fetches() {
+		if r.Merge == rewrite.MergeServer && r.ServerFetchSQL == "" {
 			return true
 		}
 	}

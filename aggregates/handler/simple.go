@@ -76,10 +76,11 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 	case vd.explain != nil:
 		return sendExplain(vd.explain, c, s)
 	case vd.ans == nil: // a substitute: the exact query in place of APPROX_COUNT_DISTINCT
-		if vd.plan.Notice != "" {
-			s.Send(notice(vd.plan.Notice))
+		n := vd.plan.Header().Notice
+		if n != "" {
+			s.Send(notice(n))
 		}
-		return h.recordPassed(q.String, vd.plan.Notice, start, forwardQuery(vd.plan.SubstituteSQL, s))
+		return h.recordPassed(q.String, n, start, forwardQuery(vd.substitute().SQL, s))
 	}
 	sendAnswer(s, vd)
 	s.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
@@ -90,7 +91,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 // sendAnswer sends a rollup's answer as a Query's result: its NOTICE, the
 // columns, the rows and the command tag.
 func sendAnswer(s *wire.Session, vd verdict) {
-	s.Send(notice(vd.ans.Notice(vd.plan)))
+	s.Send(notice(vd.ans.Notice(vd.plan.Header())))
 	s.Send(&pgproto3.RowDescription{Fields: vd.ans.Fields})
 	for _, r := range vd.ans.Rows {
 		s.Send(&pgproto3.DataRow{Values: r})
@@ -107,7 +108,7 @@ func sendAnswer(s *wire.Session, vd verdict) {
 // PostgreSQL answers the query exactly (its APPROX_COUNT_DISTINCT counted
 // as COUNT(DISTINCT ...)), after a NOTICE saying why the rollup was not
 // used, and the status page counts it.
-func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p *rewrite.Plan, err error, original string, start time.Time) error {
+func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p rewrite.Plan, err error, original string, start time.Time) error {
 	if !isPgError(err) && !errors.Is(err, exec.ErrData) {
 		return err
 	}

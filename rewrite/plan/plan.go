@@ -7,43 +7,6 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// Kind says how a Plan answers its query.
-type Kind string
-
-const (
-	// FromRollup plans answer from a rollup (FetchSQL, ExactSQL, ShapeSQL).
-	FromRollup Kind = "rollup"
-	// Substitute plans run SubstituteSQL instead of the query: no rollup
-	// answers its APPROX_COUNT_DISTINCT, which is then counted exactly
-	// rather than failing with "function does not exist".
-	Substitute Kind = "substitute"
-	// Overlap plans count the distinct values of a set operation of two
-	// sets (SetOp of Arms[0] and Arms[1]) from Theta sketches: each arm is
-	// a FromRollup plan of one MergeTheta aggregate without keys, whose
-	// merged sketch the executor takes (its ShapeSQL is not run).
-	Overlap Kind = "overlap"
-	// Retention plans answer a grid of overlaps between the periods of two
-	// sets: each arm is a FromRollup plan of one key (the period) and one
-	// MergeTheta aggregate, whose merged sketches per period the executor
-	// takes; PeriodCondSQL, CellSQL and ShapeSQL do the rest.
-	Retention Kind = "retention"
-	// TopK plans answer the most frequent values of a column (GROUP BY
-	// item ORDER BY count(*) DESC LIMIT k, or HAVING count(*) >= T) from
-	// frequent-items summaries: Arms[0] is a FromRollup plan of the other
-	// group keys and one MergeFreq aggregate, whose merged summaries give
-	// candidates and bounds; TopK says how they become the answer, and
-	// ShapeSQL shapes it over GroupsRelation, whose columns are Keys (the
-	// query's group keys, the item among them) and Aggs (its count).
-	TopK Kind = "topk"
-	// Nested plans answer aggregate subqueries of a larger statement (in
-	// FROM, in a WITH clause, a UNION ALL's arms) from rollups and let
-	// PostgreSQL do the rest: each of Arms is a FromRollup plan of one
-	// subquery, and the statement run is Outer with arm i's shaping
-	// statement, parenthesized, between Outer[i] and Outer[i+1] (see
-	// NestedSQL). Every statement sees one snapshot.
-	Nested Kind = "nested"
-)
-
 // CellsRelation is the relation a Retention plan's ShapeSQL and
 // PeriodCondSQL read: columns pgsketch_a (set 1's period), pgsketch_b (set
 // 2's) and pgsketch_n (the count, bigint).
@@ -87,9 +50,9 @@ const (
 	Exact Op = "exact"
 )
 
-// Plan is how to answer one query.
+// Rollup is a plan that answers its query from one rollup.
 //
-// For a FromRollup plan the executor:
+// The executor:
 //  1. runs FetchSQL (one statement, so that now(), parameters, the
 //     snapshot and the watermark are the same for the rollup half and the
 //     base half) with the client's parameters listed in FetchParams; every
@@ -99,20 +62,13 @@ const (
 //     with no Keys there is exactly one group, even for no rows;
 //  3. if ExactSQL is set, runs it (keys, then one column per Exact agg) and
 //     joins it to the groups on the keys;
-//  4. runs ShapeSQL, which selects from a relation named GroupsRelation with
-//     one column per key (Key.Name) and per agg (Agg.Name), in that order,
-//     and restores the query's select list, HAVING, ORDER BY and LIMIT:
-//     e.g. "WITH pgsketch_groups(pgsketch_k1, pgsketch_a1) AS (SELECT * FROM
-//     unnest($N+1::timestamptz[], $N+2::bigint[])) " + ShapeSQL, with N =
-//     Params, binding the client's parameters as $1..$N. Key types are those
-//     FetchSQL returned; agg types are Agg.Type.
-type Plan struct {
-	Kind Kind
-	// Rollup names the rollup; Table is its table and Source the base table.
-	Rollup string
-	Table  catalog.Table
-	Source catalog.Table
-	Grain  catalog.Grain
+//  4. runs ShapeSQL over the groups (see Groups).
+type Rollup struct {
+	Head
+	Groups
+	// Table is the rollup's table.
+	Table catalog.Table
+	Grain catalog.Grain
 	// TimeZone is the zone the rollup cuts timestamptz buckets in.
 	TimeZone string
 	// Version is the rollup's catalog version the plan was made against.
@@ -127,33 +83,23 @@ type Plan struct {
 	// [Watermark - LateWindow, ∞) from the base table instead.
 	Watermark  time.Time
 	LateWindow time.Duration
-	// Session holds the session settings the plan relied on (TimeZone,
-	// search_path, user, pgsketch.approx): a cached plan is valid only
-	// for a session with the same.
-	Session Session
-	// Explain is set when the client asked EXPLAIN of the query: show the
-	// plan (String) instead of running it.
-	Explain bool
-	// Params is the highest $n the query uses.
-	Params int
-	// FetchParams, ExactParams, ShapeParams and SubstituteParams list the
-	// $n each statement references (ascending): bind only those, or
-	// PostgreSQL cannot infer the types of the others.
-	FetchParams, ExactParams, ShapeParams, SubstituteParams []int
-	// Keys are the group keys, in GROUP BY order.
-	Keys []Key
-	// Aggs are the output aggregates, in order of first appearance.
-	Aggs []Agg
+	// FetchParams and ExactParams list the $n each statement references
+	// (ascending): bind only those, or PostgreSQL cannot infer the types
+	// of the others.
+	FetchParams, ExactParams []int
 	// Filters are the WHERE conjuncts applied to both halves (dimension
 	// predicates and bucket-constant time predicates), as written.
 	Filters []string
 	// Time splits the query's time range between rollup and base rows.
 	Time TimeSplit
-	// FetchSQL, ExactSQL (empty if no Exact agg) and ShapeSQL: see above.
+	// FetchSQL, ExactSQL (empty if no Exact agg): see above.
 	FetchSQL string
 	// Fetch is FetchSQL (and ServerFetchSQL) in pieces, for an executor
 	// that adds a condition to the rollup arm (the rollup-row cache).
 	Fetch Fetch
+	// Cache says whether the rollup half's rows may be kept between
+	// statements, and which of the client's parameters they depend on.
+	Cache Cacheability
 	// ServerFetchSQL is FetchSQL with the rollup half's sketches merged by
 	// PostgreSQL per group (hll_union_agg of the hll extension; a one-element
 	// bytea[] per group in the same column); empty when the database has no
@@ -175,36 +121,37 @@ type Plan struct {
 	// whole level buckets from (the rest of the range from Table).
 	Level    *catalog.Level
 	ExactSQL string
+}
+
+// Groups are the merged groups a plan shapes into its answer: ShapeSQL
+// selects from a relation named GroupsRelation with one column per key
+// (Key.Name) and per agg (Agg.Name), in that order, and restores the
+// query's select list, HAVING, ORDER BY and LIMIT: e.g. "WITH
+// pgsketch_groups(pgsketch_k1, pgsketch_a1) AS (SELECT * FROM
+// unnest($N+1::timestamptz[], $N+2::bigint[])) " + ShapeSQL, with N the
+// plan's Params, binding the client's parameters as $1..$N. Key types are
+// those the fetch returned (or Key.Type); agg types are Agg.Type.
+type Groups struct {
+	// Keys are the group keys, in GROUP BY order.
+	Keys []Key
+	// Aggs are the output aggregates, in order of first appearance.
+	Aggs     []Agg
 	ShapeSQL string
-	// SubstituteSQL is the statement a Substitute plan runs instead.
-	SubstituteSQL string
-	// SetOp (INTERSECT or EXCEPT), Arms and OutputName describe an
-	// Overlap plan: the answer is one row of one bigint column named
-	// OutputName, the estimated number of distinct values in
-	// Arms[0] SetOp Arms[1].
-	SetOp      string
-	Arms       []*Plan
-	OutputName string
-	// TopK describes a TopK plan's answer.
-	TopK *TopKSpec
-	// Outer is a Nested plan's statement around its arms, in
-	// len(Arms)+1 pieces; OuterParams lists the $n the pieces reference.
-	Outer       []string
-	OuterParams []int
-	// PeriodCondSQL is a Retention plan's condition on a pair of periods,
-	// over CellsRelation's pgsketch_a and pgsketch_b ("true" for none);
-	// CellSQL counts cells exactly: it binds $1 and $2, arrays of set 1's
-	// and set 2's periods, and returns one row (a, b, count) per pair.
-	PeriodCondSQL, CellSQL string
-	// Guard, when set, is a query returning true when the unqualified table
-	// of the query resolves to Source in the session; the executor checks
-	// it (once per search_path) and passes through on false.
-	Guard string
-	// Notice is the text of the NoticeResponse sent with the answer.
-	Notice string
-	// StdErr is the relative standard error of the approximate aggregates
-	// (the largest, if they differ); 0 if none is approximate.
-	StdErr float64
+	// ShapeParams lists the client's $n ShapeSQL references.
+	ShapeParams []int
+}
+
+// Cacheability is whether a fetch's rollup half may come from the proxy's
+// cache: its rows are decided by the statement's text, the client's
+// parameters, the session's settings and the token (the rollup's version,
+// its buckets in range and the change log's entries) alone.
+type Cacheability struct {
+	// Why says why not, "" when it may.
+	Why string
+	// Params are the client's $n the rollup half's keys and filters read:
+	// a value that names a relative time ('now', 'today', ...) keeps the
+	// statement from the cache, as PostgreSQL reads it when it runs.
+	Params []int
 }
 
 // Fetch is the fetch statement in pieces: the rollup arm, SELECT Cols
@@ -377,18 +324,4 @@ type TopKSpec struct {
 	// ArrayType is the type the candidates are bound as: bigint[] for
 	// integer items, text[] for strings.
 	ArrayType string
-}
-
-// NestedSQL is the statement a Nested plan runs: Outer with each arm's
-// shaping statement (shapes[i], as the executor built it over the arm's
-// merged groups) in its place.
-func (p *Plan) NestedSQL(shapes []string) string {
-	var b strings.Builder
-	for i, piece := range p.Outer {
-		b.WriteString(piece)
-		if i < len(shapes) {
-			b.WriteString("(" + shapes[i] + ")")
-		}
-	}
-	return b.String()
 }

@@ -8,126 +8,98 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// String prints the plan for EXPLAIN and the golden tests.
-func (p *Plan) String() string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	if p.Kind == Substitute {
-		w("substitute: %s", p.Notice)
-		w("sql: %s", p.SubstituteSQL)
-		return strings.TrimSuffix(b.String(), "\n")
+// lines collects a plan's printout, one line per call.
+type lines struct{ b strings.Builder }
+
+func (l *lines) w(format string, args ...any) { fmt.Fprintf(&l.b, format+"\n", args...) }
+
+// arm prints an arm's plan indented under a title.
+func (l *lines) arm(title string, a Plan) {
+	l.w("%s", title)
+	for _, line := range strings.Split(a.String(), "\n") {
+		l.w("  %s", line)
 	}
-	if p.Kind == Retention {
-		w("retention grid: cells (set 1's period, set 2's period) = the distinct values in both, counted from Theta sketches")
-		if p.Explain {
-			w("explain: yes")
-		}
-		w("pairs: %s", p.PeriodCondSQL)
-		for i, a := range p.Arms {
-			w("set %d:", i+1)
-			for _, line := range strings.Split(a.String(), "\n") {
-				w("  %s", line)
-			}
-		}
-		w("cells counted exactly: %s", p.CellSQL)
-		w("shape: %s", p.ShapeSQL)
-		if p.Guard != "" {
-			w("guard: %s", p.Guard)
-		}
-		return strings.TrimSuffix(b.String(), "\n")
+}
+
+// tail prints what ends every plan's printout but a rollup's: its guard.
+func (l *lines) tail(h *Head) string {
+	if h.Guard != "" {
+		l.w("guard: %s", h.Guard)
 	}
-	if p.Kind == TopK {
-		p.printTopK(w)
-		return strings.TrimSuffix(b.String(), "\n")
+	return strings.TrimSuffix(l.b.String(), "\n")
+}
+
+func (l *lines) explain(h *Head) {
+	if h.Explain {
+		l.w("explain: yes")
 	}
-	if p.Kind == Nested {
-		w("nested: %d aggregate subquer%s answered from rollups, the statement around %s run by PostgreSQL in the same snapshot", len(p.Arms), plural(len(p.Arms), "y", "ies"), plural(len(p.Arms), "it", "them"))
-		if p.Explain {
-			w("explain: yes")
-		}
-		for i, a := range p.Arms {
-			w("subquery %d:", i+1)
-			for _, line := range strings.Split(a.String(), "\n") {
-				w("  %s", line)
-			}
-		}
-		w("outer: %s", p.NestedSQL(nestedMarks(len(p.Arms))))
-		if p.Guard != "" {
-			w("guard: %s", p.Guard)
-		}
-		return strings.TrimSuffix(b.String(), "\n")
+}
+
+// String prints a Substitute plan.
+func (p *Substitute) String() string {
+	var l lines
+	l.w("substitute: %s", p.Notice)
+	l.w("sql: %s", p.SQL)
+	return strings.TrimSuffix(l.b.String(), "\n")
+}
+
+// String prints a Retention plan.
+func (p *Retention) String() string {
+	var l lines
+	l.w("retention grid: cells (set 1's period, set 2's period) = the distinct values in both, counted from Theta sketches")
+	l.explain(&p.Head)
+	l.w("pairs: %s", p.PeriodCondSQL)
+	for i, a := range p.Arms {
+		l.arm(fmt.Sprintf("set %d:", i+1), a)
 	}
-	if p.Kind == Overlap {
-		w("overlap: %s = the distinct values of set 1 %s set 2, counted from Theta sketches", catalog.QuoteIdent(p.OutputName), p.SetOp)
-		if p.Explain {
-			w("explain: yes")
-		}
-		if p.Params > 0 {
-			w("parameters: $1 to $%d, bound in each set's statements", p.Params)
-		}
-		for i, a := range p.Arms {
-			w("set %d:", i+1)
-			for _, line := range strings.Split(a.String(), "\n") {
-				w("  %s", line)
-			}
-		}
-		if p.Guard != "" {
-			w("guard: %s", p.Guard)
-		}
-		return strings.TrimSuffix(b.String(), "\n")
+	l.w("cells counted exactly: %s", p.CellSQL)
+	l.w("shape: %s", p.ShapeSQL)
+	return l.tail(&p.Head)
+}
+
+// String prints a Nested plan.
+func (p *Nested) String() string {
+	var l lines
+	l.w("nested: %d aggregate subquer%s answered from rollups, the statement around %s run by PostgreSQL in the same snapshot", len(p.Arms), plural(len(p.Arms), "y", "ies"), plural(len(p.Arms), "it", "them"))
+	l.explain(&p.Head)
+	for i, a := range p.Arms {
+		l.arm(fmt.Sprintf("subquery %d:", i+1), a)
 	}
+	l.w("outer: %s", p.SQLWith(nestedMarks(len(p.Arms))))
+	return l.tail(&p.Head)
+}
+
+// String prints an Overlap plan.
+func (p *Overlap) String() string {
+	var l lines
+	l.w("overlap: %s = the distinct values of set 1 %s set 2, counted from Theta sketches", catalog.QuoteIdent(p.OutputName), p.SetOp)
+	l.explain(&p.Head)
+	if p.Params > 0 {
+		l.w("parameters: $1 to $%d, bound in each set's statements", p.Params)
+	}
+	for i, a := range p.Arms {
+		l.arm(fmt.Sprintf("set %d:", i+1), a)
+	}
+	return l.tail(&p.Head)
+}
+
+// String prints a Rollup plan.
+func (p *Rollup) String() string {
+	var l lines
+	w := l.w
 	w("rollup: %s (table %s, grain %s, time zone %s, version %d)", p.Rollup, p.Table, p.Grain, p.TimeZone, p.Version)
 	w("source: %s", p.Source)
-	if p.Explain {
-		w("explain: yes")
-	}
+	l.explain(&p.Head)
 	for _, k := range p.Keys {
 		w("key %s: %s", k.Name, k.Expr)
 	}
 	for _, a := range p.Aggs {
-		switch a.Op {
-		case MergeHLL:
-			w("agg %s: %s = hll merge of %s (log2m %d, regwidth %d, hash %s) + base %s", a.Name, a.Expr, a.Measure, a.Log2m, a.Regwidth, a.Hash, a.Base)
-		case MergeFreq:
-			w("agg %s: %s = summary merge of %s (%d counters) + base %s (%s)", a.Name, a.Expr, a.Measure, 1<<a.Log2m, a.Base, a.ValueForm)
-		case MergeTheta:
-			w("agg %s: %s = theta union of %s (lg_k %d, hash %s) + base %s (%s)", a.Name, a.Expr, a.Measure, a.Log2m, a.Hash, a.Base, a.ValueForm)
-		case Exact:
-			w("agg %s: %s = exact", a.Name, a.Expr)
-		default:
-			base := a.Base
-			if base == "" {
-				base = "rows"
-			}
-			w("agg %s: %s = %s of %s + base %s (%s)", a.Name, a.Expr, a.Op, a.Measure, base, a.Type)
-		}
+		w("agg %s: %s", a.Name, a.describe())
 	}
 	for _, f := range p.Filters {
 		w("filter: %s", f)
 	}
-	var bounds []string
-	for _, l := range p.Time.Lower {
-		op := ">"
-		if l.Inclusive {
-			op = ">="
-		}
-		bounds = append(bounds, op+" "+l.SQL)
-	}
-	for _, u := range p.Time.Upper {
-		op := "<"
-		if u.Inclusive {
-			op = "<="
-		}
-		bounds = append(bounds, op+" "+u.SQL)
-	}
-	if len(bounds) == 0 {
-		bounds = []string{"unbounded"}
-	}
-	wm := p.Watermark.UTC().Format("2006-01-02 15:04:05.999999")
-	if p.LateWindow > 0 {
-		wm += fmt.Sprintf(", late window %s", p.LateWindow)
-	}
-	w("time: %s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", catalog.QuoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
+	w("time: %s", p.timeLine())
 	w("changes: the range's buckets listed in pgsketch.rollup_dirty read from the base table; pgsketch.capture_check runs the query exactly instead when the change capture is not in place or too many changed")
 	if p.Level != nil {
 		w("level: %s (table %s): the range's whole %ss read from it, the rest from the rollup table", p.Level.Grain, p.Level.Table, p.Level.Grain)
@@ -153,39 +125,57 @@ func (p *Plan) String() string {
 	if p.Notice != "" {
 		w("notice: %s", p.Notice)
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	return strings.TrimSuffix(l.b.String(), "\n")
 }
 
-// SQL returns every statement the plan would run, for checks.
-func (p *Plan) SQL() []string {
-	var out []string
-	for _, a := range p.Arms {
-		out = append(out, a.SQL()...)
+// describe says how an aggregate is merged, for a plan's printout.
+func (a Agg) describe() string {
+	switch a.Op {
+	case MergeHLL:
+		return fmt.Sprintf("%s = hll merge of %s (log2m %d, regwidth %d, hash %s) + base %s", a.Expr, a.Measure, a.Log2m, a.Regwidth, a.Hash, a.Base)
+	case MergeFreq:
+		return fmt.Sprintf("%s = summary merge of %s (%d counters) + base %s (%s)", a.Expr, a.Measure, 1<<a.Log2m, a.Base, a.ValueForm)
+	case MergeTheta:
+		return fmt.Sprintf("%s = theta union of %s (lg_k %d, hash %s) + base %s (%s)", a.Expr, a.Measure, a.Log2m, a.Hash, a.Base, a.ValueForm)
+	case Exact:
+		return a.Expr + " = exact"
 	}
-	if p.Kind == Nested {
-		// The outer statement with each arm a stand-in of one NULL
-		// column (so that it parses).
-		stand := make([]string, len(p.Arms))
-		for i := range stand {
-			stand[i] = "SELECT NULL"
-		}
-		out = append(out, p.NestedSQL(stand))
-	}
-	sqls := []string{p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.SubstituteSQL, p.Guard, p.CellSQL}
-	if p.TopK != nil {
-		sqls = append(sqls, p.TopK.CountSQL)
-	}
-	for _, s := range sqls {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+	base := cmp.Or(a.Base, "rows")
+	return fmt.Sprintf("%s = %s of %s + base %s (%s)", a.Expr, a.Op, a.Measure, base, a.Type)
 }
 
-// printTopK prints a TopK plan.
-func (p *Plan) printTopK(w func(string, ...any)) {
-	t := p.TopK
+// timeLine prints the time range's bounds and the watermark.
+func (p *Rollup) timeLine() string {
+	var bounds []string
+	for _, l := range p.Time.Lower {
+		op := ">"
+		if l.Inclusive {
+			op = ">="
+		}
+		bounds = append(bounds, op+" "+l.SQL)
+	}
+	for _, u := range p.Time.Upper {
+		op := "<"
+		if u.Inclusive {
+			op = "<="
+		}
+		bounds = append(bounds, op+" "+u.SQL)
+	}
+	if len(bounds) == 0 {
+		bounds = []string{"unbounded"}
+	}
+	wm := p.Watermark.UTC().Format("2006-01-02 15:04:05.999999")
+	if p.LateWindow > 0 {
+		wm += fmt.Sprintf(", late window %s", p.LateWindow)
+	}
+	return fmt.Sprintf("%s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", catalog.QuoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
+}
+
+// String prints a TopK plan.
+func (p *TopK) String() string {
+	var l lines
+	w := l.w
+	t := p.Spec
 	switch {
 	case t.Threshold > 0:
 		w("top-k: the values of %s counted at least %d times, from frequent-items summaries", t.Item, t.Threshold)
@@ -196,9 +186,7 @@ func (p *Plan) printTopK(w func(string, ...any)) {
 		}
 		w("top-k: the %d largest counts of %s (LIMIT plus OFFSET), from frequent-items summaries; %s", t.Limit, t.Item, order)
 	}
-	if p.Explain {
-		w("explain: yes")
-	}
+	l.explain(&p.Head)
 	w("mode: %s", cmp.Or(p.Session.TopK, TopKVerified))
 	for i, k := range p.Keys {
 		role := "key"
@@ -210,15 +198,59 @@ func (p *Plan) printTopK(w func(string, ...any)) {
 	for _, a := range p.Aggs {
 		w("agg %s: %s", a.Name, a.Expr)
 	}
-	w("summaries:")
-	for _, line := range strings.Split(p.Arms[0].String(), "\n") {
-		w("  %s", line)
-	}
+	l.arm("summaries:", p.Arm)
 	w("count: %s", t.CountSQL)
 	w("shape: %s", p.ShapeSQL)
-	if p.Guard != "" {
-		w("guard: %s", p.Guard)
+	return l.tail(&p.Head)
+}
+
+// Statements lists a Rollup plan's statements.
+func (p *Rollup) Statements() []string {
+	return nonEmpty(p.FetchSQL, p.ServerFetchSQL, p.ExactSQL, p.ShapeSQL, p.Guard)
+}
+
+// Statements lists a Substitute plan's statement.
+func (p *Substitute) Statements() []string { return nonEmpty(p.SQL, p.Guard) }
+
+// Statements lists an Overlap plan's statements.
+func (p *Overlap) Statements() []string { return append(armsSQL(p.Arms), nonEmpty(p.Guard)...) }
+
+// Statements lists a Retention plan's statements.
+func (p *Retention) Statements() []string {
+	return append(armsSQL(p.Arms), nonEmpty(p.ShapeSQL, p.Guard, p.CellSQL)...)
+}
+
+// Statements lists a TopK plan's statements.
+func (p *TopK) Statements() []string {
+	return append(p.Arm.Statements(), nonEmpty(p.ShapeSQL, p.Guard, p.Spec.CountSQL)...)
+}
+
+// Statements lists a Nested plan's statements: the outer statement with each arm
+// a stand-in of one NULL column (so that it parses).
+func (p *Nested) Statements() []string {
+	stand := make([]string, len(p.Arms))
+	for i := range stand {
+		stand[i] = "SELECT NULL"
 	}
+	return append(armsSQL(p.Arms), nonEmpty(p.SQLWith(stand), p.Guard)...)
+}
+
+func armsSQL(arms []*Rollup) []string {
+	var out []string
+	for _, a := range arms {
+		out = append(out, a.Statements()...)
+	}
+	return out
+}
+
+func nonEmpty(sqls ...string) []string {
+	var out []string
+	for _, s := range sqls {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func plural(n int, one, many string) string {

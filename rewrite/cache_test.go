@@ -1,0 +1,81 @@
+package rewrite
+
+import (
+	"testing"
+
+	"github.com/pgsketch/pgsketch/rewrite/plan"
+)
+
+// TestCacheability: a rollup arm whose keys or filters read the clock, the
+// session beyond the cache's scope, or a quoted relative time is kept from
+// the cache; the parameters they read are listed, for the executor to
+// check their values. (Volatile functions such as random() or nextval()
+// are not planned at all.)
+func TestCacheability(t *testing.T) {
+	sess := Session{TimeZone: "UTC", Approx: true}
+	for _, c := range []struct {
+		where     string
+		cacheable bool
+		params    []int
+	}{
+		{"country = 'DE'", true, nil},
+		{"country = $1 AND device = $2", true, []int{1, 2}},
+		{"created_at >= now() - interval '7 days'", true, nil}, // the bucket range, which the token holds
+		{"country = to_char(now(), 'YY')", false, nil},
+		{"country = current_user", false, nil},
+		{"country = 'today'", false, nil},
+		{"country = ' TODAY '", false, nil},
+		{"country = 'Tomorrow 10:00'", false, nil},
+		{"country = 'yesterday Europe/Berlin'", false, nil},
+		{"country = 'Snowdonia'", true, nil},
+		{"CAST(country AS regclass) IS NOT NULL", false, nil},
+		{"country = CAST(transaction_timestamp() AS text)", false, nil},
+		{"country = lower('DE')", true, nil},
+		{"country = upper($3)", true, []int{3}},
+	} {
+		sql := "SELECT country, count(DISTINCT user_id) FROM events WHERE " + c.where + " GROUP BY 1"
+		r := Rewrite(sql, testCatalog(), sess)
+		p, ok := r.Plan.(*plan.Rollup)
+		if !ok {
+			t.Errorf("%s: not planned: %s", c.where, r.Reason)
+			continue
+		}
+		if got := p.Cache.Why == ""; got != c.cacheable {
+			t.Errorf("%s: cacheable %v (%q), want %v", c.where, got, p.Cache.Why, c.cacheable)
+		}
+		if c.cacheable && len(p.Cache.Params) != len(c.params) {
+			t.Errorf("%s: parameters %v, want %v", c.where, p.Cache.Params, c.params)
+		}
+	}
+}
+
+func TestQuotesRelativeTime(t *testing.T) {
+	for sql, want := range map[string]bool{
+		`SELECT 1 WHERE t < 'now'`:                      true,
+		`SELECT 1 WHERE t >= 'Today 10:00'`:             true,
+		`SELECT 1 WHERE d = 'it''s yesterday'`:          true,
+		`SELECT 1 WHERE t < now() - interval '1 day'`:   false,
+		`SELECT 1 WHERE c = 'Snowdonia' AND t < $1`:     false,
+		`SELECT "today" FROM t WHERE c = 'x'`:           false,
+		`SELECT 1 WHERE c = 'unterminated tomorrow`:     true,
+		`SELECT 1 WHERE c = '' AND d = 'nowhere' OR ''`: false,
+	} {
+		if got := quotesRelativeTime(sql); got != want {
+			t.Errorf("quotesRelativeTime(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
+// TestReparse: a plan of a query quoting a relative time says so, in its
+// head and its arms' heads.
+func TestReparse(t *testing.T) {
+	sess := Session{TimeZone: "UTC", Approx: true}
+	r := Rewrite("SELECT count(DISTINCT user_id) FROM events WHERE created_at >= 'today'", testCatalog(), sess)
+	if r.Plan == nil || !r.Plan.Header().Reparse {
+		t.Fatalf("%s", output(r))
+	}
+	r = Rewrite("SELECT count(DISTINCT user_id) FROM events WHERE created_at >= $1", testCatalog(), sess)
+	if r.Plan == nil || r.Plan.Header().Reparse {
+		t.Fatalf("%s", output(r))
+	}
+}
