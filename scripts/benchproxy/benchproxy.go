@@ -1,7 +1,7 @@
 // Package benchproxy runs pgsketch-proxy for the benchmark programs under
 // scripts/ and talks to it: a serve process on a free loopback port, and
 // client connections that record the NOTICEs of their answers and time
-// single queries.
+// single queries; a Session is a proxy and a connection through it.
 package benchproxy
 
 import (

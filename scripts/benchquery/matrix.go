@@ -189,15 +189,20 @@ type mkind struct {
 	col    string
 }
 
+// matrix holds the kinds' connections and what the rounds found.
+type matrix struct {
+	ctx    context.Context
+	o      options
+	dsn    string
+	shapes []mshape
+	kinds  []*mkind
+	times  map[string]map[string]map[string][]time.Duration // [client][shape][kind]
+	exact  map[string]map[string]float64                    // by shape
+}
+
 func runMatrix(ctx context.Context, o options, dsn string) error {
 	if err := setupMatrix(ctx, dsn, o); err != nil {
 		return err
-	}
-	var shapes []mshape
-	for _, sp := range spans {
-		for gi := range groupings {
-			shapes = append(shapes, mshape{sp, gi})
-		}
 	}
 	cached, err := benchproxy.Start(ctx, o.proxy, dsn, -1, false)
 	if err != nil {
@@ -209,157 +214,195 @@ func runMatrix(ctx context.Context, o options, dsn string) error {
 		return err
 	}
 	defer uncached.Stop()
-	longs := func(url string) (map[string]mclient, error) {
-		m := map[string]mclient{}
-		for _, c := range clientNames {
-			x, err := dial(ctx, c, url)
-			if err != nil {
-				return nil, err
-			}
-			m[c] = x
+	m := &matrix{ctx: ctx, o: o, dsn: dsn, times: map[string]map[string]map[string][]time.Duration{},
+		exact: map[string]map[string]float64{}}
+	for _, sp := range spans {
+		for gi := range groupings {
+			m.shapes = append(m.shapes, mshape{sp, gi})
 		}
-		return m, nil
 	}
-	kinds := []*mkind{
-		{name: "cold", proxy: true}, {name: "warm", proxy: true}, {name: "new", proxy: true, newDSN: cached.URL(dsn)},
-		{name: "new-cold", proxy: true, newDSN: uncached.URL(dsn)},
-		{name: "hll-daily", table: rollupName, col: "bucket"}, {name: "hll-daily-new", table: rollupName, col: "bucket", newDSN: dsn},
-		{name: "hll-monthly", table: monthlyHand, col: "month"}, {name: "hll-monthly-new", table: monthlyHand, col: "month", newDSN: dsn},
+	defer m.close()
+	if err := m.openKinds(cached.URL(dsn), uncached.URL(dsn)); err != nil {
+		return err
 	}
-	for _, k := range kinds {
-		var url string
-		switch k.name {
-		case "cold":
-			url = uncached.URL(dsn)
-		case "warm":
-			url = cached.URL(dsn)
-		case "hll-daily", "hll-monthly":
-			url = dsn
-		default:
+	if err := m.warmUp(); err != nil {
+		return err
+	}
+	if err := m.rounds(); err != nil {
+		return err
+	}
+	printMatrix(m.times, m.shapes)
+	return nil
+}
+
+// openKinds makes the kinds and opens the long-lived connections of those
+// that have them, per client.
+func (m *matrix) openKinds(cachedURL, uncachedURL string) error {
+	m.kinds = []*mkind{
+		{name: "cold", proxy: true}, {name: "warm", proxy: true}, {name: "new", proxy: true, newDSN: cachedURL},
+		{name: "new-cold", proxy: true, newDSN: uncachedURL},
+		{name: "hll-daily", table: rollupName, col: "bucket"}, {name: "hll-daily-new", table: rollupName, col: "bucket", newDSN: m.dsn},
+		{name: "hll-monthly", table: monthlyHand, col: "month"}, {name: "hll-monthly-new", table: monthlyHand, col: "month", newDSN: m.dsn},
+	}
+	long := map[string]string{"cold": uncachedURL, "warm": cachedURL, "hll-daily": m.dsn, "hll-monthly": m.dsn}
+	for _, k := range m.kinds {
+		url, ok := long[k.name]
+		if !ok {
 			continue
 		}
-		if k.long, err = longs(url); err != nil {
-			return err
-		}
-		for _, c := range k.long {
-			defer c.close()
+		k.long = map[string]mclient{}
+		for _, c := range clientNames {
+			x, err := dial(m.ctx, c, url)
+			if err != nil {
+				return err
+			}
+			k.long[c] = x
 		}
 	}
+	return nil
+}
 
-	// times[client][shape][kind]
-	times := map[string]map[string]map[string][]time.Duration{}
-	record := func(client string, s mshape, kind string, d time.Duration) {
-		if times[client] == nil {
-			times[client] = map[string]map[string][]time.Duration{}
+func (m *matrix) close() {
+	for _, k := range m.kinds {
+		for _, c := range k.long {
+			c.close()
 		}
-		if times[client][s.name()] == nil {
-			times[client][s.name()] = map[string][]time.Duration{}
-		}
-		times[client][s.name()][kind] = append(times[client][s.name()][kind], d)
 	}
-	exactAns := map[string]map[string]float64{}
-	runExact := func(s mshape, rec bool) error {
-		t0 := time.Now()
-		c, err := dial(ctx, "simple", dsn)
-		if err != nil {
-			return err
-		}
-		defer c.close()
-		t1 := time.Now()
-		ans, err := c.query(ctx, s.exactSQL())
-		if err != nil {
-			return fmt.Errorf("%s exact: %w", s.name(), err)
-		}
-		t2 := time.Now()
-		exactAns[s.name()] = ans
-		if rec {
-			for _, cl := range clientNames {
-				record(cl, s, "exact", t2.Sub(t1))
-				record(cl, s, "exact-new", t2.Sub(t0))
-			}
-		}
-		return nil
+}
+
+func (m *matrix) record(client string, s mshape, kind string, d time.Duration) {
+	if m.times[client] == nil {
+		m.times[client] = map[string]map[string][]time.Duration{}
 	}
-	once := func(k *mkind, client string, s mshape) (time.Duration, error) {
-		sql := s.exactSQL()
-		if k.table != "" {
-			if k.table == monthlyHand && !s.span.monthly {
-				return 0, nil
-			}
-			sql = s.hllSQL(k.table, k.col)
+	if m.times[client][s.name()] == nil {
+		m.times[client][s.name()] = map[string][]time.Duration{}
+	}
+	m.times[client][s.name()][kind] = append(m.times[client][s.name()][kind], d)
+}
+
+// runExact answers shape s exactly on a new connection, keeping the
+// answer to check the others by and, when rec, recording its time with
+// and without the connection's.
+func (m *matrix) runExact(s mshape, rec bool) error {
+	t0 := time.Now()
+	c, err := dial(m.ctx, "simple", m.dsn)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	t1 := time.Now()
+	ans, err := c.query(m.ctx, s.exactSQL())
+	if err != nil {
+		return fmt.Errorf("%s exact: %w", s.name(), err)
+	}
+	t2 := time.Now()
+	m.exact[s.name()] = ans
+	if rec {
+		for _, cl := range clientNames {
+			m.record(cl, s, "exact", t2.Sub(t1))
+			m.record(cl, s, "exact-new", t2.Sub(t0))
 		}
-		t0 := time.Now()
-		c := k.long[client]
-		if k.newDSN != "" {
-			var err error
-			if c, err = dial(ctx, client, k.newDSN); err != nil {
-				return 0, err
-			}
-			defer c.close()
+	}
+	return nil
+}
+
+// once answers shape s one way over one client and checks the answer; it
+// returns 0 for a shape the kind cannot answer.
+func (m *matrix) once(k *mkind, client string, s mshape) (time.Duration, error) {
+	sql := s.exactSQL()
+	if k.table != "" {
+		if k.table == monthlyHand && !s.span.monthly {
+			return 0, nil
 		}
-		ans, err := c.query(ctx, sql)
-		d := time.Since(t0)
-		if err != nil {
-			return 0, fmt.Errorf("%s, %s over %s: %w", s.name(), k.name, client, err)
-		}
-		if err := compare(k.name+" "+s.name(), ans, exactAns[s.name()]); err != nil {
+		sql = s.hllSQL(k.table, k.col)
+	}
+	t0 := time.Now()
+	c := k.long[client]
+	if k.newDSN != "" {
+		var err error
+		if c, err = dial(m.ctx, client, k.newDSN); err != nil {
 			return 0, err
 		}
-		if n := c.notices(); k.proxy && (len(n) != 1 || !strings.Contains(n[0], "rollup "+rollupName)) {
-			return 0, fmt.Errorf("%s, %s over %s: notices %q", s.name(), k.name, client, n)
-		}
-		return d, nil
+		defer c.close()
 	}
+	ans, err := c.query(m.ctx, sql)
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("%s, %s over %s: %w", s.name(), k.name, client, err)
+	}
+	if err := compare(k.name+" "+s.name(), ans, m.exact[s.name()]); err != nil {
+		return 0, err
+	}
+	if n := c.notices(); k.proxy && !benchproxy.FromRollup(n, rollupName) {
+		return 0, fmt.Errorf("%s, %s over %s: notices %q", s.name(), k.name, client, n)
+	}
+	return d, nil
+}
 
+func (m *matrix) warmUp() error {
 	fmt.Println("warm-up: every shape exactly, then every kind once")
-	for _, s := range shapes {
-		if err := runExact(s, false); err != nil {
+	for _, s := range m.shapes {
+		if err := m.runExact(s, false); err != nil {
 			return err
 		}
-		for _, k := range kinds {
+		for _, k := range m.kinds {
 			for _, cl := range clientNames {
-				if _, err := once(k, cl, s); err != nil {
+				if _, err := m.once(k, cl, s); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	fmt.Printf("%d rounds over %d shapes, %d kinds, 2 clients; the exact query in %d of them\n", o.runs, len(shapes), len(kinds), o.exactRuns)
+	return nil
+}
+
+// rounds runs the timed rounds: every shape, kind and client, the orders
+// rotating, and the exact query in --exact-runs of the rounds per shape.
+func (m *matrix) rounds() error {
+	o := m.o
+	fmt.Printf("%d rounds over %d shapes, %d kinds, 2 clients; the exact query in %d of them\n", o.runs, len(m.shapes), len(m.kinds), o.exactRuns)
 	every := max(1, o.runs/o.exactRuns)
 	for i := range o.runs {
 		t0 := time.Now()
-		for si := range shapes {
-			s := shapes[(si+i)%len(shapes)]
-			if i%every == 0 && len(times["simple"][s.name()]["exact"]) < o.exactRuns {
-				if err := runExact(s, true); err != nil {
+		for si := range m.shapes {
+			s := m.shapes[(si+i)%len(m.shapes)]
+			if i%every == 0 && len(m.times["simple"][s.name()]["exact"]) < o.exactRuns {
+				if err := m.runExact(s, true); err != nil {
 					return err
 				}
 			}
-			for ki := range kinds {
-				k := kinds[(ki+i+si)%len(kinds)]
-				for ci := range clientNames {
-					cl := clientNames[(ci+i+ki)%2]
-					d, err := once(k, cl, s)
-					if err != nil {
-						return err
-					}
-					if d > 0 {
-						record(cl, s, k.name, d)
-					}
-				}
+			if err := m.shapeRound(i, si, s); err != nil {
+				return err
 			}
 		}
 		fmt.Printf("round %d of %d: %s\n", i+1, o.runs, time.Since(t0).Round(time.Second))
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if m.ctx.Err() != nil {
+			return m.ctx.Err()
 		}
 	}
-	printMatrix(times, shapes)
+	return nil
+}
+
+// shapeRound runs shape s, the si-th of round i, every way.
+func (m *matrix) shapeRound(i, si int, s mshape) error {
+	for ki := range m.kinds {
+		k := m.kinds[(ki+i+si)%len(m.kinds)]
+		for ci := range clientNames {
+			cl := clientNames[(ci+i+ki)%2]
+			d, err := m.once(k, cl, s)
+			if err != nil {
+				return err
+			}
+			if d > 0 {
+				m.record(cl, s, k.name, d)
+			}
+		}
+	}
 	return nil
 }
 
 func printMatrix(times map[string]map[string]map[string][]time.Duration, shapes []mshape) {
-	med := func(t []time.Duration) time.Duration { return percentile(t, 50) }
+	med := func(t []time.Duration) time.Duration { return benchkit.Percentile(t, 50) }
 	cell := func(t []time.Duration) string {
 		if len(t) == 0 {
 			return "—"
@@ -423,28 +466,59 @@ func setupMatrix(ctx context.Context, dsn string, o options) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	cli := func(args ...string) (string, error) {
-		args = append(args, "--dsn", dsn, "--log-level", "warn")
-		out, err := exec.CommandContext(ctx, o.proxy, args...).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("pgsketch-proxy %s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out), nil
-	}
-	create := func(name string, extra ...string) error {
-		fmt.Printf("pgsketch-proxy rollup create %s --table public.events --time created_at --dims country,device --distinct user_id --sum amount %s\n",
-			name, strings.Join(extra, " "))
-		out, err := cli(append([]string{"rollup", "create", name, "--table", "public.events", "--time", "created_at",
-			"--dims", "country,device", "--distinct", "user_id", "--sum", "amount"}, extra...)...)
-		fmt.Print(out)
+	cli := proxyCLI{ctx: ctx, bin: o.proxy, dsn: dsn}
+	if err := defaultRollup(ctx, conn, cli); err != nil {
 		return err
 	}
-	var others []string
-	rows, err := conn.Query(ctx, `SELECT name FROM pgsketch.rollup_defs WHERE source_table = 'events' AND name <> $1`, rollupName)
+	if err := levelCost(ctx, conn, cli); err != nil {
+		return err
+	}
+	// The refreshes left dead rows behind: storage is reported vacuumed.
+	for _, t := range []string{rollupName, rollupName + "_week", rollupName + "_month"} {
+		if err := benchkit.Exec(ctx, conn, "VACUUM FULL "+t, "VACUUM ANALYZE "+t); err != nil {
+			return err
+		}
+	}
+	out, err := cli.run("rollup", "list")
 	if err != nil {
 		return err
 	}
-	if others, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+	fmt.Print(out)
+	return monthlyByHand(ctx, conn)
+}
+
+// proxyCLI runs pgsketch-proxy's commands on one database.
+type proxyCLI struct {
+	ctx      context.Context
+	bin, dsn string
+}
+
+// run runs a command and returns its output.
+func (c proxyCLI) run(args ...string) (string, error) {
+	args = append(args, "--dsn", c.dsn, "--log-level", "warn")
+	out, err := exec.CommandContext(c.ctx, c.bin, args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("pgsketch-proxy %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// create runs rollup create for the matrix's rollup, named name, with the
+// extra flags, and prints the command and its output.
+func (c proxyCLI) create(name string, extra ...string) error {
+	fmt.Printf("pgsketch-proxy rollup create %s --table public.events --time created_at --dims country,device --distinct user_id --sum amount %s\n",
+		name, strings.Join(extra, " "))
+	out, err := c.run(append([]string{"rollup", "create", name, "--table", "public.events", "--time", "created_at",
+		"--dims", "country,device", "--distinct", "user_id", "--sum", "amount"}, extra...)...)
+	fmt.Print(out)
+	return err
+}
+
+// defaultRollup drops the other rollups of events and makes events_daily
+// anew unless it is already the rollup create's default one.
+func defaultRollup(ctx context.Context, conn *pgx.Conn, cli proxyCLI) error {
+	others, err := benchkit.Strings(ctx, conn, `SELECT name FROM pgsketch.rollup_defs WHERE source_table = 'events' AND name <> $1`, rollupName)
+	if err != nil {
 		return err
 	}
 	for _, n := range others {
@@ -455,68 +529,51 @@ func setupMatrix(ctx context.Context, dsn string, o options) error {
 	var ok bool
 	_ = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pgsketch.rollup_measures WHERE rollup = $1 AND column_name = 'sum_amount')
 		AND (SELECT array_agg(grain ORDER BY grain) FROM pgsketch.rollup_levels WHERE rollup = $1) = '{month,week}'`, rollupName).Scan(&ok)
-	if !ok {
-		if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1, if_exists => true)", rollupName); err != nil {
-			return err
-		}
-		if err := create(rollupName); err != nil {
-			return err
-		}
+	if ok {
+		return nil
 	}
-	// What the default levels cost: their storage, and a refresh of the
-	// last day with them against the same rollup without levels.
+	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1, if_exists => true)", rollupName); err != nil {
+		return err
+	}
+	return cli.create(rollupName)
+}
+
+// levelCost measures what the default levels cost a refresh: of the last
+// day with them, against the same rollup without levels, interleaved.
+func levelCost(ctx context.Context, conn *pgx.Conn, cli proxyCLI) error {
 	const bare = "events_daily_no_levels"
 	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1, if_exists => true)", bare); err != nil {
 		return err
 	}
-	if err := create(bare, "--levels", "none"); err != nil {
+	if err := cli.create(bare, "--levels", "none"); err != nil {
 		return err
 	}
 	fmt.Println("refreshing the last day of each, interleaved, 5 times (pgsketch-proxy rollup refresh NAME --from 2026-03-31 --to 2026-04-01):")
-	var with, without []time.Duration
+	times := map[string][]time.Duration{}
 	for range 5 {
 		for _, n := range []string{rollupName, bare} {
 			t0 := time.Now()
-			out, err := cli("rollup", "refresh", n, "--from", "2026-03-31", "--to", "2026-04-01")
+			out, err := cli.run("rollup", "refresh", n, "--from", "2026-03-31", "--to", "2026-04-01")
 			if err != nil {
 				return err
 			}
-			d := time.Since(t0)
+			times[n] = append(times[n], time.Since(t0))
 			fmt.Print("  " + out)
-			if n == bare {
-				without = append(without, d)
-			} else {
-				with = append(with, d)
-			}
 		}
 	}
 	fmt.Printf("one-day refresh, median of 5 (command included): %s with the default levels, %s without\n",
-		benchkit.Ms(percentile(with, 50)), benchkit.Ms(percentile(without, 50)))
-	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1)", bare); err != nil {
-		return err
-	}
-	// The refreshes left dead rows behind: storage is reported vacuumed.
-	for _, t := range []string{rollupName, rollupName + "_week", rollupName + "_month"} {
-		if _, err := conn.Exec(ctx, "VACUUM FULL "+t); err != nil {
-			return err
-		}
-		if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
-			return err
-		}
-	}
-	out, err := cli("rollup", "list")
-	if err != nil {
-		return err
-	}
-	fmt.Print(out)
-	if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS `+monthlyHand+`;
+		benchkit.Ms(benchkit.Percentile(times[rollupName], 50)), benchkit.Ms(benchkit.Percentile(times[bare], 50)))
+	_, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1)", bare)
+	return err
+}
+
+// monthlyByHand builds the monthly table a postgresql-hll user would.
+func monthlyByHand(ctx context.Context, conn *pgx.Conn) error {
+	if err := benchkit.Exec(ctx, conn, `DROP TABLE IF EXISTS `+monthlyHand+`;
 		CREATE TABLE `+monthlyHand+` AS SELECT date_trunc('month', bucket, 'UTC') AS month, country, device,
 		       hll_union_agg(distinct_user_id::hll) AS distinct_user_id
 		  FROM `+rollupName+` GROUP BY 1, 2, 3;
-		CREATE INDEX ON `+monthlyHand+` (month)`); err != nil {
-		return err
-	}
-	if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+monthlyHand); err != nil {
+		CREATE INDEX ON `+monthlyHand+` (month)`, "VACUUM ANALYZE "+monthlyHand); err != nil {
 		return err
 	}
 	var n int64

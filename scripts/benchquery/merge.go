@@ -64,9 +64,7 @@ var strategySuffix = map[string]string{
 // setupHourly creates and builds the hourly rollup of events with the
 // proxy's CLI, unless it is already built over the current table.
 func setupHourly(ctx context.Context, conn *pgx.Conn, dsn, bin string, fresh bool) error {
-	var built bool
-	_ = conn.QueryRow(ctx, "SELECT watermark IS NOT NULL FROM pgsketch.rollup_defs WHERE name = $1", hourlyName).Scan(&built)
-	if built && !fresh {
+	if benchkit.Built(ctx, conn, hourlyName) && !fresh {
 		return nil
 	}
 	fmt.Println("building the hourly rollup (pgsketch-proxy rollup create, then rollup refresh)...")
@@ -153,17 +151,58 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 		return err
 	}
 	defer direct.Close(context.Background())
+	lo, hi, err := eventsRange(ctx, direct)
+	if err != nil {
+		return err
+	}
+	qs := mergeQueries(o.mergeMore, lo, hi)
+	if err := checkNoLevels(ctx, direct); err != nil {
+		return err
+	}
+	if lo != "2026-01-01" || hi != "2026-04-01" {
+		fmt.Printf("note: the events span %s to %s (the defaults give 2026-01-01 to 2026-04-01)\n", lo, hi)
+	}
+	fmt.Printf("commit %s; load average at start: %s\n", commit(), benchkit.LoadAvg())
+	fmt.Println("exact answers (once each, also warming the table's pages):")
+	for _, q := range qs {
+		if err := q.measure(ctx, direct); err != nil {
+			return err
+		}
+	}
+	m, err := openMerge(ctx, o, dsn, direct)
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	if err := m.warmUp(qs); err != nil {
+		return err
+	}
+	r, err := m.rounds(qs, o.runs)
+	if err != nil {
+		return err
+	}
+	r.print(qs)
+	return nil
+}
 
-	// The data's range, in whole UTC days, for the 90-day query.
+// eventsRange is the data's range in whole UTC days, for the 90-day
+// query; the server must run in UTC.
+func eventsRange(ctx context.Context, direct *pgconn.PgConn) (lo, hi string, err error) {
 	res, err := direct.Exec(ctx, `SELECT to_char(date_trunc('day', min(created_at), 'UTC'), 'YYYY-MM-DD'),
 		to_char(date_trunc('day', max(created_at), 'UTC') + interval '1 day', 'YYYY-MM-DD'), current_setting('TimeZone') FROM events`).ReadAll()
 	if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Rows) != 1 {
-		return fmt.Errorf("the range of events: %v %v", err, res)
+		return "", "", fmt.Errorf("the range of events: %v %v", err, res)
 	}
 	lo, hi, tz := string(res[0].Rows[0][0]), string(res[0].Rows[0][1]), string(res[0].Rows[0][2])
 	if tz != "UTC" && tz != "Etc/UTC" {
-		return fmt.Errorf("the server's TimeZone is %s: the queries' date literals and date_trunc('day', ...) assume UTC, the rollups' zone", tz)
+		return "", "", fmt.Errorf("the server's TimeZone is %s: the queries' date literals and date_trunc('day', ...) assume UTC, the rollups' zone", tz)
 	}
+	return lo, hi, nil
+}
+
+// mergeQueries are the benchmark's queries, the data spanning [lo, hi);
+// more adds those near the boundary of auto's rule.
+func mergeQueries(more bool, lo, hi string) []*mergeQuery {
 	qs := []*mergeQuery{
 		grouped("total-90d", hourlyName, "", "", lo, hi),
 		grouped("day-ctry-dev", rollupName, "day", "country, device", from, to),
@@ -176,7 +215,7 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 			keys:   "country", lo: from, hi: to,
 		},
 	}
-	if o.mergeMore {
+	if more {
 		// Weeks from the first Monday of the month, to its last.
 		qs = append(qs,
 			grouped("day-dev", rollupName, "day", "device", from, to),
@@ -184,9 +223,14 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 			grouped("h-hour", hourlyName, "hour", "", from, to),
 			grouped("h-day", hourlyName, "day", "", from, to))
 	}
-	// Levels (pre-merged coarser copies of a rollup) would change what the
-	// queries read; the benchmark is about merging the rollup's own rows.
-	res, err = direct.Exec(ctx, `SELECT string_agg(rollup || ' ' || grain, ', ') FROM pgsketch.rollup_levels
+	return qs
+}
+
+// checkNoLevels fails if the rollups have levels (pre-merged coarser
+// copies of a rollup), which would change what the queries read: the
+// benchmark is about merging the rollup's own rows.
+func checkNoLevels(ctx context.Context, direct *pgconn.PgConn) error {
+	res, err := direct.Exec(ctx, `SELECT string_agg(rollup || ' ' || grain, ', ') FROM pgsketch.rollup_levels
 		WHERE rollup IN ('`+rollupName+`', '`+hourlyName+`')`).ReadAll()
 	switch {
 	case err != nil && strings.Contains(err.Error(), "42P01"): // a catalog without levels
@@ -196,220 +240,284 @@ func runMerge(ctx context.Context, o options, dsn string) error {
 		return fmt.Errorf("the rollups have levels (%s), which queries would read instead of the rollup rows: "+
 			"drop them (pgsketch.drop_rollup_level) or use another cluster", res[0].Rows[0][0])
 	}
-	if lo != "2026-01-01" || hi != "2026-04-01" {
-		fmt.Printf("note: the events span %s to %s (the defaults give 2026-01-01 to 2026-04-01)\n", lo, hi)
-	}
+	return nil
+}
 
-	fmt.Printf("commit %s; load average at start: %s\n", commit(), benchkit.LoadAvg())
-	fmt.Println("exact answers (once each, also warming the table's pages):")
-	for _, q := range qs {
-		res, err := direct.Exec(ctx, fmt.Sprintf(`SELECT sum(n), sum(b), count(*), max(n) FROM (
-			SELECT count(*) AS n, sum(length(distinct_user_id)) AS b FROM %s WHERE %s GROUP BY %s) g`,
-			q.rollup, between("bucket", q.lo, q.hi), q.keys)).ReadAll()
-		if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Rows) != 1 {
-			return fmt.Errorf("%s: rollup statistics: %v %v", q.name, err, res)
-		}
-		for i, p := range []*int64{&q.rows, &q.bytes, &q.groups, &q.maxPer} {
-			if _, err := fmt.Sscan(string(res[0].Rows[0][i]), p); err != nil {
-				return fmt.Errorf("%s: rollup statistics: %w", q.name, err)
-			}
-		}
-		// The rule (rewrite.ServerMergeRows): server from 10 rollup rows
-		// per group on average (the proxy estimates them from statistics;
-		// here they are counted).
-		q.autoRule = "proxy"
-		if q.groups > 0 && q.rows >= 10*q.groups {
-			q.autoRule = "server"
-		}
-		q.autoPicked = map[string]int{}
-		var d time.Duration
-		q.exact, d, err = benchproxy.Timed(ctx, direct, q.sql)
-		if err != nil {
-			return fmt.Errorf("%s: exact: %w", q.name, err)
-		}
-		if int64(len(q.exact)) != q.groups {
-			return fmt.Errorf("%s: the exact answer has %d groups, the rollup %d", q.name, len(q.exact), q.groups)
-		}
-		fmt.Printf("  %-12s %s: %d rollup rows (%.1f MB of sketches) into %d groups, at most %d per group; exact in %s; auto should pick %s\n",
-			q.name, q.rollup, q.rows, float64(q.bytes)/1e6, q.groups, q.maxPer, benchkit.Ms(d), q.autoRule)
-		fmt.Printf("  %12s %s\n", "", q.sql)
+// measure counts what q reads of its rollup, decides what auto's rule
+// should pick, and computes q's exact answer, printing them.
+func (q *mergeQuery) measure(ctx context.Context, direct *pgconn.PgConn) error {
+	res, err := direct.Exec(ctx, fmt.Sprintf(`SELECT sum(n), sum(b), count(*), max(n) FROM (
+		SELECT count(*) AS n, sum(length(distinct_user_id)) AS b FROM %s WHERE %s GROUP BY %s) g`,
+		q.rollup, between("bucket", q.lo, q.hi), q.keys)).ReadAll()
+	if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Rows) != 1 {
+		return fmt.Errorf("%s: rollup statistics: %v %v", q.name, err, res)
 	}
+	for i, p := range []*int64{&q.rows, &q.bytes, &q.groups, &q.maxPer} {
+		if _, err := fmt.Sscan(string(res[0].Rows[0][i]), p); err != nil {
+			return fmt.Errorf("%s: rollup statistics: %w", q.name, err)
+		}
+	}
+	// The rule (rewrite.ServerMergeRows): server from 10 rollup rows
+	// per group on average (the proxy estimates them from statistics;
+	// here they are counted).
+	q.autoRule = "proxy"
+	if q.groups > 0 && q.rows >= 10*q.groups {
+		q.autoRule = "server"
+	}
+	q.autoPicked = map[string]int{}
+	var d time.Duration
+	q.exact, d, err = benchproxy.Timed(ctx, direct, q.sql)
+	if err != nil {
+		return fmt.Errorf("%s: exact: %w", q.name, err)
+	}
+	if int64(len(q.exact)) != q.groups {
+		return fmt.Errorf("%s: the exact answer has %d groups, the rollup %d", q.name, len(q.exact), q.groups)
+	}
+	fmt.Printf("  %-12s %s: %d rollup rows (%.1f MB of sketches) into %d groups, at most %d per group; exact in %s; auto should pick %s\n",
+		q.name, q.rollup, q.rows, float64(q.bytes)/1e6, q.groups, q.maxPer, benchkit.Ms(d), q.autoRule)
+	fmt.Printf("  %12s %s\n", "", q.sql)
+	return nil
+}
 
+// mergeBench is one proxy without a cache, a connection through it per
+// strategy, and the direct connection.
+type mergeBench struct {
+	ctx    context.Context
+	direct *pgconn.PgConn
+	proxy  *benchproxy.Proxy
+	conns  map[string]*benchproxy.Conn
+	// The PostgreSQL backend serving each kind, whose CPU time is read
+	// around every query (as is the proxy's).
+	backend map[string]uint32
+}
+
+func openMerge(ctx context.Context, o options, dsn string, direct *pgconn.PgConn) (*mergeBench, error) {
 	p, err := benchproxy.Start(ctx, o.proxy, dsn, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	m := &mergeBench{ctx: ctx, direct: direct, proxy: p, conns: map[string]*benchproxy.Conn{},
+		backend: map[string]uint32{"hll-direct": direct.PID()}}
+	for _, k := range mergeKinds[:3] {
+		if err := m.connect(k, p.URL(dsn)); err != nil {
+			m.close()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// connect opens the connection of strategy k and reads its backend's pid.
+func (m *mergeBench) connect(k, url string) error {
+	c, err := benchproxy.Connect(m.ctx, url)
 	if err != nil {
 		return err
 	}
-	defer p.Stop()
-	conns := map[string]*benchproxy.Conn{}
-	// The PostgreSQL backend serving each kind, whose CPU time is read
-	// around every query (as is the proxy's).
-	backend := map[string]int{"hll-direct": int(direct.PID())}
-	for _, k := range mergeKinds[:3] {
-		c, err := benchproxy.Connect(ctx, p.URL(dsn))
-		if err != nil {
-			return err
+	m.conns[k] = c
+	if _, err := c.Exec(m.ctx, "SET pgsketch.merge = '"+k+"'").ReadAll(); err != nil {
+		return fmt.Errorf("SET pgsketch.merge = '%s' through the proxy: %w", k, err)
+	}
+	res, err := c.Exec(m.ctx, "SELECT pg_backend_pid()").ReadAll()
+	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+		return fmt.Errorf("pg_backend_pid() through the proxy: %v", err)
+	}
+	pid, err := strconv.ParseUint(string(res[0].Rows[0][0]), 10, 32)
+	m.backend[k] = uint32(pid)
+	return err
+}
+
+func (m *mergeBench) close() {
+	for _, c := range m.conns {
+		c.Close(context.Background())
+	}
+	m.proxy.Stop()
+}
+
+// run times one query one way and checks its answer.
+func (m *mergeBench) run(q *mergeQuery, kind string) (time.Duration, error) {
+	if kind == "hll-direct" {
+		ans, d, err := benchproxy.Timed(m.ctx, m.direct, q.hll)
+		if err == nil {
+			err = compare(kind, ans, q.exact)
 		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(ctx, "SET pgsketch.merge = '"+k+"'").ReadAll(); err != nil {
-			return fmt.Errorf("SET pgsketch.merge = '%s' through the proxy: %w", k, err)
-		}
-		conns[k] = c
-		res, err := c.Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
-		if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
-			return fmt.Errorf("pg_backend_pid() through the proxy: %v", err)
-		}
-		if backend[k], err = strconv.Atoi(string(res[0].Rows[0][0])); err != nil {
-			return err
+		return d, err
+	}
+	ans, notices, d, err := m.conns[kind].Ask(m.ctx, q.sql)
+	if err != nil {
+		return d, err
+	}
+	if err := compare(kind, ans, q.exact); err != nil {
+		return d, err
+	}
+	if !benchproxy.FromRollup(notices, q.rollup) {
+		return d, fmt.Errorf("%s: notices %q, expected one naming rollup %s", kind, notices, q.rollup)
+	}
+	return d, q.merged(kind, notices[0])
+}
+
+// merged checks where the NOTICE says the rollup rows were merged: where
+// kind asked for, or for auto in the proxy or in PostgreSQL, which it
+// counts.
+func (q *mergeQuery) merged(kind, notice string) error {
+	got := "unknown"
+	for s, suffix := range strategySuffix {
+		if strings.HasSuffix(notice, suffix) {
+			got = s
 		}
 	}
-
-	// run times one query one way and checks its answer.
-	run := func(q *mergeQuery, kind string) (time.Duration, error) {
-		if kind == "hll-direct" {
-			ans, d, err := benchproxy.Timed(ctx, direct, q.hll)
-			if err == nil {
-				err = compare(kind, ans, q.exact)
-			}
-			return d, err
+	switch {
+	case kind == "auto" && (got == "proxy" || got == "server"):
+		if got != q.autoRule && q.autoPicked[got] == 0 {
+			fmt.Printf("  note: %s: auto merged in the %s, its rule says %s\n", q.name, got, q.autoRule)
 		}
-		c := conns[kind]
-		c.ResetNotices()
-		ans, d, err := benchproxy.Timed(ctx, c.PgConn, q.sql)
-		if err != nil {
-			return d, err
-		}
-		if err := compare(kind, ans, q.exact); err != nil {
-			return d, err
-		}
-		notices := c.Notices()
-		if len(notices) != 1 || !strings.Contains(notices[0], "rollup "+q.rollup) {
-			return d, fmt.Errorf("%s: notices %q, expected one naming rollup %s", kind, notices, q.rollup)
-		}
-		got := "unknown"
-		for s, suffix := range strategySuffix {
-			if strings.HasSuffix(notices[0], suffix) {
-				got = s
-			}
-		}
-		switch {
-		case kind == "auto" && (got == "proxy" || got == "server"):
-			if got != q.autoRule && q.autoPicked[got] == 0 {
-				fmt.Printf("  note: %s: auto merged in the %s, its rule says %s\n", q.name, got, q.autoRule)
-			}
-			q.autoPicked[got]++
-		case got != kind:
-			return d, fmt.Errorf("%s: the NOTICE says the rows were merged by %q: %q", kind, got, notices[0])
-		}
-		return d, nil
+		q.autoPicked[got]++
+	case got != kind:
+		return fmt.Errorf("%s: the NOTICE says the rows were merged by %q: %q", kind, got, notice)
 	}
+	return nil
+}
 
+func (m *mergeBench) warmUp(qs []*mergeQuery) error {
 	fmt.Println("warm-up: each query each way once")
 	for _, q := range qs {
 		for _, k := range mergeKinds {
-			if _, err := run(q, k); err != nil {
+			if _, err := m.run(q, k); err != nil {
 				return fmt.Errorf("warm-up, %s, %s: %w", q.name, k, err)
 			}
 		}
 		clear(q.autoPicked)
 	}
+	return nil
+}
 
-	times := map[string]map[string][]time.Duration{}
-	cpu := map[string]map[string]*[2]time.Duration{} // the proxy's, the backend's
+// mergeRounds is what the rounds measured, by query and kind.
+type mergeRounds struct {
+	times              map[string]map[string][]time.Duration
+	cpu                map[string]map[string]*[2]time.Duration // the proxy's, the backend's
+	startLoad, endLoad string
+}
+
+// rounds runs the timed rounds: every query each way, the order of the
+// queries and of the kinds rotating.
+func (m *mergeBench) rounds(qs []*mergeQuery, runs int) (*mergeRounds, error) {
+	r := &mergeRounds{times: map[string]map[string][]time.Duration{}, cpu: map[string]map[string]*[2]time.Duration{}}
 	for _, q := range qs {
-		times[q.name] = map[string][]time.Duration{}
-		cpu[q.name] = map[string]*[2]time.Duration{}
+		r.times[q.name] = map[string][]time.Duration{}
+		r.cpu[q.name] = map[string]*[2]time.Duration{}
 		for _, k := range mergeKinds {
-			cpu[q.name][k] = &[2]time.Duration{}
+			r.cpu[q.name][k] = &[2]time.Duration{}
 		}
 	}
-	startLoad := benchkit.LoadAvg()
+	r.startLoad = benchkit.LoadAvg()
 	fmt.Printf("%d rounds (%s, each %s, in rotating order); times in ms; load average at the start of the rounds: %s\n",
-		o.runs, names(qs), strings.Join(mergeKinds, " "), startLoad)
-	for i := range o.runs {
+		runs, names(qs), strings.Join(mergeKinds, " "), r.startLoad)
+	for i := range runs {
 		var line strings.Builder
-		fmt.Fprintf(&line, "round %3d  load %s  proxy rss %s", i+1, strings.Fields(benchkit.LoadAvg())[0], rss(p.Pid()))
+		fmt.Fprintf(&line, "round %3d  load %s  proxy rss %s", i+1, strings.Fields(benchkit.LoadAvg())[0], rss(m.proxy.Pid()))
 		for j := range qs {
 			q := qs[(i+j)%len(qs)]
-			d := map[string]time.Duration{}
-			for k := range mergeKinds {
-				// The kinds' order rotates too, shifted every len(qs) rounds so
-				// that it does not follow the query's place in the round.
-				kind := mergeKinds[(i+i/len(qs)+k)%len(mergeKinds)]
-				p0, b0 := cpuTime(p.Pid()), cpuTime(backend[kind])
-				t, err := run(q, kind)
-				if err != nil {
-					return fmt.Errorf("round %d, %s, %s: %w", i+1, q.name, kind, err)
-				}
-				c := cpu[q.name][kind]
-				c[0] += cpuTime(p.Pid()) - p0
-				c[1] += cpuTime(backend[kind]) - b0
-				d[kind] = t
-				times[q.name][kind] = append(times[q.name][kind], t)
-			}
-			fmt.Fprintf(&line, " | %s", q.name)
-			for _, kind := range mergeKinds {
-				fmt.Fprintf(&line, " %.1f", float64(d[kind].Microseconds())/1000)
+			if err := m.round(i, len(qs), q, r, &line); err != nil {
+				return nil, err
 			}
 		}
 		fmt.Println(line.String())
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if m.ctx.Err() != nil {
+			return nil, m.ctx.Err()
 		}
 	}
-	endLoad := benchkit.LoadAvg()
+	r.endLoad = benchkit.LoadAvg()
+	return r, nil
+}
 
-	fmt.Printf("\nload average (1, 5, 15 min): %s at the start of the rounds, %s at the end\n", startLoad, endLoad)
+// round runs query q each way in round i of rounds over n queries,
+// recording the times and CPU times and adding them to the round's line.
+func (m *mergeBench) round(i, n int, q *mergeQuery, r *mergeRounds, line *strings.Builder) error {
+	proxyPid := uint32(m.proxy.Pid())
+	d := map[string]time.Duration{}
+	for k := range mergeKinds {
+		// The kinds' order rotates too, shifted every n rounds so that it
+		// does not follow the query's place in the round.
+		kind := mergeKinds[(i+i/n+k)%len(mergeKinds)]
+		p0, b0 := benchkit.ProcCPU(proxyPid), benchkit.ProcCPU(m.backend[kind])
+		t, err := m.run(q, kind)
+		if err != nil {
+			return fmt.Errorf("round %d, %s, %s: %w", i+1, q.name, kind, err)
+		}
+		c := r.cpu[q.name][kind]
+		c[0] += benchkit.ProcCPU(proxyPid) - p0
+		c[1] += benchkit.ProcCPU(m.backend[kind]) - b0
+		d[kind] = t
+		r.times[q.name][kind] = append(r.times[q.name][kind], t)
+	}
+	fmt.Fprintf(line, " | %s", q.name)
+	for _, kind := range mergeKinds {
+		fmt.Fprintf(line, " %.1f", float64(d[kind].Microseconds())/1000)
+	}
+	return nil
+}
+
+func (r *mergeRounds) print(qs []*mergeQuery) {
+	fmt.Printf("\nload average (1, 5, 15 min): %s at the start of the rounds, %s at the end\n", r.startLoad, r.endLoad)
 	fmt.Printf("\n%-12s %-10s %5s %10s %10s\n", "query", "kind", "runs", "p50", "p99")
 	for _, q := range qs {
 		for _, k := range mergeKinds {
-			t := times[q.name][k]
-			fmt.Printf("%-12s %-10s %5d %10s %10s\n", q.name, k, len(t), benchkit.Ms(percentile(t, 50)), benchkit.Ms(percentile(t, 99)))
+			t := r.times[q.name][k]
+			fmt.Printf("%-12s %-10s %5d %10s %10s\n", q.name, k, len(t), benchkit.Ms(benchkit.Percentile(t, 50)), benchkit.Ms(benchkit.Percentile(t, 99)))
 		}
 	}
 	fmt.Printf("\nCPU time per query, mean over the rounds (/proc/PID/stat, user + system, counted in 10 ms ticks):\n%-12s %-10s %12s %12s\n",
 		"query", "kind", "proxy", "PostgreSQL")
 	for _, q := range qs {
 		for _, k := range mergeKinds {
-			c, n := cpu[q.name][k], time.Duration(max(1, len(times[q.name][k])))
+			c, n := r.cpu[q.name][k], time.Duration(max(1, len(r.times[q.name][k])))
 			fmt.Printf("%-12s %-10s %12s %12s\n", q.name, k, benchkit.Ms(c[0]/n), benchkit.Ms(c[1]/n))
 		}
 	}
 	fmt.Println()
 	failed := false
 	for _, q := range qs {
-		pc := func(kind string, pct float64) float64 { return percentile(times[q.name][kind], pct).Seconds() }
-		best, other := "proxy", "server"
-		if pc("server", 50) < pc("proxy", 50) {
-			best, other = "server", "proxy"
+		if !r.verdict(q) {
+			failed = true
 		}
-		r50 := pc("auto", 50) / pc(best, 50)
-		r99 := pc("auto", 99) / min(pc("proxy", 99), pc("server", 99))
-		verdict := "PASS"
-		if r50 > 1.10 {
-			verdict, failed = "FAIL", true
-		}
-		var picks []string
-		for _, s := range []string{"server", "proxy"} {
-			if n := q.autoPicked[s]; n > 0 {
-				picks = append(picks, fmt.Sprintf("%s %d/%d", s, n, len(times[q.name]["auto"])))
-			}
-		}
-		fmt.Printf("%-12s %d rows/group at most; faster at p50: %s (%s / %s %.2fx); auto picked %s (rule: %s)\n",
-			q.name, q.maxPer, best, other, best, pc(other, 50)/pc(best, 50), strings.Join(picks, ", "), q.autoRule)
-		// The same ratio taken within each round (the kinds of a query run
-		// back to back, under about the same load), then its median.
-		var paired []float64
-		for i, a := range times[q.name]["auto"] {
-			paired = append(paired, a.Seconds()/times[q.name][best][i].Seconds())
-		}
-		slices.Sort(paired)
-		fmt.Printf("%-12s auto / min(proxy, server): p50 %.3f, p99 %.3f -> %s (<= 1.10 at p50); median of the rounds' auto / %s %.3f; hll-direct / %s p50 %.2fx\n",
-			"", r50, r99, verdict, best, paired[len(paired)/2], best, pc("hll-direct", 50)/pc(best, 50))
 	}
 	if failed {
 		fmt.Println("\nauto is NOT within 10 % of the better strategy at p50 in every query")
 	}
-	return nil
+}
+
+// verdict prints how auto fared in q against the faster of proxy and
+// server, and reports whether it was within 10 % of it at p50.
+func (r *mergeRounds) verdict(q *mergeQuery) bool {
+	times := r.times[q.name]
+	pc := func(kind string, pct float64) float64 { return benchkit.Percentile(times[kind], pct).Seconds() }
+	best, other := "proxy", "server"
+	if pc("server", 50) < pc("proxy", 50) {
+		best, other = "server", "proxy"
+	}
+	r50 := pc("auto", 50) / pc(best, 50)
+	r99 := pc("auto", 99) / min(pc("proxy", 99), pc("server", 99))
+	verdict := "PASS"
+	if r50 > 1.10 {
+		verdict = "FAIL"
+	}
+	var picks []string
+	for _, s := range []string{"server", "proxy"} {
+		if n := q.autoPicked[s]; n > 0 {
+			picks = append(picks, fmt.Sprintf("%s %d/%d", s, n, len(times["auto"])))
+		}
+	}
+	fmt.Printf("%-12s %d rows/group at most; faster at p50: %s (%s / %s %.2fx); auto picked %s (rule: %s)\n",
+		q.name, q.maxPer, best, other, best, pc(other, 50)/pc(best, 50), strings.Join(picks, ", "), q.autoRule)
+	// The same ratio taken within each round (the kinds of a query run
+	// back to back, under about the same load), then its median.
+	var paired []float64
+	for i, a := range times["auto"] {
+		paired = append(paired, a.Seconds()/times[best][i].Seconds())
+	}
+	slices.Sort(paired)
+	fmt.Printf("%-12s auto / min(proxy, server): p50 %.3f, p99 %.3f -> %s (<= 1.10 at p50); median of the rounds' auto / %s %.3f; hll-direct / %s p50 %.2fx\n",
+		"", r50, r99, verdict, best, paired[len(paired)/2], best, pc("hll-direct", 50)/pc(best, 50))
+	return r50 <= 1.10
 }
 
 func names(qs []*mergeQuery) string {
@@ -431,23 +539,6 @@ func rss(pid int) string {
 		}
 	}
 	return "?"
-}
-
-// cpuTime is the user and system CPU time process pid has used
-// (/proc/PID/stat, in clock ticks of 1/100 s, Linux's USER_HZ).
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // commit names the tree's commit, and the files that differ from it
