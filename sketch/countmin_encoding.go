@@ -44,23 +44,12 @@ func (c *CountMin) AppendBinary(dst []byte) ([]byte, error) {
 // ErrVersion, ErrInvalidParams or ErrCorrupt (see "Count-Min byte
 // layout"), and the receiver is left unchanged.
 func (c *CountMin) UnmarshalBinary(data []byte) error {
-	d, err := decodeCountMin(data)
-	if err != nil {
-		return fmt.Errorf("sketch: unmarshal count-min: %w", err)
-	}
-	*c = *d
-	return nil
+	return decodeInto(c, "count-min", decodeCountMin, data)
 }
 
 func decodeCountMin(data []byte) (*CountMin, error) {
-	if len(data) < 2 {
-		return nil, fmt.Errorf("%d bytes, need at least 2: %w", len(data), ErrTruncated)
-	}
-	switch {
-	case data[0] != countMinTag:
-		return nil, fmt.Errorf("tag %#02x, want %#02x (count-min): %w", data[0], countMinTag, ErrType)
-	case data[1] != countMinVersion:
-		return nil, fmt.Errorf("version %d, want %d: %w", data[1], countMinVersion, ErrVersion)
+	if err := checkTagVersion(data, 2, countMinTag, "count-min", countMinVersion); err != nil {
+		return nil, err
 	}
 	r := &varintReader{b: data[2:]}
 	c, err := readCountMinHeader(r)

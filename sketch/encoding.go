@@ -260,31 +260,11 @@ func (h *HLL) UnmarshalBinary(b []byte) error {
 }
 
 func (h *HLL) unmarshal(b []byte) error {
-	if len(b) < headerLen {
-		return fmt.Errorf("%d bytes, header needs %d: %w", len(b), headerLen, ErrTruncated)
-	}
-	if v := b[0] >> 4; v != schemaVersion {
-		return fmt.Errorf("schema version %d: %w", v, ErrVersion)
-	}
-	typ := b[0] & 0x0f
-	if typ > typeFull {
-		return fmt.Errorf("type %d: %w", typ, ErrType)
-	}
-	if b[2]&0x80 != 0 {
-		return fmt.Errorf("top bit of cutoff byte set: %w", ErrCorrupt)
-	}
-	regwidth := int(b[1]>>5) + 1
-	log2m := int(b[1] & 0x1f)
-	if err := checkParams(log2m, regwidth); err != nil {
+	n, typ, err := decodeHeader(b)
+	if err != nil {
 		return err
 	}
-	cutoff := b[2] & 0x3f
-	if (typ == typeEmpty || typ == typeExplicit) && cutoff > maxCutoffCode && cutoff != cutoffAuto {
-		return fmt.Errorf("explicit cutoff code %d above %d: %w", cutoff, maxCutoffCode, ErrInvalidParams)
-	}
-	n := newHLL(uint8(log2m), uint8(regwidth), cutoff, b[2]&0x40 != 0)
 	data := b[headerLen:]
-
 	switch typ {
 	case typeUndefined, typeEmpty:
 		if len(data) != 0 {
@@ -294,53 +274,106 @@ func (h *HLL) unmarshal(b []byte) error {
 			n.kind = kindUndefined
 		}
 	case typeExplicit:
-		if len(data)%8 != 0 {
-			return fmt.Errorf("explicit data of %d bytes is not a whole number of 8-byte values: %w", len(data), ErrTruncated)
-		}
-		count := len(data) / 8
-		if count > maxExplicit {
-			return fmt.Errorf("%d explicit values, at most %d: %w", count, maxExplicit, ErrCorrupt)
-		}
-		for i := 1; i < count; i++ {
-			if int64(be64(data[8*(i-1):])) >= int64(be64(data[8*i:])) {
-				return fmt.Errorf("explicit value %d not above value %d (signed order): %w", i, i-1, ErrCorrupt)
-			}
-		}
-		vals := h.reusableExplicit(count)
-		for i := range vals {
-			vals[i] = be64(data[8*i:])
-		}
-		n.kind = kindExplicit
-		n.explicit = vals
-	case typeSparse:
-		count, err := checkSparse(data, uint(log2m), uint(regwidth))
+		vals, err := h.decodeExplicit(data)
 		if err != nil {
 			return err
 		}
-		regs := h.reusableRegs(1 << log2m)
-		r := sparseReader{data: data, chunk: uint(log2m + regwidth)}
-		vmask := uint32(1)<<regwidth - 1
-		for range count {
-			word := r.next()
-			regs[word>>regwidth] = uint8(word & vmask)
+		n.kind, n.explicit = kindExplicit, vals
+	case typeSparse:
+		regs, err := h.decodeSparse(data, int(n.log2m), int(n.regwidth))
+		if err != nil {
+			return err
 		}
-		n.kind = kindDense
-		n.regs = regs
+		n.kind, n.regs = kindDense, regs
 	case typeFull:
-		want := regwidth << log2m / 8
-		if len(data) < want {
-			return fmt.Errorf("full data of %d bytes, want %d: %w", len(data), want, ErrTruncated)
+		regs, err := h.decodeFull(data, int(n.log2m), int(n.regwidth))
+		if err != nil {
+			return err
 		}
-		if len(data) > want {
-			return fmt.Errorf("full data of %d bytes, want %d: %w", len(data), want, ErrCorrupt)
-		}
-		regs := h.reusableRegs(1 << log2m)
-		unpackFull(regs, data, uint(regwidth))
-		n.kind = kindDense
-		n.regs = regs
+		n.kind, n.regs = kindDense, regs
 	}
 	*h = *n
 	return nil
+}
+
+// decodeHeader checks the three header bytes V, W and C and returns an empty
+// sketch of their parameters and the type they announce.
+func decodeHeader(b []byte) (*HLL, byte, error) {
+	if len(b) < headerLen {
+		return nil, 0, fmt.Errorf("%d bytes, header needs %d: %w", len(b), headerLen, ErrTruncated)
+	}
+	if v := b[0] >> 4; v != schemaVersion {
+		return nil, 0, fmt.Errorf("schema version %d: %w", v, ErrVersion)
+	}
+	typ := b[0] & 0x0f
+	if typ > typeFull {
+		return nil, 0, fmt.Errorf("type %d: %w", typ, ErrType)
+	}
+	if b[2]&0x80 != 0 {
+		return nil, 0, fmt.Errorf("top bit of cutoff byte set: %w", ErrCorrupt)
+	}
+	regwidth := int(b[1]>>5) + 1
+	log2m := int(b[1] & 0x1f)
+	if err := checkParams(log2m, regwidth); err != nil {
+		return nil, 0, err
+	}
+	cutoff := b[2] & 0x3f
+	if (typ == typeEmpty || typ == typeExplicit) && cutoff > maxCutoffCode && cutoff != cutoffAuto {
+		return nil, 0, fmt.Errorf("explicit cutoff code %d above %d: %w", cutoff, maxCutoffCode, ErrInvalidParams)
+	}
+	return newHLL(uint8(log2m), uint8(regwidth), cutoff, b[2]&0x40 != 0), typ, nil
+}
+
+// decodeExplicit decodes EXPLICIT data: big-endian 8-byte values, strictly
+// ascending by signed comparison.
+func (h *HLL) decodeExplicit(data []byte) ([]uint64, error) {
+	if len(data)%8 != 0 {
+		return nil, fmt.Errorf("explicit data of %d bytes is not a whole number of 8-byte values: %w", len(data), ErrTruncated)
+	}
+	count := len(data) / 8
+	if count > maxExplicit {
+		return nil, fmt.Errorf("%d explicit values, at most %d: %w", count, maxExplicit, ErrCorrupt)
+	}
+	for i := 1; i < count; i++ {
+		if int64(be64(data[8*(i-1):])) >= int64(be64(data[8*i:])) {
+			return nil, fmt.Errorf("explicit value %d not above value %d (signed order): %w", i, i-1, ErrCorrupt)
+		}
+	}
+	vals := h.reusableExplicit(count)
+	for i := range vals {
+		vals[i] = be64(data[8*i:])
+	}
+	return vals, nil
+}
+
+// decodeSparse decodes SPARSE data (see checkSparse) into registers.
+func (h *HLL) decodeSparse(data []byte, log2m, regwidth int) ([]uint8, error) {
+	count, err := checkSparse(data, uint(log2m), uint(regwidth))
+	if err != nil {
+		return nil, err
+	}
+	regs := h.reusableRegs(1 << log2m)
+	r := sparseReader{data: data, chunk: uint(log2m + regwidth)}
+	vmask := uint32(1)<<regwidth - 1
+	for range count {
+		word := r.next()
+		regs[word>>regwidth] = uint8(word & vmask)
+	}
+	return regs, nil
+}
+
+// decodeFull decodes FULL data: exactly 2^log2m registers of regwidth bits.
+func (h *HLL) decodeFull(data []byte, log2m, regwidth int) ([]uint8, error) {
+	want := regwidth << log2m / 8
+	if len(data) < want {
+		return nil, fmt.Errorf("full data of %d bytes, want %d: %w", len(data), want, ErrTruncated)
+	}
+	if len(data) > want {
+		return nil, fmt.Errorf("full data of %d bytes, want %d: %w", len(data), want, ErrCorrupt)
+	}
+	regs := h.reusableRegs(1 << log2m)
+	unpackFull(regs, data, uint(regwidth))
+	return regs, nil
 }
 
 // checkSparse validates SPARSE data and returns the number of words it holds.

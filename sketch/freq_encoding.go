@@ -76,12 +76,7 @@ func (f *Freq) AppendBinary(dst []byte) ([]byte, error) {
 // ErrType, ErrVersion, ErrInvalidParams or ErrCorrupt (see "Frequent
 // items byte layout"), and the receiver is left unchanged.
 func (f *Freq) UnmarshalBinary(data []byte) error {
-	d, err := decodeFreq(data)
-	if err != nil {
-		return fmt.Errorf("sketch: unmarshal freq: %w", err)
-	}
-	*f = *d
-	return nil
+	return decodeInto(f, "freq", decodeFreq, data)
 }
 
 // freqHeader is the decoded part before the items.
@@ -94,15 +89,10 @@ type freqHeader struct {
 }
 
 func decodeFreq(data []byte) (*Freq, error) {
-	if len(data) < 3 {
-		return nil, fmt.Errorf("%d bytes, need at least 3: %w", len(data), ErrTruncated)
+	if err := checkTagVersion(data, 3, freqTag, "frequent items", freqVersion); err != nil {
+		return nil, err
 	}
-	switch {
-	case data[0] != freqTag:
-		return nil, fmt.Errorf("tag %#02x, want %#02x (frequent items): %w", data[0], freqTag, ErrType)
-	case data[1] != freqVersion:
-		return nil, fmt.Errorf("version %d, want %d: %w", data[1], freqVersion, ErrVersion)
-	case data[2]&^freqFlagNull != 0:
+	if data[2]&^freqFlagNull != 0 {
 		return nil, fmt.Errorf("flags %#02x: unknown bits set: %w", data[2], ErrCorrupt)
 	}
 	r := &varintReader{b: data[3:]}

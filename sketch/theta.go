@@ -494,20 +494,19 @@ func (c *CompactTheta) Estimate() float64 {
 // 99.7%) around Estimate. Outside estimation mode it is the exact count.
 // Other numStdDev values give NaN. See theta_bounds.go for the method.
 func (c *CompactTheta) LowerBound(numStdDev int) float64 {
-	delta, ok := thetaDelta(numStdDev)
-	switch {
-	case !ok:
-		return math.NaN()
-	case !c.IsEstimationMode():
-		return float64(len(c.hashes))
-	}
-	return binomialLowerBound(uint64(len(c.hashes)), c.Theta(), numStdDev, delta)
+	return c.bound(numStdDev, binomialLowerBound)
 }
 
 // UpperBound returns the upper bound of the approximate confidence interval
 // of numStdDev standard deviations (1, 2 or 3) around Estimate. Outside
 // estimation mode it is the exact count. Other numStdDev values give NaN.
 func (c *CompactTheta) UpperBound(numStdDev int) float64 {
+	return c.bound(numStdDev, binomialUpperBound)
+}
+
+// bound is LowerBound or UpperBound, with binomial the bound in estimation
+// mode.
+func (c *CompactTheta) bound(numStdDev int, binomial func(n uint64, theta float64, numStdDev int, delta float64) float64) float64 {
 	delta, ok := thetaDelta(numStdDev)
 	switch {
 	case !ok:
@@ -515,5 +514,5 @@ func (c *CompactTheta) UpperBound(numStdDev int) float64 {
 	case !c.IsEstimationMode():
 		return float64(len(c.hashes))
 	}
-	return binomialUpperBound(uint64(len(c.hashes)), c.Theta(), numStdDev, delta)
+	return binomial(uint64(len(c.hashes)), c.Theta(), numStdDev, delta)
 }

@@ -88,12 +88,7 @@ func (c *CompactTheta) AppendBinary(dst []byte) ([]byte, error) {
 // ErrType, ErrCorrupt or ErrIncompatible (a seed hash other than that of
 // ThetaSeed), and the receiver is left unchanged.
 func (c *CompactTheta) UnmarshalBinary(data []byte) error {
-	d, err := decodeTheta(data)
-	if err != nil {
-		return fmt.Errorf("sketch: unmarshal theta: %w", err)
-	}
-	*c = *d
-	return nil
+	return decodeInto(c, "theta", decodeTheta, data)
 }
 
 // thetaHeader is the decoded preamble: where the hashes start, how many

@@ -6,6 +6,22 @@ import (
 	"math"
 )
 
+// checkTagVersion checks the first two bytes of the Freq and CountMin
+// formats, the tag of the format (named name in errors) and its version,
+// after checking that data holds at least minLen bytes.
+func checkTagVersion(data []byte, minLen int, tag byte, name string, version byte) error {
+	if len(data) < minLen {
+		return fmt.Errorf("%d bytes, need at least %d: %w", len(data), minLen, ErrTruncated)
+	}
+	switch {
+	case data[0] != tag:
+		return fmt.Errorf("tag %#02x, want %#02x (%s): %w", data[0], tag, name, ErrType)
+	case data[1] != version:
+		return fmt.Errorf("version %d, want %d: %w", data[1], version, ErrVersion)
+	}
+	return nil
+}
+
 // varintReader reads the unsigned LEB128 varints (encoding/binary's
 // Uvarint) and byte strings of the Freq and CountMin formats. It accepts
 // only the shortest encoding of each value, so that every value has one
