@@ -125,10 +125,7 @@ func (c *rawConn) write(fd uintptr) bool {
 
 func (c *rawConn) Read(b []byte) (int, error) {
 	if len(b) == 0 { // no system call, but a closed connection still says so
-		if err := c.rc.Read(func(uintptr) bool { return true }); err != nil {
-			return 0, c.opError("read", err)
-		}
-		return 0, nil
+		return 0, c.callError("read", c.rc.Read(noCall), 0)
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
@@ -136,12 +133,10 @@ func (c *rawConn) Read(b []byte) (int, error) {
 	err := c.rc.Read(c.readFn)
 	n, errno := c.rn, c.rerrno
 	c.rbuf = nil
-	switch {
-	case err != nil:
-		return 0, c.opError("read", err)
-	case errno != 0:
-		return 0, c.opError("read", os.NewSyscallError("read", errno))
-	case n == 0:
+	if err := c.callError("read", err, errno); err != nil {
+		return 0, err
+	}
+	if n == 0 {
 		return 0, io.EOF
 	}
 	return n, nil
@@ -149,10 +144,7 @@ func (c *rawConn) Read(b []byte) (int, error) {
 
 func (c *rawConn) Write(b []byte) (int, error) {
 	if len(b) == 0 {
-		if err := c.rc.Write(func(uintptr) bool { return true }); err != nil {
-			return 0, c.opError("write", err)
-		}
-		return 0, nil
+		return 0, c.callError("write", c.rc.Write(noCall), 0)
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -160,13 +152,23 @@ func (c *rawConn) Write(b []byte) (int, error) {
 	err := c.rc.Write(c.writeFn)
 	n, errno := c.wn, c.werrno
 	c.wbuf = nil
+	return n, c.callError("write", err, errno)
+}
+
+// noCall stands for the system call of a read or write of no bytes: there
+// is none, and rc.Read or rc.Write only checks that the connection is open.
+func noCall(uintptr) bool { return true }
+
+// callError is the error of a read or write (op) that rc reported as err
+// and the system call as errno, or nil when neither failed.
+func (c *rawConn) callError(op string, err error, errno syscall.Errno) error {
 	switch {
 	case err != nil:
-		return n, c.opError("write", err)
+		return c.opError(op, err)
 	case errno != 0:
-		return n, c.opError("write", os.NewSyscallError("write", errno))
+		return c.opError(op, os.NewSyscallError(op, errno))
 	}
-	return n, nil
+	return nil
 }
 
 // opError wraps err as net.Conn's methods do, keeping what it wraps: a

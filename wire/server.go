@@ -104,14 +104,10 @@ var ErrServerClosed = errors.New("wire: server closed")
 
 // Serve accepts clients on ln until Shutdown; each runs in its own goroutine.
 func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
+	if !s.register(func() { s.listeners[ln] = struct{}{} }) {
 		ln.Close()
 		return ErrServerClosed
 	}
-	s.listeners[ln] = struct{}{}
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.listeners, ln)
@@ -140,15 +136,14 @@ func (s *Server) Serve(ln net.Listener) error {
 		conn = countedConn{rawIO(conn), &s.metrics.bytesFromClients, &s.metrics.bytesToClients}
 		s.metrics.connsTotal.Add(1)
 		sess := newSession(s, conn)
-		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
+		added := s.register(func() {
+			s.sessions[sess] = struct{}{}
+			s.wg.Add(1) // before Shutdown can wait
+		})
+		if !added {
 			conn.Close()
 			return ErrServerClosed
 		}
-		s.sessions[sess] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
 		s.metrics.connsOpen.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -159,6 +154,19 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// register runs add, which adds a listener or a session to those Shutdown
+// closes, under s.mu and reports true, unless Shutdown has begun: then it
+// reports false, and the caller closes what it would have added.
+func (s *Server) register(add func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	add()
+	return true
 }
 
 // Shutdown stops accepting clients and waits for the sessions to end. When

@@ -290,6 +290,39 @@ func (ss *session) handleCancel(body []byte) {
 // authenticate connects upstream, forwards the StartupMessage and relays the
 // authentication exchange until the upstream's first ReadyForQuery.
 func (ss *session) authenticate(startup []byte) error {
+	up, target, err := ss.connectUpstream(startup)
+	if err != nil {
+		return err
+	}
+	var out []byte // to the client, written before we wait for it
+	for {
+		typ, body, err := readMessage(up, ss.srv.cfg.MaxMessageSize)
+		if err != nil {
+			ss.reply(out)
+			return ss.upstreamLost(err)
+		}
+		switch typ {
+		case 'R':
+			out, err = ss.relayAuthRequest(up, out, body)
+		case 'K':
+			out, err = ss.registerCancelKey(out, body, target)
+		case 'E':
+			ss.reply(append(out, explainAuthError(body)...))
+			return errSessionDone // the upstream refused; it closes the connection
+		case 'Z':
+			return ss.reply(appendMessage(out, typ, body))
+		default: // ParameterStatus, NegotiateProtocolVersion, NoticeResponse
+			out = appendMessage(out, typ, body)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// connectUpstream dials the upstream, installs the connection and sends it
+// the StartupMessage (startup, the packet without its length).
+func (ss *session) connectUpstream(startup []byte) (net.Conn, upstreamTarget, error) {
 	cfg := &ss.srv.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ConnectTimeout)
 	t0 := time.Now()
@@ -300,91 +333,105 @@ func (ss *session) authenticate(startup []byte) error {
 		m.countError(kindUpstreamConnect)
 		ss.reply(fatal(sqlstateCannotConnect,
 			fmt.Sprintf("pgsketch-proxy could not connect to the upstream server %s: %v", ss.srv.upstreamName, err)))
-		return fmt.Errorf("%w: %w", errConnectUpstream, err)
+		return nil, target, fmt.Errorf("%w: %w", errConnectUpstream, err)
 	}
 	m.connectSeconds.observe(time.Since(t0))
 	up = countedConn{rawIO(up), &m.bytesFromUpstream, &m.bytesToUpstream}
 	if err := ss.setConn(&ss.up, up); err != nil {
-		return err
+		return nil, target, err
 	}
 	up.SetDeadline(time.Now().Add(cfg.StartupTimeout))
 	pkt := binary.BigEndian.AppendUint32(make([]byte, 0, len(startup)+4), uint32(len(startup)+4))
 	if _, err := up.Write(append(pkt, startup...)); err != nil {
+		return nil, target, ss.upstreamLost(err)
+	}
+	return up, target, nil
+}
+
+// relayAuthRequest appends the authentication request body (an 'R'
+// message) to out and, when the request asks the client for an answer,
+// writes out to the client and relays the answer upstream. It returns what
+// is still to be written to the client.
+func (ss *session) relayAuthRequest(up net.Conn, out, body []byte) ([]byte, error) {
+	if len(body) < 4 {
+		return out, ss.upstreamLost(fmt.Errorf("%w: short authentication message", ErrProtocol))
+	}
+	sub := binary.BigEndian.Uint32(body)
+	if sub == authSASL {
+		var err error
+		if out, err = ss.appendSASLOffer(out, body); err != nil {
+			return out, err
+		}
+	} else {
+		out = appendMessage(out, 'R', body)
+	}
+	switch sub {
+	case authCleartext, authMD5, authGSS, authGSSContinue, authSSPI, authSASL, authSASLContinue:
+		// The client answers; relay its answer.
+		if err := ss.reply(out); err != nil {
+			return out, err
+		}
+		return out[:0], ss.relayAuthAnswer(up)
+	}
+	return out, nil
+}
+
+// appendSASLOffer appends the upstream's AuthenticationSASL (body) to out
+// without SCRAM-SHA-256-PLUS: channel binding cannot pass through a proxy
+// that ends TLS. When nothing else is offered, it tells the client so and
+// ends the session.
+func (ss *session) appendSASLOffer(out, body []byte) ([]byte, error) {
+	var sasl pgproto3.AuthenticationSASL
+	if err := sasl.Decode(body); err != nil {
+		return out, ss.upstreamLost(fmt.Errorf("%w: %v", ErrProtocol, err))
+	}
+	sasl.AuthMechanisms = slices.DeleteFunc(sasl.AuthMechanisms, func(m string) bool { return m == scramPlus })
+	if len(sasl.AuthMechanisms) == 0 {
+		ss.reply(append(out, fatal(sqlstateFeatureNotSupp,
+			"the upstream server offers only SCRAM-SHA-256-PLUS, and channel binding cannot pass through pgsketch-proxy")...))
+		return out, errSessionDone
+	}
+	out, _ = sasl.Encode(out)
+	return out, nil
+}
+
+// relayAuthAnswer reads the client's answer to an authentication request
+// and writes it upstream.
+func (ss *session) relayAuthAnswer(up net.Conn) error {
+	ctyp, cbody, err := readMessage(ss.client, maxAuthMessageSize)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return errSessionDone // e.g. psql leaving to prompt for a password
+		}
+		if errors.Is(err, ErrProtocol) {
+			ss.reply(fatal(sqlstateProtocolViolation, err.Error()))
+		}
+		return err
+	}
+	if _, err := up.Write(appendMessage(nil, ctyp, cbody)); err != nil {
 		return ss.upstreamLost(err)
 	}
-	var out []byte // to the client, written before we wait for it
-	for {
-		typ, body, err := readMessage(up, cfg.MaxMessageSize)
-		if err != nil {
-			ss.reply(out)
-			return ss.upstreamLost(err)
-		}
-		switch typ {
-		case 'R':
-			if len(body) < 4 {
-				return ss.upstreamLost(fmt.Errorf("%w: short authentication message", ErrProtocol))
-			}
-			sub := binary.BigEndian.Uint32(body)
-			if sub == authSASL {
-				var sasl pgproto3.AuthenticationSASL
-				if err := sasl.Decode(body); err != nil {
-					return ss.upstreamLost(fmt.Errorf("%w: %v", ErrProtocol, err))
-				}
-				sasl.AuthMechanisms = slices.DeleteFunc(sasl.AuthMechanisms, func(m string) bool { return m == scramPlus })
-				if len(sasl.AuthMechanisms) == 0 {
-					ss.reply(append(out, fatal(sqlstateFeatureNotSupp,
-						"the upstream server offers only SCRAM-SHA-256-PLUS, and channel binding cannot pass through pgsketch-proxy")...))
-					return errSessionDone
-				}
-				out, _ = sasl.Encode(out)
-			} else {
-				out = appendMessage(out, typ, body)
-			}
-			switch sub {
-			case authCleartext, authMD5, authGSS, authGSSContinue, authSSPI, authSASL, authSASLContinue:
-				// The client answers; relay its answer.
-				if err := ss.reply(out); err != nil {
-					return err
-				}
-				out = out[:0]
-				ctyp, cbody, err := readMessage(ss.client, maxAuthMessageSize)
-				if err != nil {
-					if errors.Is(err, io.EOF) {
-						return errSessionDone // e.g. psql leaving to prompt for a password
-					}
-					if errors.Is(err, ErrProtocol) {
-						ss.reply(fatal(sqlstateProtocolViolation, err.Error()))
-					}
-					return err
-				}
-				if _, err := up.Write(appendMessage(nil, ctyp, cbody)); err != nil {
-					return ss.upstreamLost(err)
-				}
-			}
-		case 'K':
-			var k pgproto3.BackendKeyData
-			if err := k.Decode(body); err != nil {
-				return ss.upstreamLost(fmt.Errorf("%w: %v", ErrProtocol, err))
-			}
-			key := ss.srv.cancels.register(cancelKey{pid: k.ProcessID, secret: k.SecretKey}, target)
-			ss.mu.Lock()
-			ss.key = key
-			closed := ss.closed
-			ss.mu.Unlock()
-			if closed {
-				ss.srv.cancels.unregister(key.pid)
-				return errSessionDone
-			}
-			out, _ = (&pgproto3.BackendKeyData{ProcessID: key.pid, SecretKey: key.secret}).Encode(out)
-		case 'E':
-			ss.reply(append(out, explainAuthError(body)...))
-			return errSessionDone // the upstream refused; it closes the connection
-		case 'Z':
-			return ss.reply(appendMessage(out, typ, body))
-		default: // ParameterStatus, NegotiateProtocolVersion, NoticeResponse
-			out = appendMessage(out, typ, body)
-		}
+	return nil
+}
+
+// registerCancelKey registers the upstream's BackendKeyData (body) under a
+// key of the proxy's own, which it appends to out for the client.
+func (ss *session) registerCancelKey(out, body []byte, target upstreamTarget) ([]byte, error) {
+	var k pgproto3.BackendKeyData
+	if err := k.Decode(body); err != nil {
+		return out, ss.upstreamLost(fmt.Errorf("%w: %v", ErrProtocol, err))
 	}
+	key := ss.srv.cancels.register(cancelKey{pid: k.ProcessID, secret: k.SecretKey}, target)
+	ss.mu.Lock()
+	ss.key = key
+	closed := ss.closed
+	ss.mu.Unlock()
+	if closed {
+		ss.srv.cancels.unregister(key.pid)
+		return out, errSessionDone
+	}
+	out, _ = (&pgproto3.BackendKeyData{ProcessID: key.pid, SecretKey: key.secret}).Encode(out)
+	return out, nil
 }
 
 // upstreamLost tells the client the upstream went away and returns err.
