@@ -134,167 +134,200 @@ func (g *groups) addTuple(f [][]byte) error {
 // way.
 func (g *groups) feedFast(b []byte) (used int, tuples int64) {
 	st := &g.fs
-	nh := len(g.hllIdx)
 	if st.ints == nil {
 		st.init(g)
 	}
-	flagged := uint16(2 + g.ndims + len(g.fields))
-	lean := uint16(1 + g.ndims + len(g.sketchIdx))
-	ns := len(g.sumIdx)
-	if !g.lean {
-		lean = flagged
-	}
-	date := g.bucket.date
 	for {
-		// Pass 1: parse, bucket, find the group.
-		k := 0
-		stop := false
-		for k < fastBatch {
-			t := b[used:]
-			if len(t) < 2 {
-				stop = true
-				break
-			}
-			p := 2
-			nf := binary.BigEndian.Uint16(t)
-			wide := nf == flagged
-			if wide {
-				if len(t) < 7 || binary.BigEndian.Uint32(t[2:]) != 1 || t[6] != 1 {
-					stop = true // not a base row, or not as expected
-					break
-				}
-				p = 7
-			} else if nf != lean {
-				stop = true
-				break
-			}
-			if len(t) < p+4 {
-				stop = true
-				break
-			}
-			var start int64
-			tl := binary.BigEndian.Uint32(t[p:])
-			p += 4
-			switch {
-			case date && tl == 4 && len(t) >= p+4:
-				start = int64(g.bucket.dateDays(int32(binary.BigEndian.Uint32(t[p:]))))
-			case !date && tl == 8 && len(t) >= p+8:
-				start = g.bucket.micros(int64(binary.BigEndian.Uint64(t[p:])))
-			default:
-				stop = true
-			}
-			if stop {
-				break
-			}
-			p += int(tl)
-			ds := p
-			for range g.ndims {
-				var ok bool
-				if _, p, _, ok = copyField(t, p); !ok {
-					stop = true
-					break
-				}
-			}
-			if stop {
-				break
-			}
-			dims := t[ds:p]
-			row := k * nh
-			plan := st.lean
-			if wide {
-				plan = st.wide
-			}
-			for _, j := range plan {
-				v, next, null, ok := copyField(t, p)
-				if !ok {
-					stop = true
-					break
-				}
-				p = next
-				if null {
-					if j >= 0 {
-						st.forms[row+j] = formAbsent
-					} else if j <= sumPlan(0) {
-						st.sums[k*ns+sumPlan(0)-j] = nil
-					}
-					continue
-				}
-				l := len(v)
-				if j <= sumPlan(0) {
-					st.sums[k*ns+sumPlan(0)-j] = v
-					continue
-				}
-				if j < 0 {
-					continue // another measure: set only in partials rows, ignored in base rows
-				}
-				x := row + j
-				st.forms[x] = formInt
-				switch vf := st.valForms[j]; {
-				case vf == valueInt8 && l == 8:
-					st.ints[x] = int64(binary.BigEndian.Uint64(v))
-				case vf == valueInt4 && l == 4:
-					st.ints[x] = int64(int32(binary.BigEndian.Uint32(v)))
-				case vf == valueInt2 && l == 2:
-					st.ints[x] = int64(int16(binary.BigEndian.Uint16(v)))
-				case vf == valueText:
-					st.forms[x] = formHashed
-					st.hs[x] = xxhash.Sum64(v)
-				default:
-					stop = true // add reports it
-				}
-				if stop {
-					break
-				}
-			}
-			if stop {
-				break
-			}
-			st.grps[k] = g.lookup(start, dims)
-			k++
-			used += p
-		}
-		// Pass 2: hash.
-		n := k * nh
-		for x, f := range st.forms[:n] {
-			if f == formInt {
-				st.hs[x] = hashInt(st.ints[x])
-			}
-		}
-		// Pass 3: count and sketch: exact sketches' hashes into their sets,
-		// the others gathered and added in one loop.
-		dsk, dhs := st.dsk[:0], st.dhs[:0]
-		for r, grp := range st.grps[:k] {
-			grp.rows++
-			for j, i := range g.hllIdx {
-				x := r*nh + j
-				if st.forms[x] == formAbsent {
-					continue
-				}
-				if p := grp.pending[i]; p != nil {
-					if p.add(st.hs[x]) && p.n > grp.flushAt[i] {
-						grp.flush(i)
-					}
-					continue
-				}
-				dsk = append(dsk, grp.sketches[i])
-				dhs = append(dhs, st.hs[x])
-			}
-		}
-		sketch.AddHashEach(dsk, dhs)
-		// Pass 4: the sums the refresher adds.
-		for r, grp := range st.grps[:k] {
-			for s, i := range g.sumIdx {
-				if v := st.sums[r*ns+s]; v != nil {
-					if err := grp.sums[i].add(g.fields[i].form, v); err != nil && g.fastErr == nil {
-						g.fastErr = fmt.Errorf("measure %d: %w", i+1, err)
-					}
-				}
-			}
-		}
+		k, n, stop := g.parseBatch(b[used:])
+		used += n
+		st.hashInts(k * len(g.hllIdx))
+		g.sketchBatch(k)
+		g.addSums(k)
 		g.rows += int64(k)
 		tuples += int64(k)
 		if stop || g.fastErr != nil {
 			return used, tuples
+		}
+	}
+}
+
+// parseBatch is pass 1: it parses up to fastBatch tuples from the front of
+// b, finding the group of each, and returns how many it parsed, the bytes
+// they take and whether it stopped at a tuple it does not handle (or at the
+// end of b) rather than at the end of the batch.
+func (g *groups) parseBatch(b []byte) (k, used int, stop bool) {
+	flagged := uint16(2 + g.ndims + len(g.fields))
+	lean := uint16(1 + g.ndims + len(g.sketchIdx))
+	if !g.lean {
+		lean = flagged
+	}
+	for k < fastBatch {
+		n, ok := g.parseTuple(b[used:], k, flagged, lean)
+		if !ok {
+			return k, used, true
+		}
+		k++
+		used += n
+	}
+	return k, used, false
+}
+
+// parseTuple parses t, the k-th tuple of the batch, of flagged or lean
+// fields: its group into st.grps[k], its measure values into the batch's
+// arrays. It returns the tuple's length, or false when t is not a complete
+// base row of regular values.
+func (g *groups) parseTuple(t []byte, k int, flagged, lean uint16) (int, bool) {
+	st := &g.fs
+	if len(t) < 2 {
+		return 0, false
+	}
+	p := 2
+	nf := binary.BigEndian.Uint16(t)
+	wide := nf == flagged
+	if wide {
+		if len(t) < 7 || binary.BigEndian.Uint32(t[2:]) != 1 || t[6] != 1 {
+			return 0, false // not a base row, or not as expected
+		}
+		p = 7
+	} else if nf != lean {
+		return 0, false
+	}
+	start, p, ok := g.bucketStart(t, p)
+	if !ok {
+		return 0, false
+	}
+	ds := p
+	for range g.ndims {
+		if _, p, _, ok = copyField(t, p); !ok {
+			return 0, false
+		}
+	}
+	dims := t[ds:p]
+	plan := st.lean
+	if wide {
+		plan = st.wide
+	}
+	if p, ok = g.parseMeasures(t, p, k, plan); !ok {
+		return 0, false
+	}
+	st.grps[k] = g.lookup(start, dims)
+	return p, true
+}
+
+// bucketStart reads the time field at t[p:] and returns the start of its
+// bucket and where the next field begins.
+func (g *groups) bucketStart(t []byte, p int) (int64, int, bool) {
+	if len(t) < p+4 {
+		return 0, p, false
+	}
+	tl := binary.BigEndian.Uint32(t[p:])
+	p += 4
+	switch {
+	case g.bucket.date && tl == 4 && len(t) >= p+4:
+		return int64(g.bucket.dateDays(int32(binary.BigEndian.Uint32(t[p:])))), p + 4, true
+	case !g.bucket.date && tl == 8 && len(t) >= p+8:
+		return g.bucket.micros(int64(binary.BigEndian.Uint64(t[p:]))), p + 8, true
+	}
+	return 0, p, false
+}
+
+// parseMeasures reads the measure values at t[p:] of the k-th tuple of the
+// batch as plan (st.wide or st.lean) lays them out, and returns where they
+// end, or false at a value the fast path does not handle.
+func (g *groups) parseMeasures(t []byte, p, k int, plan []int) (int, bool) {
+	st := &g.fs
+	row := k * len(g.hllIdx)
+	ns := len(g.sumIdx)
+	for _, j := range plan {
+		v, next, null, ok := copyField(t, p)
+		if !ok {
+			return p, false
+		}
+		p = next
+		if null {
+			if j >= 0 {
+				st.forms[row+j] = formAbsent
+			} else if j <= sumPlan(0) {
+				st.sums[k*ns+sumPlan(0)-j] = nil
+			}
+			continue
+		}
+		if j <= sumPlan(0) {
+			st.sums[k*ns+sumPlan(0)-j] = v
+			continue
+		}
+		if j < 0 {
+			continue // another measure: set only in partials rows, ignored in base rows
+		}
+		// An hll measure's value: the integer to hash in pass 2, or the
+		// hash of a text.
+		x := row + j
+		st.forms[x] = formInt
+		switch vf, l := st.valForms[j], len(v); {
+		case vf == valueInt8 && l == 8:
+			st.ints[x] = int64(binary.BigEndian.Uint64(v))
+		case vf == valueInt4 && l == 4:
+			st.ints[x] = int64(int32(binary.BigEndian.Uint32(v)))
+		case vf == valueInt2 && l == 2:
+			st.ints[x] = int64(int16(binary.BigEndian.Uint16(v)))
+		case vf == valueText:
+			st.forms[x] = formHashed
+			st.hs[x] = xxhash.Sum64(v)
+		default:
+			return p, false // add reports it
+		}
+	}
+	return p, true
+}
+
+// hashInts is pass 2: it hashes the integers of the first n values.
+func (st *fastState) hashInts(n int) {
+	for x, f := range st.forms[:n] {
+		if f == formInt {
+			st.hs[x] = hashInt(st.ints[x])
+		}
+	}
+}
+
+// sketchBatch is pass 3: it counts the first k tuples in their groups and
+// adds their hashes, exact sketches' into their sets, the others gathered
+// and added in one loop.
+func (g *groups) sketchBatch(k int) {
+	st := &g.fs
+	nh := len(g.hllIdx)
+	dsk, dhs := st.dsk[:0], st.dhs[:0]
+	for r, grp := range st.grps[:k] {
+		grp.rows++
+		for j, i := range g.hllIdx {
+			x := r*nh + j
+			if st.forms[x] == formAbsent {
+				continue
+			}
+			if p := grp.pending[i]; p != nil {
+				if p.add(st.hs[x]) && p.n > grp.flushAt[i] {
+					grp.flush(i)
+				}
+				continue
+			}
+			dsk = append(dsk, grp.sketches[i])
+			dhs = append(dhs, st.hs[x])
+		}
+	}
+	sketch.AddHashEach(dsk, dhs)
+}
+
+// addSums is pass 4: it adds the first k tuples' values of the sums the
+// refresher adds, keeping the first error in g.fastErr.
+func (g *groups) addSums(k int) {
+	st := &g.fs
+	ns := len(g.sumIdx)
+	for r, grp := range st.grps[:k] {
+		for s, i := range g.sumIdx {
+			if v := st.sums[r*ns+s]; v != nil {
+				if err := grp.sums[i].add(g.fields[i].form, v); err != nil && g.fastErr == nil {
+					g.fastErr = fmt.Errorf("measure %d: %w", i+1, err)
+				}
+			}
 		}
 	}
 }

@@ -117,88 +117,114 @@ func (l *lowWaterReader) Read(p []byte) (int, error) {
 // rawCopyTo) and returns the first error of the data, of feed or of the
 // server.
 func readCopyOut(r io.Reader, feed func([]byte) (int, error)) error {
-	// buf[:data] is COPY data not yet used by feed; buf[pos:] the protocol
-	// bytes not yet parsed (data <= pos).
-	buf := make([]byte, 0, 1<<20)
-	data, pos := 0, 0
-	var first error
-	flush := func() {
-		if data == 0 || first != nil {
-			return
-		}
-		used, err := feed(buf[:data])
-		if err != nil {
-			first = err
-			data = 0
-			return
-		}
-		if used > 0 {
-			data = copy(buf, buf[used:data])
-		}
-	}
+	c := &copyOut{r: r, feed: feed, buf: make([]byte, 0, 1<<20)}
 	for {
 		// One whole message in buf[pos:], or read more.
-		if len(buf)-pos < 5 || len(buf)-pos < 5+int(binary.BigEndian.Uint32(buf[pos+1:]))-4 {
-			flush()
-			need := 5
-			if len(buf)-pos >= 5 {
-				n := int(binary.BigEndian.Uint32(buf[pos+1:])) - 4
-				if n < 0 || n > maxMessage {
-					return fmt.Errorf("backend message %q of %d bytes", buf[pos], n)
-				}
-				need = 5 + n
-			}
-			// Close the gap between the data and the unparsed bytes.
-			rest := len(buf) - pos
-			if data+max(need, rest) > cap(buf) {
-				nb := make([]byte, data+rest, max(2*cap(buf), data+need))
-				copy(nb, buf[:data])
-				copy(nb[data:], buf[pos:])
-				buf = nb
-			} else if pos > data {
-				buf = buf[:data+copy(buf[data:], buf[pos:])]
-			}
-			pos = data
-			n, err := r.Read(buf[len(buf):cap(buf)])
-			if n == 0 && err != nil {
-				if err == io.EOF {
-					err = io.ErrUnexpectedEOF
-				}
+		if !c.whole() {
+			if err := c.fill(); err != nil {
 				return err
 			}
-			buf = buf[:len(buf)+n]
 			continue
 		}
-		typ := buf[pos]
-		n := int(binary.BigEndian.Uint32(buf[pos+1:])) - 4
+		typ := c.buf[c.pos]
+		n := int(binary.BigEndian.Uint32(c.buf[c.pos+1:])) - 4
 		if n < 0 || n > maxMessage {
 			return fmt.Errorf("backend message %q of %d bytes", typ, n)
 		}
-		body := buf[pos+5 : pos+5+n]
-		pos += 5 + n
+		body := c.buf[c.pos+5 : c.pos+5+n]
+		c.pos += 5 + n
 		switch typ {
 		case 'd': // CopyData
-			if first == nil {
-				data += copy(buf[data:], body)
+			if c.first == nil {
+				c.data += copy(c.buf[c.data:], body)
 			}
 		case 'E': // ErrorResponse
-			flush()
+			c.flush()
 			var e pgproto3.ErrorResponse
 			if err := e.Decode(body); err != nil {
 				return err
 			}
-			if first == nil {
-				first = pgconn.ErrorResponseToPgError(&e)
+			if c.first == nil {
+				c.first = pgconn.ErrorResponseToPgError(&e)
 			}
 		case 'Z': // ReadyForQuery
-			flush()
-			if first == nil && data > 0 {
-				first = fmt.Errorf("%w: copy data ends inside a tuple", errCopyFormat)
+			c.flush()
+			if c.first == nil && c.data > 0 {
+				c.first = fmt.Errorf("%w: copy data ends inside a tuple", errCopyFormat)
 			}
-			return first
+			return c.first
 		case 'H', 'c', 'C', 'N', 'S', 'A': // CopyOutResponse, CopyDone, CommandComplete, notices, parameters, notifications
 		default:
 			return fmt.Errorf("unexpected backend message %q during COPY TO", typ)
 		}
 	}
+}
+
+// copyOut is readCopyOut's buffer. buf[:data] is COPY data not yet used by
+// feed; buf[pos:] the protocol bytes not yet parsed (data <= pos). The
+// payloads of CopyData messages are moved down to the data as they are
+// parsed, over the headers between them.
+type copyOut struct {
+	r         io.Reader
+	feed      func([]byte) (int, error)
+	buf       []byte
+	data, pos int
+	first     error // of feed or of the server
+}
+
+// whole reports whether buf[pos:] starts with a whole message.
+func (c *copyOut) whole() bool {
+	rest := len(c.buf) - c.pos
+	return rest >= 5 && rest >= 5+int(binary.BigEndian.Uint32(c.buf[c.pos+1:]))-4
+}
+
+// flush hands the data to feed and keeps what it leaves; after an error of
+// feed's, the data is dropped and feed not called again.
+func (c *copyOut) flush() {
+	if c.data == 0 || c.first != nil {
+		return
+	}
+	used, err := c.feed(c.buf[:c.data])
+	if err != nil {
+		c.first = err
+		c.data = 0
+		return
+	}
+	if used > 0 {
+		c.data = copy(c.buf, c.buf[used:c.data])
+	}
+}
+
+// fill flushes the data, then reads more of the response after the bytes
+// not yet parsed, with room for the whole of the message they begin.
+func (c *copyOut) fill() error {
+	c.flush()
+	need := 5
+	if len(c.buf)-c.pos >= 5 {
+		n := int(binary.BigEndian.Uint32(c.buf[c.pos+1:])) - 4
+		if n < 0 || n > maxMessage {
+			return fmt.Errorf("backend message %q of %d bytes", c.buf[c.pos], n)
+		}
+		need = 5 + n
+	}
+	// Close the gap between the data and the unparsed bytes.
+	rest := len(c.buf) - c.pos
+	if c.data+max(need, rest) > cap(c.buf) {
+		nb := make([]byte, c.data+rest, max(2*cap(c.buf), c.data+need))
+		copy(nb, c.buf[:c.data])
+		copy(nb[c.data:], c.buf[c.pos:])
+		c.buf = nb
+	} else if c.pos > c.data {
+		c.buf = c.buf[:c.data+copy(c.buf[c.data:], c.buf[c.pos:])]
+	}
+	c.pos = c.data
+	n, err := c.r.Read(c.buf[len(c.buf):cap(c.buf)])
+	if n == 0 && err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	c.buf = c.buf[:len(c.buf)+n]
+	return nil
 }

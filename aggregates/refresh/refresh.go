@@ -144,20 +144,8 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	case opt.From != "" || opt.To != "":
 		res.Mode = "range"
 	}
-	// The capture triggers commit before the refresh reads anything, so
-	// every write the refresh does not see is logged (see capture_v1.sql).
-	if _, err := conn.Query(ctx, "SELECT pgsketch.capture_prepare($1)", name); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "42883" {
-			return res, fmt.Errorf("refresh %s: the catalog predates change capture (run pgsketch-proxy migrate up): %w", name, err)
-		}
-		return res, fmt.Errorf("refresh %s: change capture: %w", name, err)
-	}
-	var b strings.Builder
-	b.WriteString("BEGIN ISOLATION LEVEL READ COMMITTED")
-	setLocal(&b)
-	if err := conn.Exec(ctx, b.String()); err != nil {
-		return res, fmt.Errorf("refresh %s: begin: %w", name, err)
+	if err := beginTransaction(ctx, conn, name); err != nil {
+		return res, err
 	}
 	defer func() {
 		if err != nil {
@@ -181,11 +169,45 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if g.rows == 0 {
 		res.RowsRead = g.tuples.Load()
 	}
+	if err := job.write(ctx, conn, g, &res); err != nil {
+		return res, fmt.Errorf("refresh %s: %w", name, err)
+	}
+	if err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return res, fmt.Errorf("refresh %s: commit: %w", name, err)
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
 
+// beginTransaction opens the refresh's transaction, with the settings of
+// setLocal. The capture triggers commit before the refresh reads anything,
+// so every write the refresh does not see is logged (see capture_v1.sql).
+func beginTransaction(ctx context.Context, conn Conn, name string) error {
+	if _, err := conn.Query(ctx, "SELECT pgsketch.capture_prepare($1)", name); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42883" {
+			return fmt.Errorf("refresh %s: the catalog predates change capture (run pgsketch-proxy migrate up): %w", name, err)
+		}
+		return fmt.Errorf("refresh %s: change capture: %w", name, err)
+	}
+	var b strings.Builder
+	b.WriteString("BEGIN ISOLATION LEVEL READ COMMITTED")
+	setLocal(&b)
+	if err := conn.Exec(ctx, b.String()); err != nil {
+		return fmt.Errorf("refresh %s: begin: %w", name, err)
+	}
+	return nil
+}
+
+// write replaces the rebuilt buckets' rollup rows with those of g, rebuilds
+// the levels over them and has pgsketch.refresh_finish record the refresh,
+// noting in res what was written. It does not commit.
+func (job *refreshJob) write(ctx context.Context, conn Conn, g *groups, res *Result) error {
+	var err error
 	if zone := job.zone; zone != nil {
 		// Local bucket starts become the instants date_trunc(grain, t, zone) gives.
 		if g.instants, err = instants(ctx, conn, g.localBuckets(), string(zone)); err != nil {
-			return res, fmt.Errorf("refresh %s: bucket starts: %w", name, err)
+			return fmt.Errorf("bucket starts: %w", err)
 		}
 	}
 
@@ -194,7 +216,7 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	res.Written, err = conn.CopyFrom(ctx, pr, job.writeSQL)
 	pr.Close()
 	if err != nil {
-		return res, fmt.Errorf("refresh %s: write rollup rows: %w", name, err)
+		return fmt.Errorf("write rollup rows: %w", err)
 	}
 
 	var loArg, hiArg any
@@ -204,27 +226,23 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 	if job.hi != nil {
 		hiArg = string(job.hi)
 	}
-	if res.Levels, err = rebuildLevels(ctx, conn, name, loArg, hiArg); err != nil {
-		return res, fmt.Errorf("refresh %s: %w", name, err)
+	if res.Levels, err = rebuildLevels(ctx, conn, job.name, loArg, hiArg); err != nil {
+		return err
 	}
-	if err := analyze(ctx, conn, name, res.Written); err != nil {
-		return res, fmt.Errorf("refresh %s: analyze: %w", name, err)
+	if err := analyze(ctx, conn, job.name, res.Written); err != nil {
+		return fmt.Errorf("analyze: %w", err)
 	}
 	rows, err := conn.Query(ctx, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
-		name, loArg, job.ranged)
+		job.name, loArg, job.ranged)
 	if err != nil {
-		return res, fmt.Errorf("refresh %s: finish: %w", name, err)
+		return fmt.Errorf("finish: %w", err)
 	}
 	if len(rows) == 1 && len(rows[0]) == 3 {
 		res.Version, _ = strconv.ParseInt(string(rows[0][0]), 10, 64)
 		res.Watermark = string(rows[0][1])
 		res.RollupRows, _ = strconv.ParseInt(string(rows[0][2]), 10, 64)
 	}
-	if err := conn.Exec(ctx, "COMMIT"); err != nil {
-		return res, fmt.Errorf("refresh %s: commit: %w", name, err)
-	}
-	res.Elapsed = time.Since(start)
-	return res, nil
+	return nil
 }
 
 // refreshJob is what pgsketch.refresh_begin decided for a refresh: the
