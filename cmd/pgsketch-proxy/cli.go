@@ -155,6 +155,18 @@ func (f *flags) parse(args []string) error {
 	return nil
 }
 
+// parseFlagsOnly is parse for a command line of flags alone: an argument
+// left after them is a usage error.
+func (f *flags) parseFlagsOnly(args []string) error {
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
+	}
+	return nil
+}
+
 // newLogger logs text to a terminal and JSON to anything else.
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var lvl slog.Level

@@ -32,11 +32,8 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	listen := f.String("listen", "127.0.0.1:6432", "address the proxy accepts clients on")
 	rows := f.Int64("rows", demodata.Default.Rows, "events to generate (over 90 days from 2026-01-01)")
 	httpListen := f.String("http-listen", "127.0.0.1:6480", "address of the status page (/) and metrics (/metrics); empty: off")
-	if err := f.parse(args); err != nil {
+	if err := f.parseFlagsOnly(args); err != nil {
 		return err
-	}
-	if f.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
 	}
 	if *rows < 1 {
 		return fmt.Errorf("%w: --rows must be at least 1", errUsage)

@@ -26,11 +26,8 @@ func runMigrate(_ context.Context, a *app, args []string) error {
 		return nil
 	}
 	action, rest := args[0], args[1:]
-	if err := f.parse(rest); err != nil {
+	if err := f.parseFlagsOnly(rest); err != nil {
 		return err
-	}
-	if f.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
 	}
 	if *dsn == "" {
 		return fmt.Errorf("%w: --dsn (or PGSKETCH_DSN) is required", errUsage)

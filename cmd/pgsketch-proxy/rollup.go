@@ -88,15 +88,18 @@ func dsnFlag(f *flags) *string {
 	return f.String("dsn", "", "PostgreSQL connection string of the database holding the rollup (required)")
 }
 
-func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+// withConn runs fn on a connection to dsn (--dsn, required), closed when fn
+// returns.
+func withConn(ctx context.Context, dsn string, fn func(*pgx.Conn) error) error {
 	if dsn == "" {
-		return nil, fmt.Errorf("%w: --dsn (or PGSKETCH_DSN) is required", errUsage)
+		return fmt.Errorf("%w: --dsn (or PGSKETCH_DSN) is required", errUsage)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return conn, nil
+	defer conn.Close(context.WithoutCancel(ctx))
+	return fn(conn)
 }
 
 // explain adds what to do to the errors a missing catalog causes.
@@ -121,52 +124,77 @@ func splitList(s string) []string {
 func rollupCreate(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("NAME --dsn URL --table SCHEMA.TABLE --time COLUMN --distinct COLS [flags]")
 	dsn := dsnFlag(f)
-	table := f.String("table", "", "base table, optionally schema-qualified (required)")
-	timeCol := f.String("time", "", "time column of the base table: date, timestamp or timestamptz (required)")
-	grain := f.String("grain", "day", "bucket width: hour, day, week or month")
-	tz := f.String("tz", "UTC", "time zone whose calendar cuts the buckets of a timestamptz column")
-	dims := f.String("dims", "", "comma-separated dimension columns")
-	distinct := f.String("distinct", "", "comma-separated columns to sketch for COUNT(DISTINCT)")
-	theta := f.String("theta", "", "comma-separated columns to keep Theta sketches of, for overlaps (INTERSECT, EXCEPT, IN): smallint, integer, bigint, text or varchar")
-	thetaLgK := f.Int("theta-lgk", 12, "Theta sketch nominal entries 2^lgk (5..16); up to 8·2^lgk bytes per rollup row")
-	topk := f.String("topk", "", "comma-separated columns to keep frequent-items summaries of, for top-k queries: smallint, integer, bigint, text or varchar")
-	topkSize := f.Int("topk-size", 1024, "counters per top-k summary: a power of two from 16 to 65536")
-	f.Bool("count", true, "store the row count per bucket (always on: every rollup has row_count)")
-	sum := f.String("sum", "", "comma-separated columns to store SUM partials of")
-	minCols := f.String("min", "", "comma-separated columns to store MIN partials of")
-	maxCols := f.String("max", "", "comma-separated columns to store MAX partials of")
-	log2m := f.Int("log2m", 14, "sketch registers 2^log2m (4..17); standard error 1.04/sqrt(2^log2m)")
-	regwidth := f.Int("regwidth", 5, "bits per sketch register (1..5)")
-	late := f.String("late-window", "", "how far before the watermark refreshes re-read late rows, as a PostgreSQL interval (default one bucket)")
-	levels := f.String("levels", "auto", "comma-separated coarser grains to keep pre-merged copies of the rollup by "+
-		"(week, month for a daily rollup; also day for an hourly one): queries over long ranges read those instead; "+
-		"auto: week,month for a daily rollup, day,month for an hourly one, none for coarser grains; none: no levels")
+	def := definitionFlags(f)
 	noBuild := f.Bool("no-build", false, "only define the rollup; do not fill it now")
 	streams := streamsFlag(f)
 	name, err := parseNamed(f, args, true)
 	if err != nil {
 		return err
 	}
-	if *table == "" || *timeCol == "" {
+	if def.table == "" || def.timeCol == "" {
 		return fmt.Errorf("%w: --table and --time are required", errUsage)
 	}
-	grains, err := levelGrains(*levels, *grain)
+	grains, err := levelGrains(def.levels, def.grain)
 	if err != nil {
 		return err
 	}
-	conn, err := connect(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	return withConn(ctx, *dsn, func(conn *pgx.Conn) error {
+		rel, err := def.create(ctx, conn, name, grains)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "created rollup %s (table %s)\n", name, rel)
+		if *noBuild {
+			return nil
+		}
+		return buildCreated(ctx, a, conn, name, *dsn, *streams)
+	})
+}
+
+// rollupDefinition is what rollup create's flags say of the rollup; the
+// column lists are comma-separated.
+type rollupDefinition struct {
+	table, timeCol, grain, tz, late, levels string
+	dims, distinct, sum, minCols, maxCols   string
+	theta, topk                             string
+	thetaLgK, topkSize, log2m, regwidth     int
+}
+
+func definitionFlags(f *flags) *rollupDefinition {
+	d := &rollupDefinition{}
+	f.StringVar(&d.table, "table", "", "base table, optionally schema-qualified (required)")
+	f.StringVar(&d.timeCol, "time", "", "time column of the base table: date, timestamp or timestamptz (required)")
+	f.StringVar(&d.grain, "grain", "day", "bucket width: hour, day, week or month")
+	f.StringVar(&d.tz, "tz", "UTC", "time zone whose calendar cuts the buckets of a timestamptz column")
+	f.StringVar(&d.dims, "dims", "", "comma-separated dimension columns")
+	f.StringVar(&d.distinct, "distinct", "", "comma-separated columns to sketch for COUNT(DISTINCT)")
+	f.StringVar(&d.theta, "theta", "", "comma-separated columns to keep Theta sketches of, for overlaps (INTERSECT, EXCEPT, IN): smallint, integer, bigint, text or varchar")
+	f.IntVar(&d.thetaLgK, "theta-lgk", 12, "Theta sketch nominal entries 2^lgk (5..16); up to 8·2^lgk bytes per rollup row")
+	f.StringVar(&d.topk, "topk", "", "comma-separated columns to keep frequent-items summaries of, for top-k queries: smallint, integer, bigint, text or varchar")
+	f.IntVar(&d.topkSize, "topk-size", 1024, "counters per top-k summary: a power of two from 16 to 65536")
+	f.Bool("count", true, "store the row count per bucket (always on: every rollup has row_count)")
+	f.StringVar(&d.sum, "sum", "", "comma-separated columns to store SUM partials of")
+	f.StringVar(&d.minCols, "min", "", "comma-separated columns to store MIN partials of")
+	f.StringVar(&d.maxCols, "max", "", "comma-separated columns to store MAX partials of")
+	f.IntVar(&d.log2m, "log2m", 14, "sketch registers 2^log2m (4..17); standard error 1.04/sqrt(2^log2m)")
+	f.IntVar(&d.regwidth, "regwidth", 5, "bits per sketch register (1..5)")
+	f.StringVar(&d.late, "late-window", "", "how far before the watermark refreshes re-read late rows, as a PostgreSQL interval (default one bucket)")
+	f.StringVar(&d.levels, "levels", "auto", "comma-separated coarser grains to keep pre-merged copies of the rollup by "+
+		"(week, month for a daily rollup; also day for an hourly one): queries over long ranges read those instead; "+
+		"auto: week,month for a daily rollup, day,month for an hourly one, none for coarser grains; none: no levels")
+	return d
+}
+
+// create defines rollup name and its levels of grains, together or not at
+// all, and returns the rollup table's name.
+func (d *rollupDefinition) create(ctx context.Context, conn *pgx.Conn, name string, grains []string) (string, error) {
 	var lateArg any
-	if *late != "" {
-		lateArg = *late
+	if d.late != "" {
+		lateArg = d.late
 	}
-	// The rollup and its levels are defined together, or not at all.
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var rel string
@@ -174,28 +202,29 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 		dimensions => $6, distinct_columns => $7, sum_columns => $8, min_columns => $9, max_columns => $10,
 		log2m => $11, regwidth => $12, late_window => $13::interval, theta_columns => $14, theta_lgk => $15,
 		topk_columns => $16, topk_size => $17)::text`,
-		name, *table, *timeCol, *grain, *tz, nonNil(splitList(*dims)), nonNil(splitList(*distinct)),
-		nonNil(splitList(*sum)), nonNil(splitList(*minCols)), nonNil(splitList(*maxCols)), *log2m, *regwidth, lateArg,
-		nonNil(splitList(*theta)), *thetaLgK, nonNil(splitList(*topk)), *topkSize).Scan(&rel)
+		name, d.table, d.timeCol, d.grain, d.tz, nonNil(splitList(d.dims)), nonNil(splitList(d.distinct)),
+		nonNil(splitList(d.sum)), nonNil(splitList(d.minCols)), nonNil(splitList(d.maxCols)), d.log2m, d.regwidth, lateArg,
+		nonNil(splitList(d.theta)), d.thetaLgK, nonNil(splitList(d.topk)), d.topkSize).Scan(&rel)
 	if err != nil {
-		return explain(err)
+		return "", explain(err)
 	}
 	for _, g := range grains {
 		if _, err := tx.Exec(ctx, `SELECT pgsketch.add_rollup_level($1, $2)`, name, g); err != nil {
-			return explain(err)
+			return "", explain(err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return explain(err)
+		return "", explain(err)
 	}
-	fmt.Fprintf(a.stdout, "created rollup %s (table %s)\n", name, rel)
-	if *noBuild {
-		return nil
-	}
+	return rel, nil
+}
+
+// buildCreated fills rollup name, just created; rollup create is one
+// command, so a rollup that could not be built is not left behind.
+func buildCreated(ctx context.Context, a *app, conn *pgx.Conn, name, dsn string, streams int) error {
 	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, name, refresh.Options{Full: true,
-		Progress: progressReporter(a), Streams: *streams, Dial: refresh.DialPgConn(*dsn)})
+		Progress: progressReporter(a), Streams: streams, Dial: refresh.DialPgConn(dsn)})
 	if err != nil {
-		// One command: a rollup that could not be built is not left behind.
 		if _, derr := conn.Exec(context.WithoutCancel(ctx), "SELECT pgsketch.drop_rollup($1)", name); derr != nil {
 			return fmt.Errorf("%w; the rollup is defined but empty (dropping it failed: %v)", err, derr)
 		}
@@ -261,47 +290,41 @@ func rollupRefresh(ctx context.Context, a *app, args []string) error {
 	if *full && (*from != "" || *to != "") {
 		return fmt.Errorf("%w: --full and --from/--to exclude each other", errUsage)
 	}
-	conn, err := connect(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	names := []string{name}
-	if *all {
-		rows, err := conn.Query(ctx, "SELECT name FROM pgsketch.rollup_defs ORDER BY name")
-		if err != nil {
-			return explain(err)
+	return withConn(ctx, *dsn, func(conn *pgx.Conn) error {
+		names := []string{name}
+		if *all {
+			rows, err := conn.Query(ctx, "SELECT name FROM pgsketch.rollup_defs ORDER BY name")
+			if err != nil {
+				return explain(err)
+			}
+			if names, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return explain(err)
+			}
 		}
-		if names, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return explain(err)
+		for _, n := range names {
+			res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, n,
+				refresh.Options{Full: *full, From: *from, To: *to, Progress: progressReporter(a),
+					Streams: *streams, Dial: refresh.DialPgConn(*dsn)})
+			if err != nil {
+				return explain(err)
+			}
+			fmt.Fprintln(a.stdout, res)
 		}
-	}
-	for _, n := range names {
-		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, n,
-			refresh.Options{Full: *full, From: *from, To: *to, Progress: progressReporter(a),
-				Streams: *streams, Dial: refresh.DialPgConn(*dsn)})
-		if err != nil {
-			return explain(err)
-		}
-		fmt.Fprintln(a.stdout, res)
-	}
-	return nil
+		return nil
+	})
 }
 
 func rollupList(ctx context.Context, a *app, args []string) error {
 	f := a.newFlags("--dsn URL [flags]")
 	dsn := dsnFlag(f)
-	if err := f.parse(args); err != nil {
+	if err := f.parseFlagsOnly(args); err != nil {
 		return err
 	}
-	if f.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
-	}
-	conn, err := connect(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	return withConn(ctx, *dsn, func(conn *pgx.Conn) error { return listRollups(ctx, conn, a.stdout) })
+}
+
+// listRollups prints a table of the rollups of conn's database to out.
+func listRollups(ctx context.Context, conn *pgx.Conn, out io.Writer) error {
 	rows, err := conn.Query(ctx, `SELECT name, source, grain, time_zone, array_to_string(dimensions, ','),
 		array_to_string(measures, '; '), coalesce(to_char(watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI"Z"'), 'never'),
 		coalesce(rows, 0), pg_size_pretty(bytes), coalesce(to_char(last_refresh AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'never'),
@@ -316,7 +339,7 @@ func rollupList(ctx context.Context, a *app, args []string) error {
 		return explain(err)
 	}
 	defer rows.Close()
-	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLEVELS\tLAST REFRESH\tLAG\tCHANGES")
 	for rows.Next() {
 		var s [12]string
@@ -340,16 +363,13 @@ func rollupDrop(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := connect(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1, $2)", name, *ifExists); err != nil {
-		return explain(err)
-	}
-	fmt.Fprintf(a.stdout, "dropped rollup %s\n", name)
-	return nil
+	return withConn(ctx, *dsn, func(conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup($1, $2)", name, *ifExists); err != nil {
+			return explain(err)
+		}
+		fmt.Fprintf(a.stdout, "dropped rollup %s\n", name)
+		return nil
+	})
 }
 
 func rollupVerify(ctx context.Context, a *app, args []string) error {
@@ -364,18 +384,21 @@ func rollupVerify(ctx context.Context, a *app, args []string) error {
 	if *buckets < 1 {
 		return fmt.Errorf("%w: --buckets must be at least 1", errUsage)
 	}
-	conn, err := connect(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	checks, err := refresh.Verify(ctx, refresh.PgConn{C: conn.PgConn()}, name, *buckets)
-	if err != nil {
-		return explain(err)
-	}
-	printChecks(a.stdout, checks, *verbose)
+	return withConn(ctx, *dsn, func(conn *pgx.Conn) error {
+		checks, err := refresh.Verify(ctx, refresh.PgConn{C: conn.PgConn()}, name, *buckets)
+		if err != nil {
+			return explain(err)
+		}
+		return reportChecks(a.stdout, name, checks, *verbose)
+	})
+}
+
+// reportChecks prints the checks of rollup name (every one with all, else
+// the worst) and their summary, and fails when the rollup is off.
+func reportChecks(out io.Writer, name string, checks []refresh.Check, all bool) error {
+	printChecks(out, checks, all)
 	s := refresh.Summarize(checks)
-	fmt.Fprintf(a.stdout, "%d rows checked: largest error %.2f standard errors, %.1f%% within 3, %d beyond 5, %d row counts wrong\n",
+	fmt.Fprintf(out, "%d rows checked: largest error %.2f standard errors, %.1f%% within 3, %d beyond 5, %d row counts wrong\n",
 		s.Checks, s.MaxStdErrs, 100*s.Within3, s.Beyond5, s.CountErrors)
 	if s.Beyond5 > 0 || s.CountErrors > 0 {
 		return fmt.Errorf("rollup %s failed verification: rebuild it with pgsketch-proxy rollup refresh %s --full", name, name)

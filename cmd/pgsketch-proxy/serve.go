@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -29,102 +30,134 @@ var serveCommand = &command{
 }
 
 func runServe(ctx context.Context, a *app, args []string) error {
-	f := a.newFlags("--upstream URL [flags]")
-	listen := f.String("listen", "127.0.0.1:6432", "address to accept PostgreSQL clients on")
-	upstream := f.String("upstream", "", "upstream PostgreSQL, e.g. postgres://db.internal:5432/?sslmode=require; "+
-		"only host, port and TLS settings are used, user and database come from each client (required)")
-	tlsCert := f.String("tls-cert", "", "PEM certificate file: clients may use TLS, which ends at the proxy")
-	tlsKey := f.String("tls-key", "", "PEM private key file for --tls-cert")
-	connectTimeout := f.Duration("connect-timeout", 10*time.Second, "how long to try reaching the upstream for a client")
-	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long sessions may finish before they are closed")
-	maxMessage := f.Int("max-message-size", 1<<30, "largest message accepted from a client, in bytes")
-	maxStartup := f.Int("max-startup-size", 10000, "largest startup packet accepted, in bytes")
-	procs := f.Int("procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: Go's default, the CPUs available "+
-		"or the GOMAXPROCS environment variable; half of them, at least 1, wait in the relay's event loops (see docs/benchmarks.md)")
-	pprofListen := f.String("pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
-	httpListen := f.String("http-listen", "", "address for the HTTP server: the status page at / and Prometheus metrics at /metrics (off when empty)")
-	statusDSN := f.String("status-dsn", "", "database whose rollups the status page lists (default: --refresh-dsn)")
-	refreshInterval := f.Duration("refresh-interval", 0, "refresh every rollup in the background this often, e.g. 1m (off when 0; needs --refresh-dsn)")
-	refreshDSN := f.String("refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
-		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
-	approx := f.String("approx", "off", "pgsketch.approx for sessions that leave it unset (on|off): "+
-		"answer COUNT(DISTINCT ...) from rollups too, not only APPROX_COUNT_DISTINCT")
-	merge := f.String("merge", "auto", "pgsketch.merge for sessions that leave it unset (auto|proxy|server): where the sketches "+
-		"of a rollup's rows are merged; auto merges in PostgreSQL (hll_union_agg, needs the hll extension) when a group "+
-		"merges several rollup rows, in the proxy otherwise")
-	cacheBytes := f.Int64("cache-bytes", 256<<20, "memory for decoded rollup rows kept between queries, in bytes (0: no cache); "+
-		"an entry is used only while the rollup's catalog version and bucket range are unchanged, as each query checks "+
-		"in PostgreSQL, which also checks the role's privileges every time")
-	if err := f.parse(args); err != nil {
+	o, err := parseServeFlags(a, args)
+	if err != nil {
 		return err
 	}
-	if f.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, f.Arg(0))
-	}
-	if *cacheBytes < 0 {
-		return fmt.Errorf("%w: --cache-bytes must be 0 or more", errUsage)
-	}
-	var approxOn bool
-	switch *approx {
-	case "on":
-		approxOn = true
-	case "off":
-	default:
-		return fmt.Errorf("%w: --approx must be on or off, not %q", errUsage, *approx)
-	}
-	mergeDefault, ok := rewrite.ParseMerge(*merge)
-	if !ok || *merge == "" {
-		return fmt.Errorf("%w: --merge must be auto, proxy or server, not %q", errUsage, *merge)
-	}
-	if *upstream == "" {
-		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
-	}
-	if (*refreshInterval > 0) != (*refreshDSN != "") {
-		return fmt.Errorf("%w: --refresh-interval and --refresh-dsn go together", errUsage)
-	}
 	recorder := status.NewRecorder(50, 1000)
-	cfg := wire.Config{
-		Handler:        &handler.Handler{Log: a.log, Approx: approxOn, Merge: mergeDefault, Recorder: recorder, Cache: exec.NewCache(*cacheBytes)},
-		Upstream:       *upstream,
-		ConnectTimeout: *connectTimeout,
-		MaxMessageSize: *maxMessage,
-		MaxStartupSize: *maxStartup,
-		Logger:         a.log,
+	cfg, err := o.wireConfig(a, recorder)
+	if err != nil {
+		return err
 	}
-	if (*tlsCert == "") != (*tlsKey == "") {
-		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
-	}
-	if *tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-		if err != nil {
-			return fmt.Errorf("load TLS certificate: %w", err)
-		}
-		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	setProcs(a, *procs)
-	if *pprofListen != "" {
-		if err := startPprof(a, *pprofListen); err != nil {
+	setProcs(a, o.procs)
+	if o.pprofListen != "" {
+		if err := startPprof(a, o.pprofListen); err != nil {
 			return err
 		}
 	}
-	if *refreshInterval > 0 {
+	if o.refreshInterval > 0 {
 		done := make(chan struct{})
 		defer func() { <-done }()
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() {
 			defer close(done)
-			refreshLoop(rctx, a, *refreshDSN, *refreshInterval)
+			refreshLoop(rctx, a, o.refreshDSN, o.refreshInterval)
 		}()
 	}
-	ho := httpOptions{addr: *httpListen, recorder: recorder}
-	if *statusDSN == "" {
-		*statusDSN = *refreshDSN
+	ho := httpOptions{addr: o.httpListen, recorder: recorder}
+	if dsn := cmp.Or(o.statusDSN, o.refreshDSN); dsn != "" {
+		ho.rollups = rollupLister(dsn)
 	}
-	if *statusDSN != "" {
-		ho.rollups = rollupLister(*statusDSN)
+	return serveUntilDone(ctx, a, cfg, o.listen, ho, o.shutdownTimeout, nil)
+}
+
+// serveOptions are serve's flags, and the settings read from them.
+type serveOptions struct {
+	listen, upstream, tlsCert, tlsKey  string
+	connectTimeout, shutdownTimeout    time.Duration
+	maxMessage, maxStartup, procs      int
+	pprofListen, httpListen, statusDSN string
+	refreshInterval                    time.Duration
+	refreshDSN, approx, merge          string
+	cacheBytes                         int64
+
+	approxOn     bool
+	mergeDefault rewrite.Merge
+}
+
+func parseServeFlags(a *app, args []string) (*serveOptions, error) {
+	f := a.newFlags("--upstream URL [flags]")
+	o := &serveOptions{}
+	f.StringVar(&o.listen, "listen", "127.0.0.1:6432", "address to accept PostgreSQL clients on")
+	f.StringVar(&o.upstream, "upstream", "", "upstream PostgreSQL, e.g. postgres://db.internal:5432/?sslmode=require; "+
+		"only host, port and TLS settings are used, user and database come from each client (required)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate file: clients may use TLS, which ends at the proxy")
+	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file for --tls-cert")
+	f.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "how long to try reaching the upstream for a client")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM/SIGINT, how long sessions may finish before they are closed")
+	f.IntVar(&o.maxMessage, "max-message-size", 1<<30, "largest message accepted from a client, in bytes")
+	f.IntVar(&o.maxStartup, "max-startup-size", 10000, "largest startup packet accepted, in bytes")
+	f.IntVar(&o.procs, "procs", 0, "threads running the proxy's Go code at once (GOMAXPROCS); 0: Go's default, the CPUs available "+
+		"or the GOMAXPROCS environment variable; half of them, at least 1, wait in the relay's event loops (see docs/benchmarks.md)")
+	f.StringVar(&o.pprofListen, "pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
+	f.StringVar(&o.httpListen, "http-listen", "", "address for the HTTP server: the status page at / and Prometheus metrics at /metrics (off when empty)")
+	f.StringVar(&o.statusDSN, "status-dsn", "", "database whose rollups the status page lists (default: --refresh-dsn)")
+	f.DurationVar(&o.refreshInterval, "refresh-interval", 0, "refresh every rollup in the background this often, e.g. 1m (off when 0; needs --refresh-dsn)")
+	f.StringVar(&o.refreshDSN, "refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
+		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
+	f.StringVar(&o.approx, "approx", "off", "pgsketch.approx for sessions that leave it unset (on|off): "+
+		"answer COUNT(DISTINCT ...) from rollups too, not only APPROX_COUNT_DISTINCT")
+	f.StringVar(&o.merge, "merge", "auto", "pgsketch.merge for sessions that leave it unset (auto|proxy|server): where the sketches "+
+		"of a rollup's rows are merged; auto merges in PostgreSQL (hll_union_agg, needs the hll extension) when a group "+
+		"merges several rollup rows, in the proxy otherwise")
+	f.Int64Var(&o.cacheBytes, "cache-bytes", 256<<20, "memory for decoded rollup rows kept between queries, in bytes (0: no cache); "+
+		"an entry is used only while the rollup's catalog version and bucket range are unchanged, as each query checks "+
+		"in PostgreSQL, which also checks the role's privileges every time")
+	if err := f.parseFlagsOnly(args); err != nil {
+		return nil, err
 	}
-	return serveUntilDone(ctx, a, cfg, *listen, ho, *shutdownTimeout, nil)
+	return o, o.check()
+}
+
+// check checks the flags that must agree with each other and reads
+// --approx and --merge.
+func (o *serveOptions) check() error {
+	if o.cacheBytes < 0 {
+		return fmt.Errorf("%w: --cache-bytes must be 0 or more", errUsage)
+	}
+	switch o.approx {
+	case "on":
+		o.approxOn = true
+	case "off":
+	default:
+		return fmt.Errorf("%w: --approx must be on or off, not %q", errUsage, o.approx)
+	}
+	var ok bool
+	if o.mergeDefault, ok = rewrite.ParseMerge(o.merge); !ok || o.merge == "" {
+		return fmt.Errorf("%w: --merge must be auto, proxy or server, not %q", errUsage, o.merge)
+	}
+	if o.upstream == "" {
+		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
+	}
+	if (o.refreshInterval > 0) != (o.refreshDSN != "") {
+		return fmt.Errorf("%w: --refresh-interval and --refresh-dsn go together", errUsage)
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	}
+	return nil
+}
+
+// wireConfig is the relay's configuration, its Handler recording to
+// recorder.
+func (o *serveOptions) wireConfig(a *app, recorder *status.Recorder) (wire.Config, error) {
+	cfg := wire.Config{
+		Handler:        &handler.Handler{Log: a.log, Approx: o.approxOn, Merge: o.mergeDefault, Recorder: recorder, Cache: exec.NewCache(o.cacheBytes)},
+		Upstream:       o.upstream,
+		ConnectTimeout: o.connectTimeout,
+		MaxMessageSize: o.maxMessage,
+		MaxStartupSize: o.maxStartup,
+		Logger:         a.log,
+	}
+	if o.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return cfg, fmt.Errorf("load TLS certificate: %w", err)
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return cfg, nil
 }
 
 // refreshLoop refreshes every rollup of the database at dsn now and then
@@ -176,9 +209,6 @@ func refreshAll(ctx context.Context, dsn string, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// serveUntilDone listens on addr and relays clients until ctx is done, then
-// shuts down, giving sessions up to shutdownTimeout. ready, if set, is called
-// with the address once listening.
 // httpOptions configure the HTTP server of --http-listen.
 type httpOptions struct {
 	addr     string
@@ -186,6 +216,9 @@ type httpOptions struct {
 	rollups  status.RollupSource
 }
 
+// serveUntilDone listens on addr and relays clients until ctx is done, then
+// shuts down, giving sessions up to shutdownTimeout. ready, if set, is called
+// with the address once listening.
 func serveUntilDone(ctx context.Context, a *app, cfg wire.Config, addr string, ho httpOptions, shutdownTimeout time.Duration, ready func(addr, httpAddr string)) error {
 	srv, err := wire.NewServer(cfg)
 	if err != nil {
