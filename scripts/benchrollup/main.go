@@ -22,60 +22,63 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
-	"github.com/pgsketch/pgsketch/internal/demodata"
-
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
-var streams int
-
-func main() {
-	rows := flag.Int64("rows", 20_000_000, "events to generate")
-	days := flag.Int("days", 90, "days the events span")
-	users := flag.Int64("users", 2_000_000, "possible distinct users")
-	rounds := flag.Int("rounds", 3, "builds of each kind, alternating")
-	flag.IntVar(&streams, "streams", refresh.DefaultStreams, "parallel readers of pgsketch's build (as rollup create --streams)")
-	dsn := flag.String("dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; the table events_bench is created in it")
-	keep := flag.String("keep", "", "keep the throwaway cluster in this directory, and reuse its table on the next run")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	withSum := flag.Bool("sum", true, "both builds also keep sum(amount) (a numeric(10,2) column)")
-	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-rollup:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, *rows, *days, *users, *rounds, *dsn, *keep, *withSum); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-rollup:", err)
-		pprof.StopCPUProfile()
-		os.Exit(1)
-	}
+type options struct {
+	rows, users     int64
+	days            int
+	rounds, streams int
+	dsn, keep       string
+	cpuProfile      string
+	withSum         bool
 }
 
-func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn, keep string, withSum bool) error {
-	if dsn == "" {
-		var stop func()
-		var err error
-		if dsn, stop, err = benchkit.Cluster(ctx, keep, benchkit.Settings()); err != nil {
-			return err
-		}
-		defer stop()
+func main() {
+	var o options
+	flag.Int64Var(&o.rows, "rows", 20_000_000, "events to generate")
+	flag.IntVar(&o.days, "days", 90, "days the events span")
+	flag.Int64Var(&o.users, "users", 2_000_000, "possible distinct users")
+	flag.IntVar(&o.rounds, "rounds", 3, "builds of each kind, alternating")
+	flag.IntVar(&o.streams, "streams", refresh.DefaultStreams, "parallel readers of pgsketch's build (as rollup create --streams)")
+	flag.StringVar(&o.dsn, "dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; the table events_bench is created in it")
+	flag.StringVar(&o.keep, "keep", "", "keep the throwaway cluster in this directory, and reuse its table on the next run")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.BoolVar(&o.withSum, "sum", true, "both builds also keep sum(amount) (a numeric(10,2) column)")
+	flag.Parse()
+	stopProfile, err := startProfile(o.cpuProfile)
+	benchkit.Exit("bench-rollup", err)
+	benchkit.Run("bench-rollup", func(ctx context.Context) error {
+		defer stopProfile()
+		return run(ctx, o)
+	})
+}
+
+// startProfile starts a CPU profile of the run into file path, if one is
+// asked for, and returns the function that ends it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
 	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	return pprof.StopCPUProfile, err
+}
+
+func run(ctx context.Context, o options) error {
+	dsn, stop, err := benchkit.Database(ctx, o.dsn, o.keep, benchkit.Settings())
+	if err != nil {
+		return err
+	}
+	defer stop()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -86,22 +89,48 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 	if err := benchkit.Prepare(ctx, dsn); err != nil {
 		return err
 	}
-
-	spec := demodata.Default
-	spec.Table, spec.Rows, spec.Days, spec.Users = "events_bench", rows, days, users
-	var have int64
-	_ = conn.QueryRow(ctx, "SELECT count(*) FROM events_bench").Scan(&have)
-	if have != rows {
-		fmt.Printf("generating %d events over %d days...\n", rows, days)
-		t0 := time.Now()
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS events_bench; "+spec.CreateSQL()); err != nil {
+	if err := setup(ctx, conn, o); err != nil {
+		return err
+	}
+	b := builder{ctx: ctx, conn: conn, dsn: dsn, o: o}
+	// One warm-up of each reads the table into the page cache.
+	fmt.Println("warm-up")
+	for k := range builders {
+		if _, _, err := b.build(k); err != nil {
 			return err
 		}
-		fmt.Printf("generated in %s\n", time.Since(t0).Round(time.Second))
 	}
-	sums, pgSum := "'{}'", ""
-	if withSum {
-		sums, pgSum = "'{amount}'", ", sum(amount) AS sum_amount"
+	var times [2][]time.Duration
+	for i := range o.rounds {
+		for _, k := range benchkit.Rotation(i, 2) {
+			d, n, err := b.build(k)
+			if err != nil {
+				return fmt.Errorf("%s: %w", builders[k], err)
+			}
+			fmt.Printf("round %d  %-10s  %8.2f s  %d rollup rows\n", i+1, builders[k], d.Seconds(), n)
+			times[k] = append(times[k], d)
+		}
+	}
+	mo, mt := benchkit.Median(times[0]), benchkit.Median(times[1])
+	fmt.Printf("\nmedian over %d rounds: pgsketch %.2f s, postgresql (hll_add_agg) %.2f s: pgsketch is %.2fx as fast (%.0f rows/s)\n",
+		o.rounds, mo.Seconds(), mt.Seconds(), mt.Seconds()/mo.Seconds(), float64(o.rows)/mo.Seconds())
+	return nil
+}
+
+// setup makes the events table (unless it holds the rows asked for) and
+// pgsketch's rollup of it, not built.
+func setup(ctx context.Context, conn *pgx.Conn, o options) error {
+	spec := benchkit.Events("events_bench", o.rows, o.days, o.users)
+	if !benchkit.HasRows(ctx, conn, "events_bench", o.rows) {
+		if _, err := benchkit.Generate(spec, func() error {
+			return benchkit.Exec(ctx, conn, "DROP TABLE IF EXISTS events_bench; "+spec.CreateSQL())
+		}); err != nil {
+			return err
+		}
+	}
+	sums := "'{}'"
+	if o.withSum {
+		sums = "'{amount}'"
 	}
 	if _, err := conn.Exec(ctx, `SELECT pgsketch.drop_rollup('bench_daily', if_exists => true);
 		SELECT pgsketch.create_rollup('bench_daily', 'events_bench', 'created_at', grain => 'day',
@@ -111,57 +140,40 @@ func run(ctx context.Context, rows int64, days int, users int64, rounds int, dsn
 	}
 	var size string
 	_ = conn.QueryRow(ctx, "SELECT pg_size_pretty(pg_total_relation_size('events_bench'))").Scan(&size)
-	fmt.Printf("events_bench: %d rows, %s\n\n", rows, size)
+	fmt.Printf("events_bench: %d rows, %s\n\n", o.rows, size)
+	return nil
+}
 
-	pgsketch := func() (time.Duration, int64, error) {
+// builders name the two builds, in the order build knows them.
+var builders = [2]string{"pgsketch", "postgresql"}
+
+// builder builds the rollup either way.
+type builder struct {
+	ctx  context.Context
+	conn *pgx.Conn
+	dsn  string
+	o    options
+}
+
+// build times build k and returns the rollup rows it wrote.
+func (b builder) build(k int) (time.Duration, int64, error) {
+	if k == 0 {
 		t0 := time.Now()
-		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "bench_daily",
-			refresh.Options{Full: true, Streams: streams, Dial: refresh.DialPgConn(dsn)})
+		res, err := refresh.Refresh(b.ctx, refresh.PgConn{C: b.conn.PgConn()}, "bench_daily",
+			refresh.Options{Full: true, Streams: b.o.streams, Dial: refresh.DialPgConn(b.dsn)})
 		return time.Since(t0), res.Written, err
 	}
-	postgres := func() (time.Duration, int64, error) {
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS bench_daily_pg"); err != nil {
-			return 0, 0, err
-		}
-		t0 := time.Now()
-		tag, err := conn.Exec(ctx, `CREATE TABLE bench_daily_pg AS
-			SELECT date_trunc('day', created_at, 'UTC') AS bucket, country, device, count(*) AS row_count`+pgSum+`,
-			       hll_add_agg(hll_hash_bigint(user_id), 14, 5) AS users
-			  FROM events_bench GROUP BY 1, 2, 3`)
-		return time.Since(t0), tag.RowsAffected(), err
+	pgSum := ""
+	if b.o.withSum {
+		pgSum = ", sum(amount) AS sum_amount"
 	}
-	// One warm-up of each reads the table into the page cache.
-	fmt.Println("warm-up")
-	for _, b := range []func() (time.Duration, int64, error){pgsketch, postgres} {
-		if _, _, err := b(); err != nil {
-			return err
-		}
+	if _, err := b.conn.Exec(b.ctx, "DROP TABLE IF EXISTS bench_daily_pg"); err != nil {
+		return 0, 0, err
 	}
-	var ours, theirs []time.Duration
-	for i := range rounds {
-		order := []string{"pgsketch", "postgresql"}
-		if i%2 == 1 {
-			order = []string{"postgresql", "pgsketch"}
-		}
-		for _, which := range order {
-			f := pgsketch
-			if which == "postgresql" {
-				f = postgres
-			}
-			d, n, err := f()
-			if err != nil {
-				return fmt.Errorf("%s: %w", which, err)
-			}
-			fmt.Printf("round %d  %-10s  %8.2f s  %d rollup rows\n", i+1, which, d.Seconds(), n)
-			if which == "pgsketch" {
-				ours = append(ours, d)
-			} else {
-				theirs = append(theirs, d)
-			}
-		}
-	}
-	mo, mt := benchkit.Median(ours), benchkit.Median(theirs)
-	fmt.Printf("\nmedian over %d rounds: pgsketch %.2f s, postgresql (hll_add_agg) %.2f s: pgsketch is %.2fx as fast (%.0f rows/s)\n",
-		rounds, mo.Seconds(), mt.Seconds(), mt.Seconds()/mo.Seconds(), float64(rows)/mo.Seconds())
-	return nil
+	t0 := time.Now()
+	tag, err := b.conn.Exec(b.ctx, `CREATE TABLE bench_daily_pg AS
+		SELECT date_trunc('day', created_at, 'UTC') AS bucket, country, device, count(*) AS row_count`+pgSum+`,
+		       hll_add_agg(hll_hash_bigint(user_id), 14, 5) AS users
+		  FROM events_bench GROUP BY 1, 2, 3`)
+	return time.Since(t0), tag.RowsAffected(), err
 }
