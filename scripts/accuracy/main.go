@@ -27,10 +27,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 	"github.com/pgsketch/pgsketch/sketch"
 )
 
@@ -57,15 +57,48 @@ type options struct {
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "accuracy:", err)
-		os.Exit(1)
-	}
+	benchkit.Exit("accuracy", run(os.Args[1:], os.Stderr))
 }
 
 var errTargets = errors.New("targets missed")
 
 func run(args []string, logw io.Writer) error {
+	o, err := parseFlags(args, logw)
+	if err != nil {
+		return err
+	}
+	configs := []config{
+		{log2m: 10, regwidth: 5, trials: o.trials[0], maxBias: 0.005},
+		{log2m: 12, regwidth: 5, trials: o.trials[1], maxBias: 0.0025},
+		{log2m: 14, regwidth: 5, trials: o.trials[2], maxBias: 0.0025},
+	}
+	start := time.Now()
+	var results []*result
+	for _, c := range configs {
+		r, err := simulate(c, o, logw)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	if err := writeReport(results, o, args, time.Since(start), logw); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if !r.pass() {
+			if o.quick {
+				fmt.Fprintln(logw, "some targets missed; expected with the few trials of -quick")
+				return nil
+			}
+			return errTargets
+		}
+	}
+	return nil
+}
+
+// parseFlags reads the options, with the defaults of a full or a -quick
+// run.
+func parseFlags(args []string, logw io.Writer) (options, error) {
 	fs := flag.NewFlagSet("accuracy", flag.ContinueOnError)
 	fs.SetOutput(logw)
 	quick := fs.Bool("quick", false, "fast smoke run: few trials, n up to 10^5, output to a temporary directory unless -out is given")
@@ -75,7 +108,7 @@ func run(args []string, logw io.Writer) error {
 	seed := fs.Uint64("seed", 1, "base seed of the hash streams")
 	workers := fs.Int("workers", runtime.NumCPU(), "parallel workers")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return options{}, err
 	}
 	o := options{quick: *quick, outDir: *out, maxN: *maxN, seed: *seed, workers: max(1, *workers)}
 	if o.maxN == 0 {
@@ -91,7 +124,7 @@ func run(args []string, logw io.Writer) error {
 	if *trials != "" {
 		var t [3]int
 		if n, err := fmt.Sscanf(*trials, "%d,%d,%d", &t[0], &t[1], &t[2]); n != 3 || err != nil {
-			return fmt.Errorf("-trials %q: want three comma-separated counts", *trials)
+			return o, fmt.Errorf("-trials %q: want three comma-separated counts", *trials)
 		}
 		o.trials = t[:]
 	}
@@ -100,28 +133,16 @@ func run(args []string, logw io.Writer) error {
 		if o.quick {
 			dir, err := os.MkdirTemp("", "pgsketch-accuracy-")
 			if err != nil {
-				return err
+				return o, err
 			}
 			o.outDir = dir
 		}
 	}
-	configs := []config{
-		{log2m: 10, regwidth: 5, trials: o.trials[0], maxBias: 0.005},
-		{log2m: 12, regwidth: 5, trials: o.trials[1], maxBias: 0.0025},
-		{log2m: 14, regwidth: 5, trials: o.trials[2], maxBias: 0.0025},
-	}
+	return o, nil
+}
 
-	start := time.Now()
-	var results []*result
-	for _, c := range configs {
-		r, err := simulate(c, o, logw)
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
-	}
-	elapsed := time.Since(start)
-
+// writeReport writes accuracy.md and accuracy.png to the output directory.
+func writeReport(results []*result, o options, args []string, elapsed time.Duration, logw io.Writer) error {
 	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
 		return err
 	}
@@ -137,17 +158,6 @@ func run(args []string, logw io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(logw, "wrote %s and %s in %v\n", filepath.Join(o.outDir, "accuracy.md"), filepath.Join(o.outDir, "accuracy.png"), elapsed.Round(time.Second))
-	pass := true
-	for _, r := range results {
-		pass = pass && r.pass()
-	}
-	if !pass {
-		if o.quick {
-			fmt.Fprintln(logw, "some targets missed; expected with the few trials of -quick")
-			return nil
-		}
-		return errTargets
-	}
 	return nil
 }
 
@@ -173,22 +183,9 @@ func checkpoints(maxN, explicitLimit int) []int {
 	return slices.Compact(ns)
 }
 
-// splitMix64 is Steele, Lea and Flood's generator. Its output function is a
-// bijection of a state that never repeats within 2^64 steps, so a stream
-// yields distinct hash values: the true cardinality is the number added.
-type splitMix64 struct{ s uint64 }
-
-func (r *splitMix64) next() uint64 {
-	r.s += 0x9e3779b97f4a7c15
-	z := r.s
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
 func trialSeed(base uint64, log2m, trial int) uint64 {
-	r := splitMix64{base ^ uint64(log2m)<<48 ^ uint64(trial)}
-	return r.next()
+	r := benchkit.SplitMix64{State: base ^ uint64(log2m)<<48 ^ uint64(trial)}
+	return r.Next()
 }
 
 // result holds the relative errors of every trial at every checkpoint.
@@ -211,6 +208,8 @@ func explicitLimit(log2m, regwidth int) int {
 	return ((regwidth << log2m) + 7) / 8 / 8
 }
 
+// simulate runs configuration c's trials on o.workers goroutines and
+// computes the statistics of every checkpoint.
 func simulate(c config, o options, logw io.Writer) (*result, error) {
 	r := &result{cfg: c, limit: explicitLimit(c.log2m, c.regwidth)}
 	r.ns = checkpoints(o.maxN, r.limit)
@@ -218,85 +217,88 @@ func simulate(c config, o options, logw io.Writer) (*result, error) {
 	r.ours = make([]float64, c.trials*K)
 	r.classic = make([]float64, c.trials*K)
 	r.explicit = make([]bool, K)
-	inexact := make([]atomic.Int64, K)
-	typeMismatch := atomic.Bool{}
-
-	var next atomic.Int64
-	var done atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	var logMu sync.Mutex
-	var wg sync.WaitGroup
+	counts := &trialCounts{inexact: make([]atomic.Int64, K)}
 	start := time.Now()
-	for range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []byte
-			regs := make([]uint8, 1<<c.log2m)
-			for {
-				trial := int(next.Add(1) - 1)
-				if trial >= c.trials {
-					return
-				}
-				h, err := sketch.NewHLL(c.log2m, c.regwidth)
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					return
-				}
-				rng := splitMix64{trialSeed(o.seed, c.log2m, trial)}
-				added := 0
-				for k, n := range r.ns {
-					for ; added < n; added++ {
-						h.AddHash(rng.next())
-					}
-					buf, err = h.AppendBinary(buf[:0])
-					if err != nil {
-						errOnce.Do(func() { firstErr = err })
-						return
-					}
-					est := h.Estimate()
-					cl, isExplicit, err := classicEstimate(buf, regs)
-					if err != nil {
-						errOnce.Do(func() { firstErr = err })
-						return
-					}
-					if isExplicit != (n <= r.limit) {
-						typeMismatch.Store(true)
-					}
-					if isExplicit && est != float64(n) {
-						inexact[k].Add(1)
-					}
-					if trial == 0 {
-						r.explicit[k] = isExplicit
-					}
-					r.ours[trial*K+k] = est/float64(n) - 1
-					r.classic[trial*K+k] = cl/float64(n) - 1
-				}
-				d := done.Add(1)
-				if step := max(1, int64(c.trials)/10); d%step == 0 || d == int64(c.trials) {
-					logMu.Lock() // the workers share logw
-					fmt.Fprintf(logw, "log2m %d: %d/%d trials, %v\n", c.log2m, d, c.trials, time.Since(start).Round(100*time.Millisecond))
-					logMu.Unlock()
-				}
-			}
-		}()
+	step := max(1, c.trials/10)
+	err := benchkit.Parallel(o.workers, c.trials, func() func(int) error {
+		s := &scratch{regs: make([]uint8, 1<<c.log2m)}
+		return func(trial int) error { return r.trial(trial, o.seed, s, counts) }
+	}, func(d int) {
+		if d%step == 0 || d == c.trials {
+			fmt.Fprintf(logw, "log2m %d: %d/%d trials, %v\n", c.log2m, d, c.trials, time.Since(start).Round(100*time.Millisecond))
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if typeMismatch.Load() {
+	if counts.typeMismatch.Load() {
 		return nil, fmt.Errorf("log2m %d: a sketch was EXPLICIT where the cutoff %d says it should not be, or the reverse", c.log2m, r.limit)
 	}
 	r.inexact = make([]int, K)
-	for k := range inexact {
-		r.inexact[k] = int(inexact[k].Load())
+	for k := range counts.inexact {
+		r.inexact[k] = int(counts.inexact[k].Load())
 	}
+	r.summarize()
+	return r, nil
+}
+
+// scratch is a worker's space, reused from trial to trial.
+type scratch struct {
+	buf  []byte
+	regs []uint8 // 2^log2m registers
+}
+
+// trialCounts is what the workers count together.
+type trialCounts struct {
+	inexact      []atomic.Int64 // per checkpoint: trials where an EXPLICIT estimate was not n
+	typeMismatch atomic.Bool    // a sketch was EXPLICIT on the wrong side of the cutoff
+}
+
+// trial adds trial's distinct hashes one by one to one sketch and
+// measures both estimators at every checkpoint.
+func (r *result) trial(trial int, seed uint64, s *scratch, counts *trialCounts) error {
+	c, K := r.cfg, len(r.ns)
+	h, err := sketch.NewHLL(c.log2m, c.regwidth)
+	if err != nil {
+		return err
+	}
+	rng := benchkit.SplitMix64{State: trialSeed(seed, c.log2m, trial)}
+	added := 0
+	for k, n := range r.ns {
+		for ; added < n; added++ {
+			h.AddHash(rng.Next())
+		}
+		if s.buf, err = h.AppendBinary(s.buf[:0]); err != nil {
+			return err
+		}
+		est := h.Estimate()
+		cl, isExplicit, err := classicEstimate(s.buf, s.regs)
+		if err != nil {
+			return err
+		}
+		if isExplicit != (n <= r.limit) {
+			counts.typeMismatch.Store(true)
+		}
+		if isExplicit && est != float64(n) {
+			counts.inexact[k].Add(1)
+		}
+		if trial == 0 {
+			r.explicit[k] = isExplicit
+		}
+		r.ours[trial*K+k] = est/float64(n) - 1
+		r.classic[trial*K+k] = cl/float64(n) - 1
+	}
+	return nil
+}
+
+// summarize computes the bias and RSE of both estimators at every
+// checkpoint, reducing the trials in order.
+func (r *result) summarize() {
+	K := len(r.ns)
 	r.stats = make([]rowStats, K)
 	for k := range r.ns {
 		var so, so2, sc, sc2 float64
-		for t := range c.trials {
+		for t := range r.cfg.trials {
 			e := r.ours[t*K+k]
 			so += e
 			so2 += e * e
@@ -304,10 +306,9 @@ func simulate(c config, o options, logw io.Writer) (*result, error) {
 			sc += e
 			sc2 += e * e
 		}
-		nt := float64(c.trials)
+		nt := float64(r.cfg.trials)
 		r.stats[k] = rowStats{oursBias: so / nt, oursRSE: math.Sqrt(so2 / nt), classicBias: sc / nt, classicRSE: math.Sqrt(sc2 / nt)}
 	}
-	return r, nil
 }
 
 // stdErr is the nominal relative standard error 1.04/√m.

@@ -33,9 +33,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -164,6 +165,14 @@ func parse(path string) (*run, error) {
 	return r, nil
 }
 
+// pkgOutcome is package p's outcome in the run, "no result" for none.
+func (r *run) pkgOutcome(p string) string {
+	if pr := r.pkgs[p]; pr != nil && pr.outcome != "" {
+		return pr.outcome
+	}
+	return "no result"
+}
+
 func (r *run) outcome(k string) string {
 	if t := r.tests[k]; t != nil {
 		return t.outcome
@@ -246,201 +255,223 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: pgxsuite -direct DIRECT.json -proxy PROXY.json [-details N] [-module PATH]")
 		os.Exit(2)
 	}
-	direct, err := parse(*directPath)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pgxsuite:", err)
-		os.Exit(2)
+	c := compareRuns(mustParse(*directPath), mustParse(*proxyPath))
+	c.printCounts()
+	c.printLists()
+	if *details != 0 && c.failed() {
+		c.printDetails(*details)
 	}
-	proxy, err := parse(*proxyPath)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pgxsuite:", err)
-		os.Exit(2)
-	}
-
-	keys := map[string]bool{}
-	for k := range direct.tests {
-		keys[k] = true
-	}
-	for k := range proxy.tests {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	name := func(k string) (string, string) {
-		pkg, n, _ := strings.Cut(k, "\x00")
-		return short(pkg), n
-	}
-	width := 0 // of the package names in the lists below
-	for k := range keys {
-		d, x := direct.outcome(k), proxy.outcome(k)
-		if p, _ := name(k); len(p) > width && (d != x || d == fail || d == unfinished) {
-			width = len(p)
-		}
-	}
-	line := func(k, note string) string {
-		p, n := name(k)
-		s := fmt.Sprintf("  %-*s  %s", width, p, n)
-		if note != "" {
-			s += "  [" + note + "]"
-		}
-		return s
-	}
-
-	type regression struct{ key, note string }
-	var regressions []regression
-	var skippedProxy, bothFail, directOnlyFail, other []string
-	for _, k := range sorted {
-		d, p := direct.outcome(k), proxy.outcome(k)
-		switch {
-		case d == p:
-			if d == fail || d == unfinished {
-				note := ""
-				if d == unfinished {
-					note = "not finished in either run"
-				}
-				bothFail = append(bothFail, line(k, note))
-			}
-		case d == pass && (p == fail || p == unfinished || p == absent):
-			note := ""
-			switch p {
-			case unfinished:
-				note = "not finished through the proxy"
-			case absent:
-				note = "not run through the proxy"
-			}
-			regressions = append(regressions, regression{k, note})
-		case d == pass && p == skip:
-			skippedProxy = append(skippedProxy, line(k, ""))
-		case (d == fail || d == unfinished) && (p == pass || p == skip):
-			directOnlyFail = append(directOnlyFail, line(k, "direct "+d+", proxy "+p))
-		case (d == fail || d == unfinished) && (p == fail || p == unfinished):
-			bothFail = append(bothFail, line(k, "direct "+d+", proxy "+p))
-		default:
-			other = append(other, line(k, "direct "+d+", proxy "+p))
-		}
-	}
-
-	// Packages: a package can fail without a failing test (a build error, a
-	// panic in TestMain or outside a test, a timeout).
-	var pkgNames []string
-	seen := map[string]bool{}
-	for _, r := range []*run{direct, proxy} {
-		for p := range r.pkgs {
-			if !seen[p] {
-				seen[p] = true
-				pkgNames = append(pkgNames, p)
-			}
-		}
-	}
-	sort.Strings(pkgNames)
-	pkgOutcome := func(r *run, p string) string {
-		if pr := r.pkgs[p]; pr != nil && pr.outcome != "" {
-			return pr.outcome
-		}
-		return "no result"
-	}
-	// failingTests: the packages with a test that fails or does not finish
-	// through the proxy, which says why the package failed.
-	failingTests := map[string]bool{}
-	for _, t := range proxy.tests {
-		if t.outcome == fail || t.outcome == unfinished {
-			failingTests[t.pkg] = true
-		}
-	}
-	var pkgRegressions, pkgBoth []string
-	for _, p := range pkgNames {
-		d, x := pkgOutcome(direct, p), pkgOutcome(proxy, p)
-		dOK, xOK := d == pass || d == skip, x == pass || x == skip
-		switch {
-		case dOK && !xOK && !failingTests[p]:
-			pkgRegressions = append(pkgRegressions, p)
-		case !dOK && !xOK:
-			pkgBoth = append(pkgBoth, p)
-		}
-	}
-
-	fmt.Println("counts: tests including subtests (top-level tests in parentheses)")
-	fmt.Printf("  %-8s %-14s %-11s %-12s %-12s %s\n", "run", "pass", "fail", "skip", "not finished", "packages ok/failed")
-	fmt.Println(direct.counts("direct"))
-	fmt.Println(proxy.counts("proxy"))
-	fmt.Println()
-
-	fmt.Printf("pass directly, FAIL through the proxy (%d):\n", len(regressions))
-	for _, r := range regressions {
-		fmt.Println(line(r.key, r.note))
-	}
-	if len(pkgRegressions) > 0 {
-		fmt.Printf("packages ok directly, FAILED through the proxy without a failing test (%d):\n", len(pkgRegressions))
-		for _, p := range pkgRegressions {
-			fmt.Printf("  %s (%s)\n", short(p), pkgOutcome(proxy, p))
-		}
-	}
-	fmt.Println()
-
-	if len(skippedProxy) > 0 {
-		fmt.Printf("pass directly, skipped through the proxy (%d):\n", len(skippedProxy))
-		printLines(skippedProxy)
-	}
-	fmt.Printf("fail in both runs (the environment, or flaky) (%d):\n", len(bothFail))
-	printLines(bothFail)
-	if len(pkgBoth) > 0 {
-		fmt.Printf("packages failed in both runs (%d):\n", len(pkgBoth))
-		for _, p := range pkgBoth {
-			fmt.Printf("  %s (direct %s, proxy %s)\n", short(p), pkgOutcome(direct, p), pkgOutcome(proxy, p))
-		}
-	}
-	if len(directOnlyFail) > 0 {
-		fmt.Printf("fail directly only (flaky?) (%d):\n", len(directOnlyFail))
-		printLines(directOnlyFail)
-	}
-	if len(other) > 0 {
-		fmt.Printf("other differences (%d):\n", len(other))
-		printLines(other)
-	}
-
-	if *details != 0 && (len(regressions) > 0 || len(pkgRegressions) > 0) {
-		fmt.Println()
-		fmt.Println("output through the proxy of what fails there only:")
-		for _, r := range regressions {
-			k := r.key
-			t := proxy.tests[k]
-			if t == nil {
-				continue
-			}
-			lines := interesting(t.output)
-			if len(lines) == 0 {
-				continue // a parent test whose subtests say why
-			}
-			p, n := name(k)
-			fmt.Printf("--- %s %s (%s)\n", p, n, t.outcome)
-			if t.outcome == unfinished {
-				// A panic or a timeout: its message comes first, the goroutines after.
-				printLines(head(lines, *details))
-			} else {
-				printLines(tail(lines, *details))
-			}
-		}
-		for _, p := range pkgRegressions {
-			fmt.Printf("--- package %s (%s)\n", short(p), pkgOutcome(proxy, p))
-			var lines []string
-			if pr := proxy.pkgs[p]; pr != nil {
-				lines = interesting(pr.output)
-			}
-			lines = append(lines, proxy.builds[p]...)
-			printLines(tail(lines, *details))
-		}
-	}
-	for _, g := range [][]string{direct.garbage, proxy.garbage} {
+	for _, g := range [][]string{c.direct.garbage, c.proxy.garbage} {
 		if len(g) > 0 {
 			fmt.Fprintf(os.Stderr, "pgxsuite: %d lines that are not go test -json events, e.g. %q\n", len(g), g[0])
 		}
 	}
-
-	if len(regressions) > 0 || len(pkgRegressions) > 0 {
+	if c.failed() {
 		os.Exit(1)
+	}
+}
+
+// mustParse is parse, ending the program with status 2 when the file
+// cannot be read.
+func mustParse(path string) *run {
+	r, err := parse(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgxsuite:", err)
+		os.Exit(2)
+	}
+	return r
+}
+
+// regression is a test that passes directly but not through the proxy.
+type regression struct{ key, note string }
+
+// comparison is how the two runs differ: the lists the report prints.
+type comparison struct {
+	direct, proxy                                 *run
+	width                                         int // of the package names in the lists
+	regressions                                   []regression
+	skippedProxy, bothFail, directOnlyFail, other []string // lines
+	// Packages ok directly that fail through the proxy without a failing
+	// test to show for it, and packages that fail in both runs.
+	pkgRegressions, pkgBoth []string
+}
+
+func compareRuns(direct, proxy *run) *comparison {
+	c := &comparison{direct: direct, proxy: proxy}
+	keys := map[string]bool{}
+	for _, r := range []*run{direct, proxy} {
+		for k := range r.tests {
+			keys[k] = true
+		}
+	}
+	for k := range keys {
+		d, x := direct.outcome(k), proxy.outcome(k)
+		if p, _ := name(k); len(p) > c.width && (d != x || d == fail || d == unfinished) {
+			c.width = len(p)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		c.compareTest(k)
+	}
+	c.comparePackages()
+	return c
+}
+
+// name is a test's package, shortened, and name.
+func name(k string) (string, string) {
+	pkg, n, _ := strings.Cut(k, "\x00")
+	return short(pkg), n
+}
+
+// line is a test's line in the lists, with a note.
+func (c *comparison) line(k, note string) string {
+	p, n := name(k)
+	s := fmt.Sprintf("  %-*s  %s", c.width, p, n)
+	if note != "" {
+		s += "  [" + note + "]"
+	}
+	return s
+}
+
+// compareTest puts test k in the list its outcomes belong to, if any.
+func (c *comparison) compareTest(k string) {
+	d, p := c.direct.outcome(k), c.proxy.outcome(k)
+	switch {
+	case d == p:
+		if d == fail || d == unfinished {
+			note := ""
+			if d == unfinished {
+				note = "not finished in either run"
+			}
+			c.bothFail = append(c.bothFail, c.line(k, note))
+		}
+	case d == pass && (p == fail || p == unfinished || p == absent):
+		note := ""
+		switch p {
+		case unfinished:
+			note = "not finished through the proxy"
+		case absent:
+			note = "not run through the proxy"
+		}
+		c.regressions = append(c.regressions, regression{k, note})
+	case d == pass && p == skip:
+		c.skippedProxy = append(c.skippedProxy, c.line(k, ""))
+	case (d == fail || d == unfinished) && (p == pass || p == skip):
+		c.directOnlyFail = append(c.directOnlyFail, c.line(k, "direct "+d+", proxy "+p))
+	case (d == fail || d == unfinished) && (p == fail || p == unfinished):
+		c.bothFail = append(c.bothFail, c.line(k, "direct "+d+", proxy "+p))
+	default:
+		c.other = append(c.other, c.line(k, "direct "+d+", proxy "+p))
+	}
+}
+
+// comparePackages finds the packages that fail through the proxy without
+// a failing test: a package can fail so (a build error, a panic in
+// TestMain or outside a test, a timeout); and those that fail in both.
+func (c *comparison) comparePackages() {
+	pkgs := map[string]bool{}
+	for _, r := range []*run{c.direct, c.proxy} {
+		for p := range r.pkgs {
+			pkgs[p] = true
+		}
+	}
+	// failingTests: the packages with a test that fails or does not finish
+	// through the proxy, which says why the package failed.
+	failingTests := map[string]bool{}
+	for _, t := range c.proxy.tests {
+		if t.outcome == fail || t.outcome == unfinished {
+			failingTests[t.pkg] = true
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(pkgs)) {
+		d, x := c.direct.pkgOutcome(p), c.proxy.pkgOutcome(p)
+		dOK, xOK := d == pass || d == skip, x == pass || x == skip
+		switch {
+		case dOK && !xOK && !failingTests[p]:
+			c.pkgRegressions = append(c.pkgRegressions, p)
+		case !dOK && !xOK:
+			c.pkgBoth = append(c.pkgBoth, p)
+		}
+	}
+}
+
+// failed reports whether something passes directly and fails through the
+// proxy.
+func (c *comparison) failed() bool { return len(c.regressions) > 0 || len(c.pkgRegressions) > 0 }
+
+func (c *comparison) printCounts() {
+	fmt.Println("counts: tests including subtests (top-level tests in parentheses)")
+	fmt.Printf("  %-8s %-14s %-11s %-12s %-12s %s\n", "run", "pass", "fail", "skip", "not finished", "packages ok/failed")
+	fmt.Println(c.direct.counts("direct"))
+	fmt.Println(c.proxy.counts("proxy"))
+	fmt.Println()
+}
+
+func (c *comparison) printLists() {
+	fmt.Printf("pass directly, FAIL through the proxy (%d):\n", len(c.regressions))
+	for _, r := range c.regressions {
+		fmt.Println(c.line(r.key, r.note))
+	}
+	if len(c.pkgRegressions) > 0 {
+		fmt.Printf("packages ok directly, FAILED through the proxy without a failing test (%d):\n", len(c.pkgRegressions))
+		for _, p := range c.pkgRegressions {
+			fmt.Printf("  %s (%s)\n", short(p), c.proxy.pkgOutcome(p))
+		}
+	}
+	fmt.Println()
+	printList("pass directly, skipped through the proxy (%d):\n", c.skippedProxy, false)
+	printList("fail in both runs (the environment, or flaky) (%d):\n", c.bothFail, true)
+	if len(c.pkgBoth) > 0 {
+		fmt.Printf("packages failed in both runs (%d):\n", len(c.pkgBoth))
+		for _, p := range c.pkgBoth {
+			fmt.Printf("  %s (direct %s, proxy %s)\n", short(p), c.direct.pkgOutcome(p), c.proxy.pkgOutcome(p))
+		}
+	}
+	printList("fail directly only (flaky?) (%d):\n", c.directOnlyFail, false)
+	printList("other differences (%d):\n", c.other, false)
+}
+
+// printList prints a heading with the count of lines, and the lines; an
+// empty list only when always.
+func printList(heading string, lines []string, always bool) {
+	if len(lines) > 0 || always {
+		fmt.Printf(heading, len(lines))
+		printLines(lines)
+	}
+}
+
+// printDetails prints the output through the proxy of what fails there
+// only: the last details lines of each (of a test that did not finish,
+// the first).
+func (c *comparison) printDetails(details int) {
+	fmt.Println()
+	fmt.Println("output through the proxy of what fails there only:")
+	for _, r := range c.regressions {
+		t := c.proxy.tests[r.key]
+		if t == nil {
+			continue
+		}
+		lines := interesting(t.output)
+		if len(lines) == 0 {
+			continue // a parent test whose subtests say why
+		}
+		p, n := name(r.key)
+		fmt.Printf("--- %s %s (%s)\n", p, n, t.outcome)
+		if t.outcome == unfinished {
+			// A panic or a timeout: its message comes first, the goroutines after.
+			printLines(head(lines, details))
+		} else {
+			printLines(tail(lines, details))
+		}
+	}
+	for _, p := range c.pkgRegressions {
+		fmt.Printf("--- package %s (%s)\n", short(p), c.proxy.pkgOutcome(p))
+		var lines []string
+		if pr := c.proxy.pkgs[p]; pr != nil {
+			lines = interesting(pr.output)
+		}
+		lines = append(lines, c.proxy.builds[p]...)
+		printLines(tail(lines, details))
 	}
 }
 

@@ -43,11 +43,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 	"github.com/pgsketch/pgsketch/sketch"
 )
 
@@ -89,10 +88,7 @@ func (o op) String() string {
 var errFailed = errors.New("some rows failed")
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "thetaaccuracy:", err)
-		os.Exit(1)
-	}
+	benchkit.Exit("thetaaccuracy", run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, out, logw io.Writer) error {
@@ -195,43 +191,23 @@ func measure(o options, logw io.Writer) ([]row, error) {
 	nLevels := len(ops) * len(o.jaccard)
 	total := nLevels * o.trials
 	results := make([]outcome, total)
-	var next, done atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	var failed atomic.Bool
-	var logMu sync.Mutex
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []int64
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= total || failed.Load() {
-					return
-				}
-				lv, t := i/o.trials, i%o.trials
-				p, j := ops[lv/len(o.jaccard)], o.jaccard[lv%len(o.jaccard)]
-				var err error
-				results[i], buf, err = trial(o, p, j, t, buf)
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-					failed.Store(true)
-					return
-				}
-				if d := done.Add(1); d%int64(max(1, total/10)) == 0 {
-					logMu.Lock()
-					fmt.Fprintf(logw, "%d/%d trials, %v\n", d, total, time.Since(start).Round(100*time.Millisecond))
-					logMu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	err := benchkit.Parallel(o.workers, total, func() func(int) error {
+		var buf []int64
+		return func(i int) error {
+			lv, t := i/o.trials, i%o.trials
+			p, j := ops[lv/len(o.jaccard)], o.jaccard[lv%len(o.jaccard)]
+			var err error
+			results[i], buf, err = trial(o, p, j, t, buf)
+			return err
+		}
+	}, func(d int) {
+		if d%max(1, total/10) == 0 {
+			fmt.Fprintf(logw, "%d/%d trials, %v\n", d, total, time.Since(start).Round(100*time.Millisecond))
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	rows := make([]row, nLevels)
 	for lv := range rows {
@@ -245,10 +221,10 @@ func measure(o options, logw io.Writer) ([]row, error) {
 // united sketches. buf is scratch space for the values, returned for reuse.
 func trial(o options, p op, j float64, t int, buf []int64) (outcome, []int64, error) {
 	common, side := sizes(j, o.union)
-	rng := splitMix64{mix(o.seed, uint64(p), math.Float64bits(j), uint64(t))}
+	rng := benchkit.SplitMix64{State: mix(o.seed, uint64(p), math.Float64bits(j), uint64(t))}
 	buf = slices.Grow(buf[:0], common+2*side)
 	for range common + 2*side {
-		buf = append(buf, int64(rng.next()))
+		buf = append(buf, int64(rng.Next()))
 	}
 	inter, onlyA, onlyB := buf[:common], buf[common:common+side], buf[common+side:]
 	wholeA, unitedA, err := build(o.lgK, o.parts, inter, onlyA)
@@ -329,27 +305,14 @@ func statedRelErr(est, lower, upper float64) float64 {
 	return w / est
 }
 
-// splitMix64 is Steele, Lea and Flood's generator. Its output function is a
-// bijection of a state that never repeats within 2^64 steps, so one stream
-// yields distinct values.
-type splitMix64 struct{ s uint64 }
-
-func (r *splitMix64) next() uint64 {
-	r.s += 0x9e3779b97f4a7c15
-	z := r.s
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
 // mix folds words into one seed.
 func mix(words ...uint64) uint64 {
-	var r splitMix64
+	var r benchkit.SplitMix64
 	for _, w := range words {
-		r.s ^= w
-		r.s = r.next()
+		r.State ^= w
+		r.State = r.Next()
 	}
-	return r.s
+	return r.State
 }
 
 // row is the summary of one operation at one Jaccard index.
@@ -378,8 +341,8 @@ func summarize(p op, j float64, o options, rs []outcome) row {
 		r.mismatches += b2i(t.mismatch)
 		r.badInterval += b2i(!t.validInterval())
 	}
-	r.medianErr, r.p95Err = quantile(errs, 0.5), quantile(errs, 0.95)
-	r.medianRelErr = quantile(rel, 0.5)
+	r.medianErr, r.p95Err = benchkit.Percentile(errs, 50), benchkit.Percentile(errs, 95)
+	r.medianRelErr = benchkit.Percentile(rel, 50)
 	return r
 }
 
@@ -388,12 +351,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// quantile returns the nearest-rank q-quantile of xs, which it sorts.
-func quantile(xs []float64, q float64) float64 {
-	slices.Sort(xs)
-	return xs[max(0, int(math.Ceil(q*float64(len(xs))))-1)]
 }
 
 func (r row) share(n int) float64 { return float64(n) / float64(r.trials) }

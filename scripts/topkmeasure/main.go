@@ -52,6 +52,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgsketch/pgsketch/scripts/benchkit"
 	"github.com/pgsketch/pgsketch/sketch"
 )
 
@@ -69,10 +70,7 @@ type options struct {
 var errFailed = errors.New("a complete candidate list missed a top-k item")
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "topkmeasure:", err)
-		os.Exit(1)
-	}
+	benchkit.Exit("topkmeasure", run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, out, logw io.Writer) error {
