@@ -17,7 +17,7 @@ const notAJoin = "not one table joined to another"
 
 // readStarJoin reads s as a fact table joined to dimension tables (or
 // alone, regrouped).
-func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (starJoin, string) {
+func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess env) (starJoin, string) {
 	sj, items, why := joinTables(s)
 	if why != "" {
 		return sj, why
@@ -120,7 +120,7 @@ func regroupable(s *selectStmt, sj starJoin) string {
 
 // findFact finds the fact table among the join's tables, the one a rollup
 // reads, and the dimension tables.
-func (sj *starJoin) findFact(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess Session) string {
+func (sj *starJoin) findFact(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess env) string {
 	switch {
 	case len(items) == 1:
 		_, r := resolveTable(items[0], snap, sess)
@@ -374,7 +374,7 @@ func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
 // readLeaves finds the fact table among the tables of a join of three or
 // more: the one table a rollup reads, never on the side a LEFT JOIN fills
 // with NULLs (its conditions would then not filter facts alone).
-func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess Session) string {
+func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess env) string {
 	names := map[string]bool{}
 	for _, it := range items {
 		if names[refName(it)] {

@@ -129,7 +129,7 @@ type aggInfo struct {
 	exact   bool
 }
 
-func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session) (*built, string) {
+func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env) (*built, string) {
 	m := &matcher{s: s, fi: fi, r: r, sess: sess}
 	switch {
 	case !r.Refreshed():
@@ -278,6 +278,9 @@ func (m *matcher) canon(e expr) string {
 // the time column becoming the bucket) or over the base table (alias t).
 func (m *matcher) side(e expr, rollup bool) string {
 	return sqlOf(e, func(x expr) (string, bool) {
+		if c, ok := x.(*constExpr); ok && m.lift[c] > 0 {
+			return "$" + strconv.Itoa(m.lift[c]), true
+		}
 		if c, ok := x.(*colRef); ok {
 			name, _ := m.column(c)
 			if rollup {

@@ -207,7 +207,7 @@ func qualifiedFor(c *colRef, fi fromItem) bool {
 // arms, at any depth along those. Each subquery planSelect answers from a
 // rollup becomes an arm; the statement around them runs in PostgreSQL
 // as it was written.
-func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planNested(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
 	s := p.sel
 	if !nestable(s) {
 		return nil, noSubquery // the reason already given is the statement's
@@ -293,7 +293,7 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string
 const noSubquery = "no subquery"
 
 // planArm plans subquery c on its own: a FromRollup plan, or why not.
-func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess env) (*built, string) {
 	readsCTE := func() string {
 		var why string
 		var read func(f fromItem)

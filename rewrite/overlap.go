@@ -65,7 +65,7 @@ type overlap struct {
 
 // planOverlap plans an overlap statement (overlapShape holds), or says
 // why it is not answered.
-func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
 	if s.unsupported != "" {
 		// A WITH clause, say, whose names the sets' FROM could mean.
 		return nil, "query uses " + s.unsupported

@@ -82,7 +82,7 @@ func sqlOfName(names []string) string {
 // pgCatalogFirst refuses a search_path that names pg_catalog after another
 // schema: unqualified functions and operators might then not be the
 // built-ins the rewriter reasons about.
-func pgCatalogFirst(sess Session) string {
+func pgCatalogFirst(sess env) string {
 	for i, schema := range searchPath(sess) {
 		if schema == "pg_catalog" && i > 0 {
 			return "search_path puts pg_catalog after other schemas, so unqualified functions and operators may not be the built-ins"
@@ -94,7 +94,7 @@ func pgCatalogFirst(sess Session) string {
 // resolveTable finds the rollups of the table a FROM item names, resolving
 // an unqualified name along the session's search_path. It returns the table
 // as printed in reasons.
-func resolveTable(fi fromItem, snap *catalog.Snapshot, sess Session) (string, []*catalog.Rollup) {
+func resolveTable(fi fromItem, snap *catalog.Snapshot, sess env) (string, []*catalog.Rollup) {
 	if fi.schema != "" {
 		t := catalog.Table{Schema: fi.schema, Name: fi.name}
 		return t.String(), snap.ForSource(t)
@@ -109,7 +109,7 @@ func resolveTable(fi fromItem, snap *catalog.Snapshot, sess Session) (string, []
 }
 
 // searchPath splits a search_path setting into schema names.
-func searchPath(sess Session) []string {
+func searchPath(sess env) []string {
 	sp := sess.SearchPath
 	if strings.TrimSpace(sp) == "" {
 		sp = `"$user", public`
@@ -142,9 +142,14 @@ type matcher struct {
 	s    *selectStmt
 	fi   fromItem
 	r    *catalog.Rollup
-	sess Session
-	keys []*keyInfo
-	aggs []*aggInfo
+	sess env
+	// lift numbers the string literals of the time bounds the fetch binds
+	// as parameters, while it is printed (see liftBounds); lo and hi are
+	// the bucket range's bounds as plan.BoundsRelation computes them.
+	lift   map[*constExpr]int
+	lo, hi string
+	keys   []*keyInfo
+	aggs   []*aggInfo
 	// pushed are WHERE conjuncts answered on both halves.
 	pushed []expr
 	// ranges are the WHERE conjuncts that bound the raw time column.

@@ -140,7 +140,7 @@ var gridColumns = [3]string{"pgsketch_a", "pgsketch_b", "pgsketch_n"}
 
 // planRetention plans a retention grid (retentionShape holds), or says why
 // it is not answered.
-func planRetention(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
 	pair, _ := joinedPair(s)
 	if s.unsupported != "" && (s.unsupported != "a WITH clause" || s.ctes == nil) {
 		// A WITH clause the parser could not read (RECURSIVE, say), whose

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -90,7 +91,13 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if p.other != "" {
 		return Result{Reason: "statement is " + p.other + ", not a single SELECT", Unsupported: p.approxWhy}
 	}
-	b, reason := planParsed(p, snap, sess)
+	// Every $n of the text, also where the AST does not reach (a LATERAL
+	// subquery, VALUES, a window's frame), that the statement may bind.
+	params := maxParam(p.sel)
+	if ps := paramsIn(sql); len(ps) > 0 {
+		params = max(params, ps[len(ps)-1])
+	}
+	b, reason := planParsed(p, snap, env{Session: sess, params: params})
 	if b == nil && p.approx {
 		// No planner answered, nor could reprint the statement with its
 		// APPROX_COUNT_DISTINCT counted exactly: the parser's tree can
@@ -109,14 +116,16 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		return Result{Reason: reason}
 	}
 	b.Header().Explain = p.explain
-	// Every $n of the text, also where the AST does not reach (a LATERAL
-	// subquery, VALUES, a window's frame), that the statement may bind.
-	params := maxParam(p.sel)
-	if ps := paramsIn(sql); len(ps) > 0 {
-		params = max(params, ps[len(ps)-1])
-	}
 	finish(b.Plan, params, quotesRelativeTime(sql), snap, sess)
 	return Result{Plan: b.Plan}
+}
+
+// env is what planning a statement needs besides the catalog: the
+// session's settings, and the highest $n the statement uses (a plan's
+// statements bind what they add after it).
+type env struct {
+	Session
+	params int
 }
 
 // overLimits checks sql against the caps on its size, nesting and tokens,
@@ -144,7 +153,7 @@ func overLimits(sql string) (Result, bool) {
 // then, when none answered the statement whole (or its
 // APPROX_COUNT_DISTINCT would be counted exactly), the star join and the
 // nested subqueries. A substitute plan comes back without a reason.
-func planParsed(p *parsed, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planParsed(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
 	var b *built
 	var reason string
 	switch {
@@ -201,6 +210,8 @@ func finish(pl plan.Plan, params int, reparse bool, snap *catalog.Snapshot, sess
 		}
 		chooseMerge(r, snap.HLL(), setting)
 		r.FetchParams, r.ExactParams, r.ShapeParams = paramsIn(r.FetchSQL), paramsIn(r.ExactSQL), paramsIn(r.ShapeSQL)
+		// The fetch binds the lifted literals after the client's.
+		r.FetchParams = slices.DeleteFunc(r.FetchParams, func(n int) bool { return n > params })
 	}
 }
 
@@ -269,7 +280,7 @@ func maxParamOf(e expr) int {
 }
 
 // planSelect matches a SELECT against the rollups of its table.
-func planSelect(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planSelect(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
 	if s.unsupported != "" {
 		return nil, "query uses " + s.unsupported
 	}
@@ -375,7 +386,7 @@ func findAggs(s *selectStmt) (acd, cd bool, bad string) {
 // (a *, LIMIT or OFFSET not constant, a function the rewriter does not
 // know, pg_catalog not first on the search_path, not one plain table), or
 // "".
-func unanswerable(s *selectStmt, sess Session) string {
+func unanswerable(s *selectStmt, sess env) string {
 	for _, t := range s.targets {
 		if t.star {
 			return "select list has *"

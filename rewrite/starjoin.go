@@ -29,7 +29,7 @@ import (
 // distinct counts are never summed, and counts and sums stay exact.
 
 // planStarJoin plans s as a star join, or says why not.
-func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
 	sj, why := readStarJoin(s, snap, sess)
 	if why != "" {
 		return nil, why

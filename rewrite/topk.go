@@ -76,7 +76,7 @@ func (s *selectStmt) eachAggCall(f func(*funcCall)) {
 
 // planTopK plans a top-k statement (topkShape holds), or says why it is
 // not answered.
-func planTopK(s *selectStmt, snap *catalog.Snapshot, sess Session) (*built, string) {
+func planTopK(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
 	switch {
 	case sess.TopK == TopKOff:
 		return nil, "pgsketch.topk is off"
@@ -203,7 +203,7 @@ func intConst(e expr) (int64, bool) {
 // (the one column r keeps a TopK measure of and has no dimension for), plans
 // the summaries' arm over the other keys, and adds the exact count
 // statement and the shape.
-func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess Session, spec TopKSpec) (*built, string) {
+func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec TopKSpec) (*built, string) {
 	m := &matcher{s: s, fi: fi, r: r, sess: sess}
 	var others []expr
 	var item expr

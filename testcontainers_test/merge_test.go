@@ -187,7 +187,11 @@ func rollupHalf(t *testing.T, conn *pgx.Conn, pl *plan.Rollup, fetchSQL string) 
 		ncols = max(ncols, a.RollupColumn+1, a.BaseColumn+1)
 	}
 	formats := slices.Repeat([]int16{1}, ncols)
-	res := conn.PgConn().ExecParams(context.Background(), fetchSQL, nil, nil, nil, formats).Read()
+	var lifted [][]byte // the literals of the time bounds, which the fetch binds
+	for _, v := range pl.Lifted {
+		lifted = append(lifted, []byte(v))
+	}
+	res := conn.PgConn().ExecParams(context.Background(), fetchSQL, lifted, nil, nil, formats).Read()
 	if res.Err != nil {
 		t.Fatalf("fetch: %v\n%s", res.Err, fetchSQL)
 	}

@@ -4,8 +4,8 @@ import (
 	"container/list"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -266,7 +266,10 @@ const tokenPrefix = "pgsketch_token:"
 // token (rollup version, rollup_defs row, bucket range and the buckets of
 // the range the change log lists, as the statement computes them) is
 // distinct from the text parameter $tokenParam, and a last row carries the
-// token in the part column. st is the fetch as bound, for the client's
+// token in the part column. The set of logged buckets names the rollup
+// rows the arm leaves out where a count of log entries would not: entries
+// a transaction rolled back, or another session's not yet committed, can
+// leave as many behind for other buckets. st is the fetch as bound, for the client's
 // parameters. ok is false when the rollup arm could select or compute
 // differently from one query to the next with the same statement,
 // parameters and settings in a way the token does not cover.
@@ -296,31 +299,10 @@ func cachedFetch(p *plan.Rollup, server bool, st Statement, ncols, tokenParam in
 	} else {
 		token += "''"
 	}
-	token += ", '|', " + epoch(p.Time.BucketsTo) + ", '|', " + loggedBuckets(p.Time.Dirty) + ")"
+	token += ", '|', " + epoch(p.Time.BucketsTo) + ", '|', " + p.Time.Logged + ")"
 	cond := "(" + token + ") IS DISTINCT FROM CAST($" + strconv.Itoa(tokenParam) + " AS text)"
-	nulls := strings.Repeat(", NULL", ncols-1)
-	return f.SQL(server, cond) + " UNION ALL SELECT '" + tokenPrefix + "' || " + token + nulls, true
-}
-
-// loggedBuckets is an SQL expression of the buckets the change log
-// entries dirty selects (FROM and WHERE clauses over alias l, as
-// plan.TimeSplit.Dirty) list: their distinct starts in order, as epoch
-// seconds, comma-separated (NULL for none). The rollup arm leaves out
-// exactly the rollup rows (and level rows) of these buckets, so the set
-// names its rows where a count of entries would not: entries a
-// transaction rolled back, or another session's not yet committed, can
-// leave as many behind for other buckets. The log holds an entry per
-// writing statement, so a bucket can have thousands: each step takes the
-// next bucket after the last (min over the (rollup, bucket) index), one
-// index probe per distinct bucket rather than a read of every entry.
-func loggedBuckets(dirty string) string {
-	next := func(cond string) string {
-		return "(SELECT min(pgsketch_l.b) FROM (SELECT l.bucket AS b " + dirty + ") AS pgsketch_l" + cond + ")"
-	}
-	return "(WITH RECURSIVE pgsketch_logged(b) AS (SELECT " + next("") +
-		" UNION ALL SELECT " + next(" WHERE pgsketch_l.b > pgsketch_logged.b") +
-		" FROM pgsketch_logged WHERE pgsketch_logged.b IS NOT NULL)" +
-		" SELECT string_agg(CAST(extract(epoch FROM pgsketch_logged.b) AS text), ',' ORDER BY pgsketch_logged.b) FROM pgsketch_logged)"
+	tokenRow := plan.Select{Cols: append([]string{"'" + tokenPrefix + "' || " + token}, slices.Repeat([]string{"NULL"}, ncols-1)...)}
+	return f.SQL(server, cond, tokenRow), true
 }
 
 // cacheKey identifies the rollup half a fetch statement selects, but for

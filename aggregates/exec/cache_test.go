@@ -51,14 +51,15 @@ func cachePlan() *plan.Rollup {
 				{Name: "pgsketch_a1", Op: plan.MergeHLL, Measure: "distinct_user_id", RollupColumn: 2, BaseColumn: 3, ExactColumn: -1, Log2m: 14, Regwidth: 5},
 				{Name: "pgsketch_a2", Op: plan.AddCounts, Type: "bigint", RollupColumn: 4, BaseColumn: 4, ExactColumn: -1},
 			}},
-		Time: plan.TimeSplit{Lower: []plan.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T", Dirty: "FROM L"},
+		Time: plan.TimeSplit{Lower: []plan.Bound{{SQL: "'2026-02-01'"}}, BucketsFrom: "F", BucketsTo: "T", Logged: "L"},
 		Fetch: plan.Fetch{
 			Cols:    []string{"'rollup' AS pgsketch_part", `r."country"`, `array_agg(r."distinct_user_id")`, `CAST(NULL AS bigint[])`, `CAST(sum(r."rows") AS bigint)`},
 			From:    `"public"."daily" AS r`,
 			Filters: []string{`r."country" = $1`},
 			Range:   []string{`r."bucket" >= F`, `r."bucket" < T`},
-			GroupBy: " GROUP BY 2",
-			Rest:    ` UNION ALL SELECT 'base', t."country", CAST(NULL AS bytea[]), array_agg(DISTINCT t."user_id"), count(*) FROM "public"."events" AS t WHERE t."created_at" < F GROUP BY 2`,
+			GroupBy: []string{"2"},
+			Rest: []plan.Select{{Cols: []string{"'base'", `t."country"`, "CAST(NULL AS bytea[])", `array_agg(DISTINCT t."user_id")`, "count(*)"},
+				From: `"public"."events" AS t`, Where: []string{`t."created_at" < F`}, GroupBy: []string{"2"}}},
 		},
 		FetchParams: []int{1},
 	}
@@ -73,14 +74,10 @@ func TestCachedFetchSQL(t *testing.T) {
 	if !ok {
 		t.Fatal("not cacheable")
 	}
-	// The token names the buckets the log lists (each once, in order), not
-	// how many entries it has.
-	logged := `(WITH RECURSIVE pgsketch_logged(b) AS (SELECT (SELECT min(pgsketch_l.b) FROM (SELECT l.bucket AS b FROM L) AS pgsketch_l)` +
-		` UNION ALL SELECT (SELECT min(pgsketch_l.b) FROM (SELECT l.bucket AS b FROM L) AS pgsketch_l WHERE pgsketch_l.b > pgsketch_logged.b)` +
-		` FROM pgsketch_logged WHERE pgsketch_logged.b IS NOT NULL)` +
-		` SELECT string_agg(CAST(extract(epoch FROM pgsketch_logged.b) AS text), ',' ORDER BY pgsketch_logged.b) FROM pgsketch_logged)`
+	// The token names the buckets the log lists (each once, in order: the
+	// plan's Logged), not how many entries it has.
 	for _, want := range []string{
-		`r."bucket" < T AND (concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = 'daily'), '|', extract(epoch FROM F), '|', extract(epoch FROM T), '|', ` + logged + `)) IS DISTINCT FROM CAST($2 AS text) GROUP BY 2 UNION ALL SELECT 'base'`,
+		`r."bucket" < T AND (concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = 'daily'), '|', extract(epoch FROM F), '|', extract(epoch FROM T), '|', L)) IS DISTINCT FROM CAST($2 AS text) GROUP BY 2 UNION ALL SELECT 'base'`,
 		`UNION ALL SELECT 'pgsketch_token:' || concat(`,
 	} {
 		if !strings.Contains(sql, want) {
@@ -107,7 +104,7 @@ func TestCachedFetchRelativeTimes(t *testing.T) {
 		p.Time.BucketsFrom = "date_trunc('day', CAST($2 AS timestamp with time zone), 'UTC')"
 		p.Time.BucketsTo = "LEAST(COALESCE(w, '-infinity'), date_trunc('day', CAST('today' AS timestamp with time zone), 'UTC'))"
 		p.Fetch.Range = []string{`r."bucket" >= ` + p.Time.BucketsFrom, `r."bucket" < ` + p.Time.BucketsTo}
-		p.Fetch.Rest = strings.Replace(p.Fetch.Rest, " < F ", " < "+p.Time.BucketsFrom+" ", 1)
+		p.Fetch.Rest[0].Where = []string{`t."created_at" < ` + p.Time.BucketsFrom}
 		p.FetchSQL = p.Fetch.SQL(false, "")
 		return p
 	}

@@ -218,9 +218,24 @@ func (x *run) groups(ctx context.Context, p *plan.Rollup) (*merged, *Answer, err
 }
 
 // Bind is a plan's statement sql (which references the parameters refs
-// of the plan's n) with the client's parameters bound, as Run binds them.
-func Bind(sql string, n int, refs []int, params Params) Statement {
-	return statement(sql, n, refs, params, nil)
+// of the plan's n, and the lifted literals after them) with the client's
+// parameters bound, as Run binds them.
+func Bind(sql string, n int, refs []int, params Params, lifted ...string) Statement {
+	st := statement(sql, n, refs, params, nil)
+	st.bindLifted(lifted)
+	return st
+}
+
+// bindLifted binds the literals a plan's fetch takes as parameters after
+// the client's (plan.Rollup.Lifted): text, of the type PostgreSQL infers.
+func (st *Statement) bindLifted(lifted []string) {
+	for _, v := range lifted {
+		st.ParamOIDs = append(st.ParamOIDs, 0)
+		st.Params = append(st.Params, []byte(v))
+		if len(st.ParamFormats) > 0 {
+			st.ParamFormats = append(st.ParamFormats, 0)
+		}
+	}
 }
 
 // statement binds the client's parameters for one of the plan's

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -174,4 +175,35 @@ func FuzzArrays(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRunBindsLiftedBounds: the literals of a plan's time bounds are bound
+// after the client's parameters, as text of an inferred type, in the fetch
+// only; a statement quoting a relative time is marked to be parsed anew.
+func TestRunBindsLiftedBounds(t *testing.T) {
+	p := &plan.Rollup{Head: plan.Head{Params: 1, Reparse: true},
+		Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}},
+			ShapeSQL: "SELECT a FROM pgsketch_groups", ShapeParams: []int{1}},
+		FetchSQL: "fetch", FetchParams: []int{1}, Lifted: []string{"2026-02-01", "today"}}
+	q := &fakeQuerier{fetch: &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
+	params := Params{OIDs: []uint32{pgtype.TextOID}, Values: [][]byte{[]byte("DE")}, Formats: []int16{1}}
+	if _, err := Run(context.Background(), q, p, params, nil); err != nil {
+		t.Fatal(err)
+	}
+	fetch := q.stmts[0]
+	if len(fetch.Params) != 3 || string(fetch.Params[0]) != "DE" || string(fetch.Params[1]) != "2026-02-01" || string(fetch.Params[2]) != "today" {
+		t.Errorf("fetch parameters %q", fetch.Params)
+	}
+	if fmt.Sprint(fetch.ParamOIDs) != fmt.Sprint([]uint32{pgtype.TextOID, 0, 0}) || fmt.Sprint(fetch.ParamFormats) != "[1 0 0]" {
+		t.Errorf("fetch parameter types %v, formats %v", fetch.ParamOIDs, fetch.ParamFormats)
+	}
+	shape := q.stmts[len(q.stmts)-1]
+	if string(shape.Params[0]) != "DE" || len(shape.Params) != 1+1 { // $1, then the groups' one array
+		t.Errorf("shape parameters %q", shape.Params)
+	}
+	for _, st := range q.stmts {
+		if !st.Reparse {
+			t.Errorf("%s: not marked to be parsed anew", st.SQL)
+		}
+	}
 }

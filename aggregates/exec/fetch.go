@@ -65,8 +65,9 @@ func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 		fetchSQL, f.strategy = p.ServerFetchSQL, plan.MergeServer
 	}
 	fst := statement(fetchSQL, p.Params, p.FetchParams, x.params, fetchFormats)
+	fst.bindLifted(p.Lifted)
 	if x.cache != nil {
-		if sql, ok := cachedFetch(p, f.strategy == plan.MergeServer, fst, ncols, p.Params+1); ok {
+		if sql, ok := cachedFetch(p, f.strategy == plan.MergeServer, fst, ncols, p.Params+len(p.Lifted)+1); ok {
 			// The key names the proxy-merge statement whichever runs:
 			// both give the same merged groups.
 			f.cache, f.key = x.cache, cacheKey(x.scope, p, fst)

@@ -51,7 +51,7 @@ func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p rewrite.Pl
 				return nil, err
 			}
 		}
-		bound := exec.Bind("EXPLAIN "+st.SQL, p.Header().Params, st.Refs, params)
+		bound := exec.Bind("EXPLAIN "+st.SQL, p.Header().Params, st.Refs, params, st.Lifted...)
 		bound.Reparse = p.Header().Reparse
 		res, err := querier{c}.Query(ctx, bound)
 		lines = append(lines, "", "PostgreSQL plan of the "+st.What+" statement")

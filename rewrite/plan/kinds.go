@@ -88,6 +88,9 @@ type Statement struct {
 	What string
 	SQL  string
 	Refs []int
+	// Lifted are literals it binds after the client's parameters
+	// (Rollup.Lifted).
+	Lifted []string
 }
 
 // Substitute runs SQL instead of the query: no rollup answers its
@@ -190,7 +193,7 @@ func (p *Rollup) Facts() Facts {
 	if p.Merge == MergeServer && p.ServerFetchSQL != "" {
 		fetch = p.ServerFetchSQL
 	}
-	f := Facts{InText: true, Explained: []Statement{{What: "fetch", SQL: fetch, Refs: p.FetchParams}}}
+	f := Facts{InText: true, Explained: []Statement{{What: "fetch", SQL: fetch, Refs: p.FetchParams, Lifted: p.Lifted}}}
 	if p.ExactSQL != "" {
 		f.Explained = append(f.Explained, Statement{What: "exact", SQL: p.ExactSQL, Refs: p.ExactParams})
 	}

@@ -87,6 +87,11 @@ type Rollup struct {
 	// (ascending): bind only those, or PostgreSQL cannot infer the types
 	// of the others.
 	FetchParams, ExactParams []int
+	// Lifted are the literals of the query's time bounds, which the fetch
+	// binds as parameters after the client's ($Params+1, ...; text, of
+	// the type PostgreSQL infers), so that its text is the same for every
+	// range of one query shape.
+	Lifted []string
 	// Filters are the WHERE conjuncts applied to both halves (dimension
 	// predicates and bucket-constant time predicates), as written.
 	Filters []string
@@ -154,10 +159,13 @@ type Cacheability struct {
 	Params []int
 }
 
-// Fetch is the fetch statement in pieces: the rollup arm, SELECT Cols
-// FROM From WHERE Filters AND Range GROUP BY ..., then Rest, the base
-// arms and the info row (a UNION ALL each).
+// Fetch is the fetch statement, built from structure: WITH With, then the
+// rollup arm, SELECT Cols FROM From WHERE Filters AND Range GROUP BY
+// GroupBy, then Rest, the base arms and the info row (a UNION ALL each).
 type Fetch struct {
+	// With are the statement's common table expressions: BoundsRelation
+	// and LogRelation.
+	With []CTE
 	// Cols is the rollup arm's select list with the rollup rows' sketches
 	// merged in the proxy; ServerCols with them merged by PostgreSQL (nil
 	// when it cannot).
@@ -166,31 +174,83 @@ type Fetch struct {
 	// and a level's, as r.
 	From string
 	// Filters are the query's own conditions on the rollup rows; Range
-	// selects the buckets of the query's range (the bucket bounds, which
-	// read the watermark, and the change log's exclusions). From holds
-	// only what Range holds besides the tables.
+	// selects the buckets of the query's range (the bucket bounds and the
+	// change log's exclusions). From holds only what Range holds besides
+	// the tables.
 	Filters, Range []string
-	// GroupBy is the rollup arm's GROUP BY clause, with its leading
-	// space, or empty.
-	GroupBy string
-	// Rest follows the rollup arm: " UNION ALL SELECT ...".
-	Rest string
+	// GroupBy lists the rollup arm's GROUP BY items.
+	GroupBy []string
+	// Rest follows the rollup arm.
+	Rest []Select
+}
+
+// CTE is one common table expression: Name AS (SQL).
+type CTE struct{ Name, SQL string }
+
+// Select is one SELECT of a UNION ALL; From is empty for none.
+type Select struct {
+	Cols    []string
+	From    string
+	Where   []string
+	GroupBy []string
+}
+
+// SQL prints the SELECT.
+func (s Select) SQL() string {
+	var b strings.Builder
+	b.WriteString("SELECT " + strings.Join(s.Cols, ", "))
+	if s.From != "" {
+		b.WriteString(" FROM " + s.From)
+	}
+	if len(s.Where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(s.Where, " AND "))
+	}
+	if len(s.GroupBy) > 0 {
+		b.WriteString(" GROUP BY " + strings.Join(s.GroupBy, ", "))
+	}
+	return b.String()
 }
 
 // SQL prints the fetch statement, with the server's merge of the
-// sketches when server is set, and cond (unless empty) as the rollup arm's
-// last condition.
-func (f Fetch) SQL(server bool, cond string) string {
-	cols := f.Cols
+// sketches when server is set, cond (unless empty) as the rollup arm's
+// last condition, and more arms after Rest.
+func (f Fetch) SQL(server bool, cond string, more ...Select) string {
+	rollup := Select{Cols: f.Cols, From: f.From, Where: append(append([]string(nil), f.Filters...), f.Range...), GroupBy: f.GroupBy}
 	if server {
-		cols = f.ServerCols
+		rollup.Cols = f.ServerCols
 	}
-	where := append(append([]string(nil), f.Filters...), f.Range...)
 	if cond != "" {
-		where = append(where, cond)
+		rollup.Where = append(rollup.Where, cond)
 	}
-	return "SELECT " + strings.Join(cols, ", ") + " FROM " + f.From + " WHERE " + strings.Join(where, " AND ") + f.GroupBy + f.Rest
+	var b strings.Builder
+	for i, c := range f.With {
+		if i == 0 {
+			b.WriteString("WITH ")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.Name + " AS (" + c.SQL + ")")
+	}
+	if len(f.With) > 0 {
+		b.WriteString(" ")
+	}
+	b.WriteString(rollup.SQL())
+	for _, s := range append(f.Rest, more...) {
+		b.WriteString(" UNION ALL " + s.SQL())
+	}
+	return b.String()
 }
+
+// BoundsRelation is the fetch's one-row relation of the range's bounds,
+// computed once per statement: lo and hi, the buckets [lo, hi) read from
+// the rollup (lo only when the range has a lower bound); llo and lhi, the
+// level buckets [llo, lhi) read from a level; log_lo and log_hi, lo and hi
+// as the change log's instants.
+const BoundsRelation = "pgsketch_b"
+
+// LogRelation is the fetch's relation of the distinct buckets in [lo, hi)
+// the change log lists (column bucket, the log's instants).
+const LogRelation = "pgsketch_l"
 
 // PartColumn is the name of FetchSQL's first column, 'rollup' or 'base'.
 const PartColumn = "pgsketch_part"
@@ -251,7 +311,8 @@ type Bound struct {
 // TimeSplit is how the query's time range is split: buckets starting in
 // [BucketsFrom, BucketsTo) are read from the rollup; base rows in the
 // query's range before BucketsFrom or at or after BucketsTo are read from
-// the base table. Both are SQL expressions FetchSQL evaluates.
+// the base table. Both are SQL expressions FetchSQL evaluates once, in
+// BoundsRelation, and reads from there.
 type TimeSplit struct {
 	Column       string
 	Lower, Upper []Bound
@@ -267,12 +328,13 @@ type TimeSplit struct {
 	// watermark with (from pgsketch.rollup_defs, in the statement's
 	// snapshot).
 	Watermark string
-	// Dirty is the FROM and WHERE clauses selecting the change log's
-	// entries (alias l) for the buckets in [BucketsFrom, BucketsTo): those
-	// buckets are read from the base table, not the rollup. DirtyFrom and
-	// DirtyTo bound them in the log's terms (instants; DirtyFrom a NULL
+	// Logged is an SQL expression of the buckets in [BucketsFrom,
+	// BucketsTo) the change log lists (LogRelation), which are read from
+	// the base table, not the rollup: their starts in order, as epoch
+	// seconds, comma-separated (NULL for none). DirtyFrom and DirtyTo
+	// bound them in the log's terms (instants; DirtyFrom a NULL
 	// timestamptz when the range has no lower bound).
-	Dirty, DirtyFrom, DirtyTo string
+	Logged, DirtyFrom, DirtyTo string
 }
 
 // InfoPrefix starts the part column of the fetch's info row, followed by
