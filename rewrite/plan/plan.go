@@ -198,24 +198,43 @@ type Select struct {
 // SQL prints the SELECT.
 func (s Select) SQL() string {
 	var b strings.Builder
-	b.WriteString("SELECT " + strings.Join(s.Cols, ", "))
+	s.write(&b)
+	return b.String()
+}
+
+func (s Select) write(b *strings.Builder) {
+	b.WriteString("SELECT ")
+	joinTo(b, s.Cols, ", ")
 	if s.From != "" {
-		b.WriteString(" FROM " + s.From)
+		b.WriteString(" FROM ")
+		b.WriteString(s.From)
 	}
 	if len(s.Where) > 0 {
-		b.WriteString(" WHERE " + strings.Join(s.Where, " AND "))
+		b.WriteString(" WHERE ")
+		joinTo(b, s.Where, " AND ")
 	}
 	if len(s.GroupBy) > 0 {
-		b.WriteString(" GROUP BY " + strings.Join(s.GroupBy, ", "))
+		b.WriteString(" GROUP BY ")
+		joinTo(b, s.GroupBy, ", ")
 	}
-	return b.String()
+}
+
+func joinTo(b *strings.Builder, xs []string, sep string) {
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(x)
+	}
 }
 
 // SQL prints the fetch statement, with the server's merge of the
 // sketches when server is set, cond (unless empty) as the rollup arm's
 // last condition, and more arms after Rest.
 func (f Fetch) SQL(server bool, cond string, more ...Select) string {
-	rollup := Select{Cols: f.Cols, From: f.From, Where: append(append([]string(nil), f.Filters...), f.Range...), GroupBy: f.GroupBy}
+	where := make([]string, 0, len(f.Filters)+len(f.Range)+1)
+	where = append(append(where, f.Filters...), f.Range...)
+	rollup := Select{Cols: f.Cols, From: f.From, Where: where, GroupBy: f.GroupBy}
 	if server {
 		rollup.Cols = f.ServerCols
 	}
@@ -223,20 +242,26 @@ func (f Fetch) SQL(server bool, cond string, more ...Select) string {
 		rollup.Where = append(rollup.Where, cond)
 	}
 	var b strings.Builder
+	b.Grow(4096)
 	for i, c := range f.With {
 		if i == 0 {
 			b.WriteString("WITH ")
 		} else {
 			b.WriteString(", ")
 		}
-		b.WriteString(c.Name + " AS (" + c.SQL + ")")
+		b.WriteString(c.Name + " AS (")
+		b.WriteString(c.SQL)
+		b.WriteString(")")
 	}
 	if len(f.With) > 0 {
 		b.WriteString(" ")
 	}
-	b.WriteString(rollup.SQL())
-	for _, s := range append(f.Rest, more...) {
-		b.WriteString(" UNION ALL " + s.SQL())
+	rollup.write(&b)
+	for _, arms := range [][]Select{f.Rest, more} {
+		for _, s := range arms {
+			b.WriteString(" UNION ALL ")
+			s.write(&b)
+		}
 	}
 	return b.String()
 }
