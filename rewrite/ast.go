@@ -368,6 +368,8 @@ type printer struct {
 	hook func(e expr) (string, bool)
 }
 
+// expr prints e: as the hook renders it, if it does, else by the rule of
+// e's node type (the methods below, one per type).
 func (p *printer) expr(e expr) {
 	if p.hook != nil {
 		if s, ok := p.hook(e); ok {
@@ -377,192 +379,273 @@ func (p *printer) expr(e expr) {
 	}
 	switch e := e.(type) {
 	case *colRef:
-		for i, part := range e.parts {
-			if i > 0 {
-				p.sb.WriteByte('.')
-			}
-			if part == "*" {
-				p.sb.WriteByte('*')
-			} else {
-				p.sb.WriteString(catalog.QuoteIdent(part))
-			}
-		}
+		p.colRef(e)
 	case *constExpr:
 		p.sb.WriteString(constSQL(e))
 	case *paramRef:
 		p.sb.WriteByte('$')
 		p.sb.WriteString(strconv.Itoa(e.n))
 	case *funcCall:
-		if e.isGrouping() {
-			p.sb.WriteString("GROUPING")
-		} else {
-			p.funcName(e.name)
-		}
-		p.sb.WriteByte('(')
-		if e.star {
-			p.sb.WriteByte('*')
-		}
-		if e.distinct {
-			p.sb.WriteString("DISTINCT ")
-		}
-		p.list(e.args)
-		p.sb.WriteByte(')')
-		if e.filter != nil {
-			p.sb.WriteString(" FILTER (WHERE ")
-			p.expr(e.filter)
-			p.sb.WriteByte(')')
-		}
+		p.funcCall(e)
 	case *opExpr:
-		p.sb.WriteByte('(')
-		if e.l != nil {
-			p.expr(e.l)
-			p.sb.WriteByte(' ')
+		p.opExpr(e)
+	case *boolExpr:
+		p.boolExpr(e)
+	case *castExpr:
+		p.castExpr(e)
+	case *nullTest:
+		p.nullTest(e)
+	case *boolTest:
+		p.boolTest(e)
+	case *inExpr:
+		p.inExpr(e)
+	case *betweenExpr:
+		p.betweenExpr(e)
+	case *kwExpr:
+		p.kwExpr(e)
+	case *caseExpr:
+		p.caseExpr(e)
+	case *varFunc:
+		p.varFunc(e)
+	case *arrayExpr:
+		p.arrayExpr(e)
+	case *groupingSet:
+		p.groupingSet(e)
+	case *unsupported:
+		p.unsupported(e)
+	}
+}
+
+// colRef prints a column reference, each part quoted as needed.
+func (p *printer) colRef(e *colRef) {
+	for i, part := range e.parts {
+		if i > 0 {
+			p.sb.WriteByte('.')
 		}
-		if e.schema != "" {
-			p.sb.WriteString("OPERATOR(" + catalog.QuoteIdent(e.schema) + "." + e.op + ")")
+		if part == "*" {
+			p.sb.WriteByte('*')
 		} else {
-			p.sb.WriteString(e.op)
+			p.sb.WriteString(catalog.QuoteIdent(part))
 		}
+	}
+}
+
+// funcCall prints a function or aggregate call with its DISTINCT, star
+// and FILTER clause.
+func (p *printer) funcCall(e *funcCall) {
+	if e.isGrouping() {
+		p.sb.WriteString("GROUPING")
+	} else {
+		p.funcName(e.name)
+	}
+	p.sb.WriteByte('(')
+	if e.star {
+		p.sb.WriteByte('*')
+	}
+	if e.distinct {
+		p.sb.WriteString("DISTINCT ")
+	}
+	p.list(e.args)
+	p.sb.WriteByte(')')
+	if e.filter != nil {
+		p.sb.WriteString(" FILTER (WHERE ")
+		p.expr(e.filter)
+		p.sb.WriteByte(')')
+	}
+}
+
+// opExpr prints a binary or prefix operator, parenthesized.
+func (p *printer) opExpr(e *opExpr) {
+	p.sb.WriteByte('(')
+	if e.l != nil {
+		p.expr(e.l)
 		p.sb.WriteByte(' ')
+	}
+	if e.schema != "" {
+		p.sb.WriteString("OPERATOR(" + catalog.QuoteIdent(e.schema) + "." + e.op + ")")
+	} else {
+		p.sb.WriteString(e.op)
+	}
+	p.sb.WriteByte(' ')
+	p.expr(e.r)
+	p.sb.WriteByte(')')
+}
+
+// boolExpr prints NOT x, or the arguments of AND or OR joined by it,
+// parenthesized.
+func (p *printer) boolExpr(e *boolExpr) {
+	p.sb.WriteByte('(')
+	if e.op == "NOT" {
+		p.sb.WriteString("NOT ")
+		p.expr(e.args[0])
+	} else {
+		for i, a := range e.args {
+			if i > 0 {
+				p.sb.WriteString(" " + e.op + " ")
+			}
+			p.expr(a)
+		}
+	}
+	p.sb.WriteByte(')')
+}
+
+// castExpr prints CAST(x AS type).
+func (p *printer) castExpr(e *castExpr) {
+	p.sb.WriteString("CAST(")
+	p.expr(e.arg)
+	p.sb.WriteString(" AS ")
+	p.typeName(e.typ)
+	p.sb.WriteByte(')')
+}
+
+// nullTest prints x IS [NOT] NULL, parenthesized.
+func (p *printer) nullTest(e *nullTest) {
+	p.sb.WriteByte('(')
+	p.expr(e.arg)
+	if e.not {
+		p.sb.WriteString(" IS NOT NULL)")
+	} else {
+		p.sb.WriteString(" IS NULL)")
+	}
+}
+
+// boolTest prints x IS [NOT] TRUE, FALSE or UNKNOWN, parenthesized.
+func (p *printer) boolTest(e *boolTest) {
+	p.sb.WriteByte('(')
+	p.expr(e.arg)
+	p.sb.WriteString(" " + e.test + ")")
+}
+
+// inExpr prints x [NOT] IN (list), parenthesized.
+func (p *printer) inExpr(e *inExpr) {
+	p.sb.WriteByte('(')
+	p.expr(e.arg)
+	if e.not {
+		p.sb.WriteString(" NOT")
+	}
+	p.sb.WriteString(" IN (")
+	p.list(e.list)
+	p.sb.WriteString("))")
+}
+
+// betweenExpr prints x [NOT] BETWEEN [SYMMETRIC] lo AND hi, parenthesized.
+func (p *printer) betweenExpr(e *betweenExpr) {
+	p.sb.WriteByte('(')
+	p.expr(e.arg)
+	if e.not {
+		p.sb.WriteString(" NOT")
+	}
+	p.sb.WriteString(" BETWEEN ")
+	if e.symmetric {
+		p.sb.WriteString("SYMMETRIC ")
+	}
+	// The bounds are b_expr in the grammar: parenthesize them.
+	p.sb.WriteByte('(')
+	p.expr(e.lo)
+	p.sb.WriteString(") AND (")
+	p.expr(e.hi)
+	p.sb.WriteString("))")
+}
+
+// kwExpr prints NULLIF(l, r), l op ANY/ALL (r), or l and r with a keyword
+// between them (LIKE, IS DISTINCT FROM, ...).
+func (p *printer) kwExpr(e *kwExpr) {
+	switch e.fn {
+	case "NULLIF":
+		p.sb.WriteString("NULLIF(")
+		p.expr(e.l)
+		p.sb.WriteString(", ")
 		p.expr(e.r)
 		p.sb.WriteByte(')')
-	case *boolExpr:
+	case "":
 		p.sb.WriteByte('(')
-		if e.op == "NOT" {
-			p.sb.WriteString("NOT ")
-			p.expr(e.args[0])
-		} else {
-			for i, a := range e.args {
-				if i > 0 {
-					p.sb.WriteString(" " + e.op + " ")
-				}
-				p.expr(a)
-			}
-		}
+		p.expr(e.l)
+		p.sb.WriteString(" " + e.kw + " ")
+		p.expr(e.r)
 		p.sb.WriteByte(')')
-	case *castExpr:
-		p.sb.WriteString("CAST(")
-		p.expr(e.arg)
-		p.sb.WriteString(" AS ")
-		p.typeName(e.typ)
-		p.sb.WriteByte(')')
-	case *nullTest:
+	default: // op ANY/ALL: fn is "ANY" or "ALL", kw the operator
 		p.sb.WriteByte('(')
-		p.expr(e.arg)
-		if e.not {
-			p.sb.WriteString(" IS NOT NULL)")
-		} else {
-			p.sb.WriteString(" IS NULL)")
-		}
-	case *boolTest:
-		p.sb.WriteByte('(')
-		p.expr(e.arg)
-		p.sb.WriteString(" " + e.test + ")")
-	case *inExpr:
-		p.sb.WriteByte('(')
-		p.expr(e.arg)
-		if e.not {
-			p.sb.WriteString(" NOT")
-		}
-		p.sb.WriteString(" IN (")
-		p.list(e.list)
+		p.expr(e.l)
+		p.sb.WriteString(" " + e.kw + " " + e.fn + " (")
+		p.expr(e.r)
 		p.sb.WriteString("))")
-	case *betweenExpr:
-		p.sb.WriteByte('(')
-		p.expr(e.arg)
-		if e.not {
-			p.sb.WriteString(" NOT")
-		}
-		p.sb.WriteString(" BETWEEN ")
-		if e.symmetric {
-			p.sb.WriteString("SYMMETRIC ")
-		}
-		// The bounds are b_expr in the grammar: parenthesize them.
-		p.sb.WriteByte('(')
-		p.expr(e.lo)
-		p.sb.WriteString(") AND (")
-		p.expr(e.hi)
-		p.sb.WriteString("))")
-	case *kwExpr:
-		switch e.fn {
-		case "NULLIF":
-			p.sb.WriteString("NULLIF(")
-			p.expr(e.l)
-			p.sb.WriteString(", ")
-			p.expr(e.r)
-			p.sb.WriteByte(')')
-		case "":
-			p.sb.WriteByte('(')
-			p.expr(e.l)
-			p.sb.WriteString(" " + e.kw + " ")
-			p.expr(e.r)
-			p.sb.WriteByte(')')
-		default: // op ANY/ALL: fn is "ANY" or "ALL", kw the operator
-			p.sb.WriteByte('(')
-			p.expr(e.l)
-			p.sb.WriteString(" " + e.kw + " " + e.fn + " (")
-			p.expr(e.r)
-			p.sb.WriteString("))")
-		}
-	case *caseExpr:
-		p.sb.WriteString("CASE")
-		if e.arg != nil {
-			p.sb.WriteByte(' ')
-			p.expr(e.arg)
-		}
-		for _, w := range e.whens {
-			p.sb.WriteString(" WHEN ")
-			p.expr(w.cond)
-			p.sb.WriteString(" THEN ")
-			p.expr(w.res)
-		}
-		if e.def != nil {
-			p.sb.WriteString(" ELSE ")
-			p.expr(e.def)
-		}
-		p.sb.WriteString(" END")
-	case *varFunc:
-		switch e.name {
-		case "coalesce", "greatest", "least":
-			p.sb.WriteString(strings.ToUpper(e.name) + "(")
-			p.list(e.args)
-			p.sb.WriteByte(')')
-		default:
-			p.sb.WriteString(strings.ToUpper(e.name))
-			if e.mod >= 0 {
-				p.sb.WriteString("(" + strconv.Itoa(e.mod) + ")")
-			}
-		}
-	case *arrayExpr:
-		p.sb.WriteString("ARRAY[")
-		p.list(e.elems)
-		p.sb.WriteByte(']')
-	case *groupingSet:
-		switch e.kind {
-		case "()":
-			p.sb.WriteString("()")
-		case "(...)":
-			p.sb.WriteByte('(')
-			p.list(e.items)
-			p.sb.WriteByte(')')
-		default:
-			p.sb.WriteString(e.kind + " (")
-			p.list(e.items)
-			p.sb.WriteByte(')')
-		}
-	case *unsupported:
-		switch {
-		case e.window != nil:
-			p.window(e.window)
-			return
-		case e.link != nil:
-			p.subLink(e.link)
-			return
-		}
-		// Never emitted: plans are only built from supported trees. It
-		// shows in passthrough reasons; keep it parseable all the same.
-		p.sb.WriteString("(NULL /* " + strings.ReplaceAll(e.what, "*/", "") + " */)")
 	}
+}
+
+// caseExpr prints CASE [arg] WHEN ... THEN ... [ELSE ...] END.
+func (p *printer) caseExpr(e *caseExpr) {
+	p.sb.WriteString("CASE")
+	if e.arg != nil {
+		p.sb.WriteByte(' ')
+		p.expr(e.arg)
+	}
+	for _, w := range e.whens {
+		p.sb.WriteString(" WHEN ")
+		p.expr(w.cond)
+		p.sb.WriteString(" THEN ")
+		p.expr(w.res)
+	}
+	if e.def != nil {
+		p.sb.WriteString(" ELSE ")
+		p.expr(e.def)
+	}
+	p.sb.WriteString(" END")
+}
+
+// varFunc prints COALESCE, GREATEST or LEAST with its arguments, or a SQL
+// value function with its precision, if any.
+func (p *printer) varFunc(e *varFunc) {
+	switch e.name {
+	case "coalesce", "greatest", "least":
+		p.sb.WriteString(strings.ToUpper(e.name) + "(")
+		p.list(e.args)
+		p.sb.WriteByte(')')
+	default:
+		p.sb.WriteString(strings.ToUpper(e.name))
+		if e.mod >= 0 {
+			p.sb.WriteString("(" + strconv.Itoa(e.mod) + ")")
+		}
+	}
+}
+
+// arrayExpr prints ARRAY[...].
+func (p *printer) arrayExpr(e *arrayExpr) {
+	p.sb.WriteString("ARRAY[")
+	p.list(e.elems)
+	p.sb.WriteByte(']')
+}
+
+// groupingSet prints GROUPING SETS, ROLLUP or CUBE with its items, or one
+// set inside them.
+func (p *printer) groupingSet(e *groupingSet) {
+	switch e.kind {
+	case "()":
+		p.sb.WriteString("()")
+	case "(...)":
+		p.sb.WriteByte('(')
+		p.list(e.items)
+		p.sb.WriteByte(')')
+	default:
+		p.sb.WriteString(e.kind + " (")
+		p.list(e.items)
+		p.sb.WriteByte(')')
+	}
+}
+
+// unsupported prints the window function call or subquery expression an
+// unsupported node carries, or else a NULL commented with its name.
+func (p *printer) unsupported(e *unsupported) {
+	switch {
+	case e.window != nil:
+		p.window(e.window)
+		return
+	case e.link != nil:
+		p.subLink(e.link)
+		return
+	}
+	// Never emitted: plans are only built from supported trees. It
+	// shows in passthrough reasons; keep it parseable all the same.
+	p.sb.WriteString("(NULL /* " + strings.ReplaceAll(e.what, "*/", "") + " */)")
 }
 
 // window prints a window function call.
