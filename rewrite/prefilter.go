@@ -166,55 +166,26 @@ func scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
 		case c == '\'':
 			i = skipQuoted(sql, i, false)
 		case c == '"':
-			for i++; i < n && sql[i] != '"'; i++ {
-			}
+			i = skipQuotedIdent(sql, i)
 		case c == '-' && i+1 < n && sql[i+1] == '-':
-			for i += 2; i < n && sql[i] != '\n'; i++ {
-			}
+			i = skipLineComment(sql, i)
 		case c == '/' && i+1 < n && sql[i+1] == '*':
-			// Block comments nest in PostgreSQL.
-			level := 1
-			for i += 2; i < n && level > 0; i++ {
-				switch {
-				case sql[i] == '*' && i+1 < n && sql[i+1] == '/':
-					level--
-					i++
-				case sql[i] == '/' && i+1 < n && sql[i+1] == '*':
-					level++
-					i++
-				}
-			}
-			i--
+			i = skipBlockComment(sql, i)
 		case c == '$':
-			j := i + 1
-			if j < n && sql[j] >= '0' && sql[j] <= '9' {
+			if i+1 < n && sql[i+1] >= '0' && sql[i+1] <= '9' {
 				// A parameter $n.
-				v := 0
-				for ; j < n && sql[j] >= '0' && sql[j] <= '9'; j++ {
-					if v < 1<<20 {
-						v = v*10 + int(sql[j]-'0')
-					}
-				}
+				var v int
+				v, i = readParam(sql, i)
 				if wantParams {
 					st.params = append(st.params, v)
 				}
-				i = j - 1
 				continue
 			}
-			// A dollar quote: $tag$ with tag empty or an identifier
-			// without $.
-			if j < n && identStart(sql[j]) {
-				for j < n && identByte(sql[j]) && sql[j] != '$' {
-					j++
-				}
-			}
-			if j < n && sql[j] == '$' {
-				tag := sql[i : j+1]
-				end := indexFrom(sql, tag, j+1)
+			if end, quoted := skipDollarQuote(sql, i); quoted {
 				if end < 0 {
 					return st
 				}
-				i = end + len(tag) - 1
+				i = end
 				continue
 			}
 			st.tokens++
@@ -223,17 +194,8 @@ func scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
 			// this E starts a token.
 			i = skipQuoted(sql, i+1, true)
 		case identStart(c):
-			j := i + 1
-			for j < n && identByte(sql[j]) {
-				j++
-			}
 			st.tokens++
-			if j < n && sql[j] == '\'' {
-				// B'..', X'..', N'..', U&'..' prefixes and typed
-				// literals (date '...'): a standard string follows.
-				j = skipQuoted(sql, j, false) + 1
-			}
-			i = j - 1
+			i = skipWord(sql, i)
 		case c >= '0' && c <= '9', c == '.', c == ',', c == ';', c == ' ', c == '\t', c == '\n', c == '\r', c == '\f':
 		default:
 			// Operator characters and anything unusual.
@@ -244,6 +206,97 @@ func scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
 		}
 	}
 	return st
+}
+
+// skipQuotedIdent returns the index of the quote that closes the quoted
+// identifier opening at sql[i], or len(sql) if it is unterminated.
+func skipQuotedIdent(sql string, i int) int {
+	n := len(sql)
+	for i++; i < n && sql[i] != '"'; i++ {
+	}
+	return i
+}
+
+// skipLineComment returns the index of the newline that ends the --
+// comment starting at sql[i], or len(sql) if none does.
+func skipLineComment(sql string, i int) int {
+	n := len(sql)
+	for i += 2; i < n && sql[i] != '\n'; i++ {
+	}
+	return i
+}
+
+// skipBlockComment returns the index of the last byte of the /* */
+// comment starting at sql[i], or len(sql)-1 if it is unterminated.
+func skipBlockComment(sql string, i int) int {
+	n := len(sql)
+	// Block comments nest in PostgreSQL.
+	level := 1
+	for i += 2; i < n && level > 0; i++ {
+		switch {
+		case sql[i] == '*' && i+1 < n && sql[i+1] == '/':
+			level--
+			i++
+		case sql[i] == '/' && i+1 < n && sql[i+1] == '*':
+			level++
+			i++
+		}
+	}
+	return i - 1
+}
+
+// readParam reads the parameter $n at sql[i], a $ followed by a digit: it
+// returns n (which stops growing past 1<<20) and the index of its last
+// digit.
+func readParam(sql string, i int) (v, last int) {
+	n := len(sql)
+	j := i + 1
+	for ; j < n && sql[j] >= '0' && sql[j] <= '9'; j++ {
+		if v < 1<<20 {
+			v = v*10 + int(sql[j]-'0')
+		}
+	}
+	return v, j - 1
+}
+
+// skipDollarQuote reports whether the $ at sql[i] opens a dollar quote:
+// $tag$ with tag empty or an identifier without $. If it does, it returns
+// the index of the last byte of the closing $tag$, or -1 if the string
+// is unterminated.
+func skipDollarQuote(sql string, i int) (end int, quoted bool) {
+	n := len(sql)
+	j := i + 1
+	if j < n && identStart(sql[j]) {
+		for j < n && identByte(sql[j]) && sql[j] != '$' {
+			j++
+		}
+	}
+	if j >= n || sql[j] != '$' {
+		return 0, false
+	}
+	tag := sql[i : j+1]
+	end = indexFrom(sql, tag, j+1)
+	if end < 0 {
+		return -1, true
+	}
+	return end + len(tag) - 1, true
+}
+
+// skipWord returns the index of the last byte of the word (keyword or
+// identifier) starting at sql[i], or, when a quote follows it (B'..',
+// X'..', N'..', U&'..' prefixes and typed literals such as date '...'),
+// of the standard string it starts.
+func skipWord(sql string, i int) int {
+	n := len(sql)
+	j := i + 1
+	for j < n && identByte(sql[j]) {
+		j++
+	}
+	if j < n && sql[j] == '\'' {
+		// A standard string follows.
+		j = skipQuoted(sql, j, false) + 1
+	}
+	return j - 1
 }
 
 // skipQuoted returns the index of the quote that closes the string literal
