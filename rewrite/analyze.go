@@ -166,6 +166,10 @@ func constNumber(e expr) (float64, bool) {
 	return 0, false
 }
 
+// classifyCall classifies a function call. Only immutable or stable
+// scalar built-ins are allowed; those of a time value that a bucket
+// determines (date_trunc, extract, AT TIME ZONE, ...) are classified by
+// the rules below, any other call as its arguments together.
 func (m *matcher) classifyCall(f *funcCall) class {
 	name, builtin := f.builtin()
 	if classifyAgg(f) != notAgg {
@@ -179,47 +183,13 @@ func (m *matcher) classifyCall(f *funcCall) class {
 	}
 	switch name {
 	case "date_trunc":
-		if len(f.args) != 2 && len(f.args) != 3 {
-			break
+		if c, ok := m.classifyDateTrunc(f); ok {
+			return c
 		}
-		c := m.classify(f.args[1])
-		if c.k != kTime {
-			break
-		}
-		unit, ok := constString(f.args[0])
-		if !ok {
-			return bad("date_trunc with a unit that is not a literal")
-		}
-		zone := ""
-		if len(f.args) == 3 {
-			z, ok := constString(f.args[2])
-			if !ok {
-				return bad("date_trunc with a time zone that is not a literal")
-			}
-			zone = z
-		}
-		return m.bucketConstant(c.v, strings.ToLower(unit), zone, "date_trunc('"+strings.ToLower(unit)+"', ...)")
 	case "extract", "date_part":
-		if len(f.args) != 2 {
-			break
+		if c, ok := m.classifyExtract(name, f); ok {
+			return c
 		}
-		c := m.classify(f.args[1])
-		if c.k != kTime {
-			break
-		}
-		field, ok := constString(f.args[0])
-		if !ok {
-			return bad(name + " with a field that is not a literal")
-		}
-		field = strings.ToLower(field)
-		if field == "epoch" {
-			return class{k: kEpoch, v: c.v}
-		}
-		unit, ok := extractUnit[field]
-		if !ok {
-			return bad("extract(" + field + " ...) varies within one " + string(m.r.Grain) + " bucket")
-		}
-		return m.bucketConstant(c.v, unit, "", "extract("+field+" ...)")
 	case "floor":
 		if len(f.args) != 1 {
 			break
@@ -230,21 +200,9 @@ func (m *matcher) classifyCall(f *funcCall) class {
 		}
 	case "timezone":
 		// x AT TIME ZONE z
-		if len(f.args) != 2 {
-			break
+		if c, ok := m.classifyAtTimeZone(f); ok {
+			return c
 		}
-		c := m.classify(f.args[1])
-		if c.k != kTime {
-			break
-		}
-		z, ok := constString(f.args[0])
-		if !ok {
-			return bad("AT TIME ZONE with a zone that is not a literal")
-		}
-		if c.v.wall || c.v.zone != "" {
-			return bad("AT TIME ZONE applied to a timestamp without time zone")
-		}
-		return class{k: kTime, v: view{wall: true, zone: z, shiftDays: c.v.shiftDays}}
 	case "to_timestamp":
 		if len(f.args) == 1 {
 			c := m.classify(f.args[0])
@@ -254,6 +212,80 @@ func (m *matcher) classifyCall(f *funcCall) class {
 		}
 	}
 	return m.combine(f.args)
+}
+
+// classifyDateTrunc classifies date_trunc(unit, x [, zone]) of a time value
+// x, which must name its unit and zone by literals. It reports false for
+// any other date_trunc call.
+func (m *matcher) classifyDateTrunc(f *funcCall) (class, bool) {
+	if len(f.args) != 2 && len(f.args) != 3 {
+		return class{}, false
+	}
+	c := m.classify(f.args[1])
+	if c.k != kTime {
+		return class{}, false
+	}
+	unit, ok := constString(f.args[0])
+	if !ok {
+		return bad("date_trunc with a unit that is not a literal"), true
+	}
+	zone := ""
+	if len(f.args) == 3 {
+		z, ok := constString(f.args[2])
+		if !ok {
+			return bad("date_trunc with a time zone that is not a literal"), true
+		}
+		zone = z
+	}
+	return m.bucketConstant(c.v, strings.ToLower(unit), zone, "date_trunc('"+strings.ToLower(unit)+"', ...)"), true
+}
+
+// classifyExtract classifies extract(field FROM x) or date_part(field, x)
+// (name says which) of a time value x, which must name its field by a
+// literal: an epoch, or a field constant within a bucket. It reports false
+// for any other such call.
+func (m *matcher) classifyExtract(name string, f *funcCall) (class, bool) {
+	if len(f.args) != 2 {
+		return class{}, false
+	}
+	c := m.classify(f.args[1])
+	if c.k != kTime {
+		return class{}, false
+	}
+	field, ok := constString(f.args[0])
+	if !ok {
+		return bad(name + " with a field that is not a literal"), true
+	}
+	field = strings.ToLower(field)
+	if field == "epoch" {
+		return class{k: kEpoch, v: c.v}, true
+	}
+	unit, ok := extractUnit[field]
+	if !ok {
+		return bad("extract(" + field + " ...) varies within one " + string(m.r.Grain) + " bucket"), true
+	}
+	return m.bucketConstant(c.v, unit, "", "extract("+field+" ...)"), true
+}
+
+// classifyAtTimeZone classifies timezone(z, x), x AT TIME ZONE z, of a time
+// value x that is an instant, with z a literal: the wall clock in zone z.
+// It reports false for any other timezone call.
+func (m *matcher) classifyAtTimeZone(f *funcCall) (class, bool) {
+	if len(f.args) != 2 {
+		return class{}, false
+	}
+	c := m.classify(f.args[1])
+	if c.k != kTime {
+		return class{}, false
+	}
+	z, ok := constString(f.args[0])
+	if !ok {
+		return bad("AT TIME ZONE with a zone that is not a literal"), true
+	}
+	if c.v.wall || c.v.zone != "" {
+		return bad("AT TIME ZONE applied to a timestamp without time zone"), true
+	}
+	return class{k: kTime, v: view{wall: true, zone: z, shiftDays: c.v.shiftDays}}, true
 }
 
 // fromEpoch classifies to_timestamp(extract(epoch from v)). For an instant

@@ -410,6 +410,9 @@ func (m *matcher) collectAggs(e expr) string {
 	return why
 }
 
+// addAgg records aggregate call f, of the given kind, with the rollup
+// measure that answers it, unless an equal call is recorded already. It
+// returns why no measure answers it, "" if one does.
 func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 	canon := m.canon(f)
 	for _, a := range m.aggs {
@@ -420,84 +423,117 @@ func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 	a := &aggInfo{f: f, canon: canon, kind: kind, name: "pgsketch_a" + strconv.Itoa(len(m.aggs)+1)}
 	if len(f.args) == 1 {
 		a.arg = f.args[0]
-		var nested bool
-		walk(a.arg, func(x expr) bool {
-			if g, ok := x.(*funcCall); ok && classifyAgg(g) != notAgg {
-				nested = true
-			}
-			return !nested
-		})
-		if nested {
+		if holdsAgg(a.arg) {
 			return canon + ": aggregate inside an aggregate"
 		}
 	}
-	argCol := func() (string, string) {
-		c, ok := a.arg.(*colRef)
-		if !ok {
-			return "", canon + ": the rewriter answers aggregates of plain columns only"
-		}
-		name, why := m.column(c)
-		if why != "" {
-			return "", canon + ": " + why
-		}
-		return name, ""
-	}
-	switch kind {
-	case otherAgg:
-		return canon + ": no stored partial answers this aggregate"
-	case countRows:
-		rc, ok := m.r.Measure(catalog.Count, "*")
-		if !ok {
-			return canon + ": rollup has no row count"
-		}
-		a.measure = rc
-	case countDistinct, approxCountDistinct:
-		if kind == countDistinct && !m.sess.Approx {
-			// Side by side: computed exactly by PostgreSQL.
-			if _, why := argCol(); why != "" {
-				return why
-			}
-			a.exact = true
-			m.exact = true
-			break
-		}
-		col, why := argCol()
-		if why != "" {
-			return why
-		}
-		kind := m.s.sketch
-		if kind == "" {
-			kind = catalog.HLL
-		}
-		ms, ok := m.r.Measure(kind, col)
-		if !ok {
-			return canon + ": rollup has no " + map[catalog.Kind]string{catalog.HLL: "HLL", catalog.Theta: "Theta", catalog.TopK: "top-k"}[kind] +
-				" sketch of " + catalog.QuoteIdent(col)
-		}
-		a.measure = ms
-	case countValues, sumOf, minOf, maxOf:
-		col, why := argCol()
-		if why != "" {
-			return why
-		}
-		k := map[aggCall]catalog.Kind{countValues: catalog.Count, sumOf: catalog.Sum, minOf: catalog.Min, maxOf: catalog.Max}[kind]
-		ms, ok := m.r.Measure(k, col)
-		if !ok {
-			return canon + ": rollup stores no " + string(k) + " of " + catalog.QuoteIdent(col)
-		}
-		if kind == sumOf && (ms.Type == "real" || ms.Type == "double precision") {
-			// Floating-point addition is not associative: the per-bucket
-			// sums would add up to another total than PostgreSQL's sum of
-			// the rows, and sums are answered exactly or not at all.
-			return canon + ": a sum over type " + ms.Type + " added up from per-bucket sums can differ from PostgreSQL's (floating-point rounding)"
-		}
-		if kind == sumOf && sumType(ms.Type) == "" {
-			return canon + ": sum over type " + ms.Type + " is not supported"
-		}
-		a.measure = ms
+	if why := m.measureAgg(a); why != "" {
+		return why
 	}
 	m.aggs = append(m.aggs, a)
 	return ""
+}
+
+// holdsAgg reports whether e holds an aggregate call.
+func holdsAgg(e expr) bool {
+	var nested bool
+	walk(e, func(x expr) bool {
+		if g, ok := x.(*funcCall); ok && classifyAgg(g) != notAgg {
+			nested = true
+		}
+		return !nested
+	})
+	return nested
+}
+
+// measureAgg sets the rollup measure that answers a, or marks a as
+// computed exactly beside the rollup (a COUNT(DISTINCT) when approximate
+// answers are off). It returns why neither can be, "" if one is.
+func (m *matcher) measureAgg(a *aggInfo) string {
+	switch a.kind {
+	case otherAgg:
+		return a.canon + ": no stored partial answers this aggregate"
+	case countRows:
+		rc, ok := m.r.Measure(catalog.Count, "*")
+		if !ok {
+			return a.canon + ": rollup has no row count"
+		}
+		a.measure = rc
+	case countDistinct, approxCountDistinct:
+		return m.measureDistinct(a)
+	case countValues, sumOf, minOf, maxOf:
+		return m.measurePartial(a)
+	}
+	return ""
+}
+
+// measureDistinct sets the sketch measure that answers distinct count a,
+// or, for a COUNT(DISTINCT) when approximate answers are off, marks it
+// exact. It returns why neither can be, "" if one is.
+func (m *matcher) measureDistinct(a *aggInfo) string {
+	if a.kind == countDistinct && !m.sess.Approx {
+		// Side by side: computed exactly by PostgreSQL.
+		if _, why := m.aggColumn(a); why != "" {
+			return why
+		}
+		a.exact = true
+		m.exact = true
+		return ""
+	}
+	col, why := m.aggColumn(a)
+	if why != "" {
+		return why
+	}
+	kind := m.s.sketch
+	if kind == "" {
+		kind = catalog.HLL
+	}
+	ms, ok := m.r.Measure(kind, col)
+	if !ok {
+		return a.canon + ": rollup has no " + map[catalog.Kind]string{catalog.HLL: "HLL", catalog.Theta: "Theta", catalog.TopK: "top-k"}[kind] +
+			" sketch of " + catalog.QuoteIdent(col)
+	}
+	a.measure = ms
+	return ""
+}
+
+// measurePartial sets the stored count, sum, min or max that answers a.
+// It returns why none does, "" if one does.
+func (m *matcher) measurePartial(a *aggInfo) string {
+	col, why := m.aggColumn(a)
+	if why != "" {
+		return why
+	}
+	k := map[aggCall]catalog.Kind{countValues: catalog.Count, sumOf: catalog.Sum, minOf: catalog.Min, maxOf: catalog.Max}[a.kind]
+	ms, ok := m.r.Measure(k, col)
+	if !ok {
+		return a.canon + ": rollup stores no " + string(k) + " of " + catalog.QuoteIdent(col)
+	}
+	if a.kind == sumOf && (ms.Type == "real" || ms.Type == "double precision") {
+		// Floating-point addition is not associative: the per-bucket
+		// sums would add up to another total than PostgreSQL's sum of
+		// the rows, and sums are answered exactly or not at all.
+		return a.canon + ": a sum over type " + ms.Type + " added up from per-bucket sums can differ from PostgreSQL's (floating-point rounding)"
+	}
+	if a.kind == sumOf && sumType(ms.Type) == "" {
+		return a.canon + ": sum over type " + ms.Type + " is not supported"
+	}
+	a.measure = ms
+	return ""
+}
+
+// aggColumn returns the rollup column that a's argument, a plain column,
+// is, or why it is none.
+func (m *matcher) aggColumn(a *aggInfo) (string, string) {
+	c, ok := a.arg.(*colRef)
+	if !ok {
+		return "", a.canon + ": the rewriter answers aggregates of plain columns only"
+	}
+	name, why := m.column(c)
+	if why != "" {
+		return "", a.canon + ": " + why
+	}
+	return name, ""
 }
 
 // sumType is the type PostgreSQL's sum() returns for an argument type.

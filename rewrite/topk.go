@@ -205,48 +205,14 @@ func intConst(e expr) (int64, bool) {
 // statement and the shape.
 func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec TopKSpec) (*built, string) {
 	m := &matcher{s: s, fi: fi, r: r, sess: sess}
-	var others []expr
-	var item expr
-	var ms catalog.Measure
-	for _, g := range s.groupBy {
-		e, why := m.resolveGroupItem(g)
-		if e == nil {
-			return nil, why
-		}
-		canon := m.canon(e)
-		dup := false
-		for _, k := range m.keys {
-			dup = dup || k.canon == canon
-		}
-		if dup {
-			continue
-		}
-		m.keys = append(m.keys, &keyInfo{e: e, canon: canon, name: "pgsketch_k" + strconv.Itoa(len(m.keys)+1)})
-		if c, ok := e.(*colRef); ok && item == nil {
-			if col, why := m.column(c); why == "" {
-				if _, dim := r.Dimension(col); !dim {
-					if x, ok := r.Measure(catalog.TopK, col); ok {
-						item, ms, spec.ItemKey = e, x, len(m.keys)-1
-						continue
-					}
-				}
-			}
-		}
-		others = append(others, e)
-	}
+	item, ms, others, why := m.topkKeys(&spec)
 	if item == nil {
-		return nil, "no GROUP BY column has a top-k summary in the rollup"
+		return nil, why
 	}
 	if capacity := int64(1) << ms.Log2m; spec.Limit > capacity/2 {
 		return nil, fmt.Sprintf("LIMIT and OFFSET reach %d, more than half the %d items a summary of %s tracks", spec.Limit, capacity, catalog.QuoteIdent(ms.Expression))
 	}
-	// The summaries' arm: SELECT others, <summary of item> GROUP BY others.
-	arm := &selectStmt{from: s.from, where: s.where, groupBy: others, sketch: catalog.TopK}
-	for _, e := range others {
-		arm.targets = append(arm.targets, target{e: e})
-	}
-	arm.targets = append(arm.targets, target{e: &funcCall{name: []string{"pgsketch", "approx_count_distinct"}, args: []expr{item}}})
-	b, why := matchRollup(arm, fi, r, sess)
+	b, why := matchRollup(summaryArm(s, others, item), fi, r, sess)
 	if b == nil {
 		return nil, why
 	}
@@ -275,7 +241,66 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec Top
 	for _, g := range m.aggs {
 		p.Aggs = append(p.Aggs, Agg{Name: g.name, Expr: g.canon, Op: AddCounts, Type: "bigint", RollupColumn: -1, BaseColumn: -1, ExactColumn: -1})
 	}
-	spec.Item, spec.ItemType, spec.ItemForm = m.canon(item), ms.Type, a.Aggs[0].ValueForm
+	m.countSpec(&spec, item, ms.Type, a.Aggs[0].ValueForm)
+	p.Spec = &spec
+	return &built{Plan: p, rows: b.rows}, ""
+}
+
+// topkKeys records the distinct GROUP BY items of a top-k as m's keys and
+// finds the item among them: the first that is a column r keeps a TopK
+// measure of and has no dimension for. It returns the item, that measure
+// and the other keys, setting spec's ItemKey; or a nil item and why.
+func (m *matcher) topkKeys(spec *TopKSpec) (item expr, ms catalog.Measure, others []expr, why string) {
+	for _, g := range m.s.groupBy {
+		e, why := m.resolveGroupItem(g)
+		if e == nil {
+			return nil, ms, nil, why
+		}
+		canon := m.canon(e)
+		dup := false
+		for _, k := range m.keys {
+			dup = dup || k.canon == canon
+		}
+		if dup {
+			continue
+		}
+		m.keys = append(m.keys, &keyInfo{e: e, canon: canon, name: "pgsketch_k" + strconv.Itoa(len(m.keys)+1)})
+		if c, ok := e.(*colRef); ok && item == nil {
+			if col, why := m.column(c); why == "" {
+				if _, dim := m.r.Dimension(col); !dim {
+					if x, ok := m.r.Measure(catalog.TopK, col); ok {
+						item, ms, spec.ItemKey = e, x, len(m.keys)-1
+						continue
+					}
+				}
+			}
+		}
+		others = append(others, e)
+	}
+	if item == nil {
+		return nil, ms, nil, "no GROUP BY column has a top-k summary in the rollup"
+	}
+	return item, ms, others, ""
+}
+
+// summaryArm is the statement whose rollup plan gives a top-k's summaries:
+// SELECT others, <summary of item> FROM t WHERE ... GROUP BY others.
+func summaryArm(s *selectStmt, others []expr, item expr) *selectStmt {
+	arm := &selectStmt{from: s.from, where: s.where, groupBy: others, sketch: catalog.TopK}
+	for _, e := range others {
+		arm.targets = append(arm.targets, target{e: e})
+	}
+	arm.targets = append(arm.targets, target{e: &funcCall{name: []string{"pgsketch", "approx_count_distinct"}, args: []expr{item}}})
+	return arm
+}
+
+// countSpec completes spec with the item (its type and its form in the
+// summaries given) and the exact count of candidates: its statement, the
+// array type the candidates are bound as and the query's parameters it
+// reads.
+func (m *matcher) countSpec(spec *TopKSpec, item expr, itemType, itemForm string) {
+	s := m.s
+	spec.Item, spec.ItemType, spec.ItemForm = m.canon(item), itemType, itemForm
 	spec.ArrayType = "text[]"
 	if spec.ItemForm != "text" {
 		spec.ArrayType = "bigint[]"
@@ -286,8 +311,6 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec Top
 			spec.CountParams = append(spec.CountParams, n)
 		}
 	}
-	p.Spec = &spec
-	return &built{Plan: p, rows: b.rows}, ""
 }
 
 // countCalls lists the query's count(*) calls, one per distinct spelling.
