@@ -31,100 +31,28 @@ func pullUp(s *selectStmt) bool {
 		return false
 	}
 	inner := sub.from[0]
-	// The subquery's output names and the columns they are.
-	star := false
-	cols := map[string]string{}
-	seen := map[string]int{}
-	computed := map[string]bool{}
-	for _, t := range sub.targets {
-		if t.star {
-			star = true
-			continue
-		}
-		name := t.name
-		if name == "" {
-			name = figureColname(t.e)
-		}
-		seen[name]++
-		c, isRef := t.e.(*colRef)
-		if !isRef {
-			// A computed column: PostgreSQL computes it only for a
-			// reference, which then fails to resolve below.
-			computed[name] = true
-			continue
-		}
-		col, ok := bareColumn(c, inner)
-		if !ok {
-			return false
-		}
-		if name != col {
-			// A renamed column: after the merge the outer names would
-			// resolve otherwise (an ORDER BY that meant an input column
-			// could meet an output one).
-			computed[name] = true
-			continue
-		}
-		cols[name] = col
-	}
-	// Resolve every reference first: nothing changes unless all resolve.
-	type change struct {
-		c   *colRef
-		col string
-	}
-	var changes []change
-	ok := true
-	resolveInner := func(e expr) {
-		walk(e, func(x expr) bool {
-			if c, isRef := x.(*colRef); isRef {
-				col, good := bareColumn(c, inner)
-				ok = ok && good
-				changes = append(changes, change{c, col})
-			}
-			return ok
-		})
-	}
-	resolveOuter := func(e expr) {
-		walk(e, func(x expr) bool {
-			c, isRef := x.(*colRef)
-			if !isRef {
-				return ok
-			}
-			name := c.parts[len(c.parts)-1]
-			switch {
-			case len(c.parts) > 2, len(c.parts) == 2 && c.parts[0] != outer.alias, name == "*":
-				ok = false
-			case seen[name] > 1 || computed[name]:
-				ok = false // ambiguous in PostgreSQL too, or computed
-			case cols[name] != "":
-				changes = append(changes, change{c, cols[name]})
-			case star:
-				changes = append(changes, change{c, name})
-			default:
-				ok = false
-			}
-			return ok
-		})
-	}
-	if star && len(seen) > 0 {
-		return false // * beside named columns: names PostgreSQL may find ambiguous
-	}
-	resolveInner(sub.where)
-	// Output columns keep the names they had.
-	names := make([]string, len(s.targets))
-	for i, t := range s.targets {
-		if t.star {
-			return false
-		}
-		if t.name == "" {
-			names[i] = figureColname(t.e)
-		}
-	}
-	s.eachExpr(resolveOuter)
+	out, ok := outputsOf(sub, inner)
 	if !ok {
 		return false
 	}
-	for _, ch := range changes {
-		ch.c.parts = []string{ch.col}
+	if out.star && len(out.seen) > 0 {
+		return false // * beside named columns: names PostgreSQL may find ambiguous
+	}
+	// Output columns keep the names they had.
+	names, ok := outputNames(s)
+	if !ok {
+		return false
+	}
+	// Resolve every reference first: nothing changes unless all resolve.
+	refs, ok := resolveInner(sub.where, inner, nil)
+	if !ok {
+		return false
+	}
+	if refs, ok = out.resolveOuter(s, outer.alias, refs); !ok {
+		return false
+	}
+	for _, r := range refs {
+		r.c.parts = []string{r.col}
 	}
 	for i, n := range names {
 		if n != "" {
@@ -140,6 +68,124 @@ func pullUp(s *selectStmt) bool {
 		s.where = &boolExpr{op: "AND", args: []expr{sub.where, s.where}}
 	}
 	return true
+}
+
+// subOutputs are the output columns of a subquery pullUp merges, by the
+// names the statement around it refers to them by.
+type subOutputs struct {
+	star     bool              // the subquery selects *
+	cols     map[string]string // the column each plain column output is
+	seen     map[string]int    // how many outputs have each name
+	computed map[string]bool   // the names of computed and renamed outputs
+}
+
+// outputsOf reads the output columns of sub, a subquery that only filters
+// and projects table inner. It reports false when an output column
+// reference names no column of inner.
+func outputsOf(sub *selectStmt, inner fromItem) (subOutputs, bool) {
+	out := subOutputs{cols: map[string]string{}, seen: map[string]int{}, computed: map[string]bool{}}
+	for _, t := range sub.targets {
+		if t.star {
+			out.star = true
+			continue
+		}
+		name := t.name
+		if name == "" {
+			name = figureColname(t.e)
+		}
+		out.seen[name]++
+		c, isRef := t.e.(*colRef)
+		if !isRef {
+			// A computed column: PostgreSQL computes it only for a
+			// reference, which then fails to resolve (resolveOuter).
+			out.computed[name] = true
+			continue
+		}
+		col, ok := bareColumn(c, inner)
+		if !ok {
+			return out, false
+		}
+		if name != col {
+			// A renamed column: after the merge the outer names would
+			// resolve otherwise (an ORDER BY that meant an input column
+			// could meet an output one).
+			out.computed[name] = true
+			continue
+		}
+		out.cols[name] = col
+	}
+	return out, true
+}
+
+// pulledRef is a column reference of a statement pullUp merges and the
+// bare column name it becomes.
+type pulledRef struct {
+	c   *colRef
+	col string
+}
+
+// resolveInner appends to refs each column reference in e, an expression
+// of the subquery, with the column of its table inner that it names. It
+// reports false when one names no column of inner.
+func resolveInner(e expr, inner fromItem, refs []pulledRef) ([]pulledRef, bool) {
+	ok := true
+	walk(e, func(x expr) bool {
+		if c, isRef := x.(*colRef); isRef {
+			col, good := bareColumn(c, inner)
+			ok = ok && good
+			refs = append(refs, pulledRef{c, col})
+		}
+		return ok
+	})
+	return refs, ok
+}
+
+// resolveOuter appends to refs each column reference in the expressions
+// of s, the statement around the subquery (alias is the subquery's name
+// there), with the column of the subquery's table that it names through
+// the outputs. It reports false when one is qualified by another name,
+// names an output ambiguously or a computed one, or names no output.
+func (out subOutputs) resolveOuter(s *selectStmt, alias string, refs []pulledRef) ([]pulledRef, bool) {
+	ok := true
+	s.eachExpr(func(e expr) {
+		walk(e, func(x expr) bool {
+			c, isRef := x.(*colRef)
+			if !isRef {
+				return ok
+			}
+			name := c.parts[len(c.parts)-1]
+			switch {
+			case len(c.parts) > 2, len(c.parts) == 2 && c.parts[0] != alias, name == "*":
+				ok = false
+			case out.seen[name] > 1 || out.computed[name]:
+				ok = false // ambiguous in PostgreSQL too, or computed
+			case out.cols[name] != "":
+				refs = append(refs, pulledRef{c, out.cols[name]})
+			case out.star:
+				refs = append(refs, pulledRef{c, name})
+			default:
+				ok = false
+			}
+			return ok
+		})
+	})
+	return refs, ok
+}
+
+// outputNames returns the name PostgreSQL gives each of s's output
+// columns that has no alias ("" for those that have one), for the merged
+// statement to keep. It reports false when s selects *.
+func outputNames(s *selectStmt) ([]string, bool) {
+	names := make([]string, len(s.targets))
+	for i, t := range s.targets {
+		if t.star {
+			return nil, false
+		}
+		if t.name == "" {
+			names[i] = figureColname(t.e)
+		}
+	}
+	return names, true
 }
 
 // holdsSubLink reports whether s holds a subquery expression.
