@@ -72,33 +72,17 @@ var dirtyDays = []string{"2026-02-14", "2026-02-03", "2026-02-09", "2026-02-20",
 // modes are the numbers of dirty days the query is timed with.
 var modes = []int{0, 1, 5}
 
-type options struct {
-	rows, users            int64
-	days                   int
-	writeRows, singleRows  int
-	rounds                 int
-	dsn, keep, proxy, only string
-	cacheBytes             int64
-	durable                bool
-}
-
-func main() {
-	o := parseFlags()
-	benchkit.Run("bench-capture", func(ctx context.Context) error { return run(ctx, o) })
-}
+func main() { benchkit.Run("bench-capture", parseFlags(), run) }
 
 func parseFlags() options {
 	var o options
-	flag.Int64Var(&o.rows, "rows", 2_000_000, "events to generate for the query part (20000000 for the size of bench-query)")
-	flag.IntVar(&o.days, "days", 90, "days the events span, from 2026-01-01")
-	flag.Int64Var(&o.users, "users", 2_000_000, "possible distinct users")
+	benchkit.EventFlags(&o.rows, &o.days, &o.users, 2_000_000, "events to generate for the query part (20000000 for the size of bench-query)")
 	flag.IntVar(&o.writeRows, "write-rows", 1_000_000, "rows of the bulk INSERT ... SELECT of the write part")
 	flag.IntVar(&o.singleRows, "single-rows", 10_000, "one-row INSERTs of the write part")
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds of each measurement")
-	flag.StringVar(&o.dsn, "dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; "+
-		"the tables events, bench_w_plain and bench_w_capture, their rollups and the pgsketch catalog are created in it")
-	flag.StringVar(&o.keep, "keep", "", "keep the throwaway cluster in this directory, and reuse its events table next time")
-	flag.StringVar(&o.proxy, "proxy", "bin/pgsketch-proxy", "the pgsketch-proxy binary")
+	benchkit.DSNFlag(&o.dsn, "the tables events, bench_w_plain and bench_w_capture, their rollups and the pgsketch catalog are created in it")
+	benchkit.KeepFlag(&o.keep, ", and reuse its events table next time")
+	benchkit.ProxyFlag(&o.proxy)
 	flag.Int64Var(&o.cacheBytes, "cache-bytes", -1, "the proxy's --cache-bytes (-1: its default, 256 MiB; 0: no cache)")
 	flag.StringVar(&o.only, "only", "", "run only this part: write, query or check (check runs only when named)")
 	flag.BoolVar(&o.durable, "durable", false, "run the throwaway server durably (fsync, synchronous_commit and full_page_writes on), "+
@@ -112,27 +96,23 @@ func parseFlags() options {
 }
 
 func run(ctx context.Context, o options) error {
-	if _, err := os.Stat(o.proxy); err != nil {
-		return fmt.Errorf("the proxy binary: %w (build it with go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy)", err)
+	if err := benchkit.NeedProxy(o.proxy); err != nil {
+		return err
 	}
 	fmt.Printf("load average before: %s\n", benchkit.LoadAvg())
 	settings := benchkit.Settings()
 	if o.durable {
 		settings["fsync"], settings["synchronous_commit"], settings["full_page_writes"] = "on", "on", "on"
 	}
-	dsn, stop, err := benchkit.Database(ctx, o.dsn, o.keep, settings)
+	db, err := benchkit.Open(ctx, o.dsn, o.keep, settings)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	if err := benchkit.Prepare(ctx, dsn); err != nil {
+	defer db.Close()
+	if err := benchkit.Prepare(ctx, db.DSN); err != nil {
 		return err
 	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
+	conn, dsn := db.Conn, db.DSN
 	printServer(ctx, conn)
 
 	var w *writeResult
@@ -175,4 +155,15 @@ func printServer(ctx context.Context, conn *pgx.Conn) {
 	_ = conn.QueryRow(ctx, `SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings
 		WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'work_mem', 'full_page_writes')`).Scan(&settings)
 	fmt.Printf("PostgreSQL %s (%s)\n\n", version, settings)
+}
+
+// options are the command line's flags.
+type options struct {
+	rows, users            int64
+	days                   int
+	writeRows, singleRows  int
+	rounds                 int
+	dsn, keep, proxy, only string
+	cacheBytes             int64
+	durable                bool
 }

@@ -41,6 +41,33 @@ func Database(ctx context.Context, dsn, keep string, settings map[string]string)
 	return Cluster(ctx, keep, settings)
 }
 
+// DB is the database a benchmark runs on and a connection to it.
+type DB struct {
+	DSN  string
+	Conn *pgx.Conn
+	stop func()
+}
+
+// Open connects to the database Database gives.
+func Open(ctx context.Context, dsn, keep string, settings map[string]string) (*DB, error) {
+	dsn, stop, err := Database(ctx, dsn, keep, settings)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &DB{DSN: dsn, Conn: conn, stop: stop}, nil
+}
+
+// Close closes the connection, then stops the throwaway cluster, if any.
+func (db *DB) Close() {
+	db.Conn.Close(context.Background())
+	db.stop()
+}
+
 // Prepare makes database dsn ready for pgsketch: the hll extension and
 // the pgsketch catalog, migrated up.
 func Prepare(ctx context.Context, dsn string) error {

@@ -8,12 +8,12 @@ import (
 	"syscall"
 )
 
-// Run runs a benchmark: f with a context that an interrupt or SIGTERM
-// cancels (so that what f started is stopped and removed), then ends the
-// program as Exit does.
-func Run(name string, f func(ctx context.Context) error) {
+// Run runs a benchmark with its options: run with a context that an
+// interrupt or SIGTERM cancels (so that what it started is stopped and
+// removed), then ends the program as Exit does.
+func Run[O any](name string, o O, run func(context.Context, O) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := f(ctx)
+	err := run(ctx, o)
 	stop()
 	Exit(name, err)
 }

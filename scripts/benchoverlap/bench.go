@@ -153,8 +153,8 @@ type bench struct {
 	o                        options
 	dsn                      string
 	groups                   []group
-	warmProxy                *benchproxy.Proxy
-	warm, direct             *benchproxy.Conn
+	warm                     *benchproxy.Session // a long-running proxy
+	direct                   *benchproxy.Conn
 	exact                    map[string]float64 // query name → exact answer
 	first                    map[string]outcome // query name → the warm-up's outcome
 	tallies                  map[string]*tally
@@ -172,11 +172,7 @@ func newBench(ctx context.Context, o options, dsn string) (*bench, error) {
 	if b.direct, err = benchproxy.Connect(ctx, dsn); err != nil {
 		return nil, err
 	}
-	if b.warmProxy, err = benchproxy.Start(ctx, o.proxy, dsn, o.cacheBytes, false); err != nil {
-		b.close()
-		return nil, err
-	}
-	if b.warm, err = benchproxy.Connect(ctx, b.warmProxy.URL(dsn)); err != nil {
+	if b.warm, err = benchproxy.Open(ctx, o.proxy, dsn, o.cacheBytes, false); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -191,14 +187,10 @@ func newBench(ctx context.Context, o options, dsn string) (*bench, error) {
 }
 
 func (b *bench) close() {
-	for _, c := range []*benchproxy.Conn{b.warm, b.direct} {
-		if c != nil {
-			c.Close(context.Background())
-		}
+	if b.warm != nil {
+		b.warm.Close()
 	}
-	if b.warmProxy != nil {
-		b.warmProxy.Stop()
-	}
+	b.direct.Close(context.Background())
 }
 
 // warmUp runs every exact query once on the direct connection (their
@@ -225,12 +217,11 @@ func (b *bench) warmUp(ctx context.Context) error {
 	t0 = time.Now()
 	for _, g := range b.groups {
 		for _, q := range g.queries {
-			b.warm.ResetNotices()
-			ans, d, err := benchproxy.Timed(ctx, b.warm.PgConn, q.sql)
+			ans, notices, d, err := b.warm.Conn.Ask(ctx, q.sql)
 			if err != nil {
 				return fmt.Errorf("%s, through the proxy: %w", q.name, err)
 			}
-			o, err := readOutcome(ans, b.warm.Notices())
+			o, err := readOutcome(ans, notices)
 			if err != nil {
 				return fmt.Errorf("%s, through the proxy: %w", q.name, err)
 			}
@@ -269,8 +260,7 @@ func describe(o outcome, exact float64) string {
 func (b *bench) runGroup(ctx context.Context, c *benchproxy.Conn, g group, m mode) (time.Duration, error) {
 	var total time.Duration
 	for _, q := range g.queries {
-		c.ResetNotices()
-		ans, d, err := benchproxy.Timed(ctx, c.PgConn, q.sql)
+		ans, notices, d, err := c.Ask(ctx, q.sql)
 		if err != nil {
 			return 0, fmt.Errorf("%s, %s: %w", q.name, modeNames[m], err)
 		}
@@ -279,7 +269,7 @@ func (b *bench) runGroup(ctx context.Context, c *benchproxy.Conn, g group, m mod
 				return 0, fmt.Errorf("%s, exact: answer %v, the warm-up's %v", q.name, ans, b.exact[q.name])
 			}
 		} else {
-			o, err := readOutcome(ans, c.Notices())
+			o, err := readOutcome(ans, notices)
 			if err != nil {
 				return 0, fmt.Errorf("%s, %s: %w", q.name, modeNames[m], err)
 			}
@@ -294,17 +284,12 @@ func (b *bench) runGroup(ctx context.Context, c *benchproxy.Conn, g group, m mod
 
 // runCold runs a group on a new connection through a proxy started for it.
 func (b *bench) runCold(ctx context.Context, g group) (time.Duration, error) {
-	p, err := benchproxy.Start(ctx, b.o.proxy, b.dsn, b.o.cacheBytes, false)
+	s, err := benchproxy.Open(ctx, b.o.proxy, b.dsn, b.o.cacheBytes, false)
 	if err != nil {
 		return 0, err
 	}
-	defer p.Stop()
-	c, err := benchproxy.Connect(ctx, p.URL(b.dsn))
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close(context.Background())
-	return b.runGroup(ctx, c, g, cold)
+	defer s.Close()
+	return b.runGroup(ctx, s.Conn, g, cold)
 }
 
 // step is one timed run of one group in one mode.
@@ -318,7 +303,7 @@ func (b *bench) run(ctx context.Context, s step) (time.Duration, error) {
 	case cold:
 		return b.runCold(ctx, s.g)
 	case warm:
-		return b.runGroup(ctx, b.warm, s.g, warm)
+		return b.runGroup(ctx, b.warm.Conn, s.g, warm)
 	}
 	return b.runGroup(ctx, b.direct, s.g, exact)
 }
@@ -342,16 +327,11 @@ func (b *bench) roundOrder(i int, withExact bool) []step {
 // rounds runs the timed rounds, interleaved, printing one line per step.
 func (b *bench) rounds(ctx context.Context) error {
 	fmt.Printf("\n%d rounds; the exact queries in %d of them\n", b.o.runs, b.o.exactRuns)
-	every := float64(b.o.runs) / float64(b.o.exactRuns)
-	nextExact, exactDone := 0.0, 0
+	spacing := benchkit.NewSpacing(b.o.runs, b.o.exactRuns)
 	b.loadMin, b.loadMax = loadAvg(), loadAvg()
 	in0 := pagedIn()
 	for i := range b.o.runs {
-		withExact := float64(i) >= nextExact && exactDone < b.o.exactRuns
-		if withExact {
-			nextExact += every
-			exactDone++
-		}
+		withExact := spacing.Take(i)
 		fmt.Printf("round %d\n", i+1)
 		for _, s := range b.roundOrder(i, withExact) {
 			d, err := b.run(ctx, s)

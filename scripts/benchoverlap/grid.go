@@ -92,28 +92,24 @@ func (b *bench) runGrid(ctx context.Context, rounds, exactRuns int) (*gridResult
 
 // gridRun runs the grid once in mode m.
 func (b *bench) gridRun(ctx context.Context, m mode, check func(map[string]float64, []string) error) (time.Duration, error) {
-	c := b.warm
+	c := b.warm.Conn
 	switch m {
 	case exact:
 		_, d, err := benchproxy.Timed(ctx, b.direct.PgConn, gridSQL)
 		return d, err
 	case cold:
-		p, err := benchproxy.Start(ctx, b.o.proxy, b.dsn, b.o.cacheBytes, false)
+		s, err := benchproxy.Open(ctx, b.o.proxy, b.dsn, b.o.cacheBytes, false)
 		if err != nil {
 			return 0, err
 		}
-		defer p.Stop()
-		if c, err = benchproxy.Connect(ctx, p.URL(b.dsn)); err != nil {
-			return 0, err
-		}
-		defer c.Close(context.Background())
+		defer s.Close()
+		c = s.Conn
 	}
-	c.ResetNotices()
-	ans, d, err := benchproxy.Timed(ctx, c.PgConn, gridSQL)
+	ans, notices, d, err := c.Ask(ctx, gridSQL)
 	if err != nil {
 		return 0, fmt.Errorf("grid, %s: %w", modeNames[m], err)
 	}
-	return d, check(ans, c.Notices())
+	return d, check(ans, notices)
 }
 
 // print writes the grid's section of the report.

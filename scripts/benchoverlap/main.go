@@ -68,54 +68,20 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
-type options struct {
-	rows          int64
-	days          int
-	users         int64
-	keep          string
-	proxy         string
-	runs          int
-	exactRuns     int
-	buildRounds   int
-	lgK           int
-	streams       int
-	cacheBytes    int64
-	workMem       string
-	skipBuild     bool
-	levels        string
-	gridRuns      int
-	gridExactRuns int
-}
-
-func main() {
-	o := parseFlags()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-overlap:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Run("bench-overlap", parseFlags(), run) }
 
 func parseFlags() options {
 	var o options
-	flag.Int64Var(&o.rows, "rows", 20_000_000, "events to generate")
-	flag.IntVar(&o.days, "days", 90, "days the events span, from 2026-01-01")
-	flag.Int64Var(&o.users, "users", 2_000_000, "possible distinct users")
-	flag.StringVar(&o.keep, "keep", "", "keep the throwaway cluster in this directory, and reuse its events table on the next run")
-	flag.StringVar(&o.proxy, "proxy", "bin/pgsketch-proxy", "the pgsketch-proxy binary")
+	benchkit.EventFlags(&o.rows, &o.days, &o.users, 20_000_000, "events to generate")
+	benchkit.ProxyFlag(&o.proxy)
+	benchkit.KeepFlag(&o.keep, ", and reuse its events table on the next run")
 	flag.IntVar(&o.runs, "runs", 20, "timed runs of each proxy kind (proxy-cold, proxy-warm), one per round")
 	flag.IntVar(&o.exactRuns, "exact-runs", 5, "timed runs of each exact query (seconds each), spread over the rounds")
 	flag.IntVar(&o.buildRounds, "build-rounds", 3, "builds of each rollup, alternating which goes first")
@@ -151,23 +117,18 @@ func commandLine() string {
 }
 
 func run(ctx context.Context, o options) error {
-	if _, err := os.Stat(o.proxy); err != nil {
-		return fmt.Errorf("the proxy binary: %w (build it with make build)", err)
+	if err := benchkit.NeedProxy(o.proxy); err != nil {
+		return err
 	}
 	started := time.Now()
 	settings := benchkit.Settings()
 	settings["work_mem"] = o.workMem
-	dsn, stop, err := benchkit.Cluster(ctx, o.keep, settings)
+	db, err := benchkit.Open(ctx, "", o.keep, settings)
 	if err != nil {
 		return err
 	}
-	defer stop()
-
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
+	defer db.Close()
+	conn, dsn := db.Conn, db.DSN
 	r := &report{cmd: commandLine(), started: started, opts: o, machine: readMachine()}
 	if r.data, err = setup(ctx, conn, dsn, o); err != nil {
 		return err
@@ -203,4 +164,24 @@ func run(ctx context.Context, o options) error {
 	r.print(os.Stdout)
 	grid.print(os.Stdout)
 	return nil
+}
+
+// options are the command line's flags.
+type options struct {
+	rows          int64
+	days          int
+	users         int64
+	keep          string
+	proxy         string
+	runs          int
+	exactRuns     int
+	buildRounds   int
+	lgK           int
+	streams       int
+	cacheBytes    int64
+	workMem       string
+	skipBuild     bool
+	levels        string
+	gridRuns      int
+	gridExactRuns int
 }

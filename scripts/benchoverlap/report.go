@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -249,7 +248,7 @@ func (r *report) printBuilds(w io.Writer) {
 		"the table's pages warmed by one sequential scan first), median and min–max:\n\n", bi.streams, n)
 	fmt.Fprintf(w, "| rollup | measures | build | rows | `pg_total_relation_size` |\n|---|---|---:|---:|---:|\n")
 	for k, kind := range bi.kinds {
-		fmt.Fprintf(w, "| `%s` | %s | %s | %d | %s |\n", kind.name, kind.measures, spread(bi.builds[k]), bi.rows[k], mb(bi.bytes[k]))
+		fmt.Fprintf(w, "| `%s` | %s | %s | %d | %s |\n", kind.name, kind.measures, benchkit.Spread(bi.builds[k]), bi.rows[k], mb(bi.bytes[k]))
 	}
 	dt := benchkit.Median(bi.builds[1]) - benchkit.Median(bi.builds[0])
 	db := bi.bytes[1] - bi.bytes[0]
@@ -282,7 +281,7 @@ func (r *report) printQueries(w io.Writer) {
 	fmt.Fprintf(w, "| query | proxy-cold | proxy-warm | exact | exact / cold | exact / warm |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, g := range b.groups {
 		t := b.times[g.name]
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", g.name, spread(t[cold]), spread(t[warm]), spread(t[exact]),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", g.name, benchkit.Spread(t[cold]), benchkit.Spread(t[warm]), benchkit.Spread(t[exact]),
 			ratio(t[exact], t[cold]), ratio(t[exact], t[warm]))
 	}
 	fmt.Fprintf(w, "\nMedian (min–max); the ratios are of medians, **bold** where they meet the goal of %d×.\n\n", goal)
@@ -447,17 +446,6 @@ func (r *report) printOdd(w io.Writer) {
 		fmt.Fprintf(w, "- %s\n", s)
 	}
 	fmt.Fprintln(w)
-}
-
-// spread is "median (min–max)".
-func spread(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "—"
-	}
-	if len(ds) == 1 {
-		return benchkit.Ms(ds[0])
-	}
-	return fmt.Sprintf("%s (%s–%s)", benchkit.Ms(benchkit.Median(ds)), benchkit.Ms(slices.Min(ds)), benchkit.Ms(slices.Max(ds)))
 }
 
 // ratio is slow's median over fast's, bold when it meets the goal.

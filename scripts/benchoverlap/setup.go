@@ -9,8 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
-	"github.com/pgsketch/pgsketch/internal/demodata"
-
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
@@ -36,23 +34,18 @@ func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) (dataInfo
 	if err := benchkit.Prepare(ctx, dsn); err != nil {
 		return d, err
 	}
-	spec := demodata.Default
-	spec.Table, spec.Rows, spec.Days, spec.Users = "events", o.rows, o.days, o.users
-	mark := fmt.Sprintf("demodata rows=%d days=%d users=%d", o.rows, o.days, o.users)
-	var have string
-	_ = conn.QueryRow(ctx, "SELECT coalesce(obj_description(to_regclass('events'), 'pg_class'), '')").Scan(&have)
-	if have != mark {
-		fmt.Printf("generating %d events over %d days...\n", o.rows, o.days)
-		t0 := time.Now()
-		if err := dropRollupsOnEvents(ctx, conn); err != nil {
+	spec := benchkit.Events("events", o.rows, o.days, o.users)
+	if !benchkit.Marked(ctx, conn, spec) {
+		var err error
+		d.regenerated = true
+		if d.generateTime, err = benchkit.Generate(spec, func() error {
+			if err := dropRollupsOnEvents(ctx, conn); err != nil {
+				return err
+			}
+			return benchkit.Exec(ctx, conn, "DROP TABLE IF EXISTS events; "+spec.CreateSQL()+benchkit.MarkSQL(spec))
+		}); err != nil {
 			return d, err
 		}
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS events; "+spec.CreateSQL()+
-			"COMMENT ON TABLE events IS '"+mark+"'"); err != nil {
-			return d, err
-		}
-		d.regenerated, d.generateTime = true, time.Since(t0)
-		fmt.Printf("generated in %s\n", d.generateTime.Round(time.Second))
 	}
 	if _, err := conn.Exec(ctx, "CREATE INDEX IF NOT EXISTS events_created_at ON events (created_at)"); err != nil {
 		return d, err
@@ -70,12 +63,8 @@ func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) (dataInfo
 // dropRollupsOnEvents drops every rollup of the events table, so that the
 // table can be dropped.
 func dropRollupsOnEvents(ctx context.Context, conn *pgx.Conn) error {
-	rows, err := conn.Query(ctx, `SELECT name FROM pgsketch.rollup_defs
+	names, err := benchkit.Strings(ctx, conn, `SELECT name FROM pgsketch.rollup_defs
 		WHERE source_schema = 'public' AND source_table = 'events' ORDER BY name`)
-	if err != nil {
-		return err
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return err
 	}
@@ -119,7 +108,7 @@ type buildInfo struct {
 // and drops the HLL-only one.
 func buildRollups(ctx context.Context, conn *pgx.Conn, dsn string, o options) (*buildInfo, error) {
 	bi := &buildInfo{kinds: rollupKinds(o.lgK), streams: o.streams}
-	if o.skipBuild && isBuilt(ctx, conn, thetaRollup) {
+	if o.skipBuild && benchkit.Built(ctx, conn, thetaRollup) {
 		fmt.Printf("reusing the built rollup %s (--skip-build)\n", thetaRollup)
 		bi.skipped = true
 		return bi, measureTheta(ctx, conn, bi)
@@ -129,11 +118,7 @@ func buildRollups(ctx context.Context, conn *pgx.Conn, dsn string, o options) (*
 		return nil, err
 	}
 	for round := range o.buildRounds {
-		order := []int{0, 1}
-		if round%2 == 1 {
-			order = []int{1, 0}
-		}
-		for _, k := range order {
+		for _, k := range benchkit.Rotation(round, 2) {
 			d, err := build(ctx, conn, dsn, bi.kinds[k], o.streams)
 			if err != nil {
 				return nil, err
@@ -151,12 +136,6 @@ func buildRollups(ctx context.Context, conn *pgx.Conn, dsn string, o options) (*
 	}
 	_, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup('"+hllRollup+"')")
 	return bi, err
-}
-
-func isBuilt(ctx context.Context, conn *pgx.Conn, name string) bool {
-	var built bool
-	_ = conn.QueryRow(ctx, "SELECT watermark IS NOT NULL FROM pgsketch.rollup_defs WHERE name = $1", name).Scan(&built)
-	return built
 }
 
 // build creates the rollup anew and builds it with a full refresh, timed,
@@ -200,45 +179,12 @@ func mb(b int64) string {
 // setupLevels gives the Theta rollup exactly the levels listed (comma-
 // separated), builds the new ones and prints what they cost.
 func setupLevels(ctx context.Context, conn *pgx.Conn, dsn, levels string) error {
-	want := map[string]bool{}
-	for _, g := range strings.Split(levels, ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			want[g] = true
-		}
-	}
-	rows, err := conn.Query(ctx, "SELECT grain FROM pgsketch.rollup_levels WHERE rollup = $1", thetaRollup)
-	if err != nil {
+	c, err := benchkit.SetLevels(ctx, conn, dsn, thetaRollup, levels)
+	if err != nil || len(c.Added) == 0 {
 		return err
 	}
-	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	var added []string
-	for _, g := range have {
-		if !want[g] {
-			if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup_level($1, $2)", thetaRollup, g); err != nil {
-				return err
-			}
-		}
-		delete(want, g)
-	}
-	for g := range want {
-		if _, err := conn.Exec(ctx, "SELECT pgsketch.add_rollup_level($1, $2)", thetaRollup, g); err != nil {
-			return err
-		}
-		added = append(added, g)
-	}
-	if len(added) == 0 {
-		return nil
-	}
-	t0 := time.Now()
-	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, thetaRollup, refresh.Options{Streams: 2, Dial: refresh.DialPgConn(dsn)})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("levels %s added and built in %s (the refresh that built them: %s)\n", strings.Join(added, ","), benchkit.Ms(time.Since(t0)), res)
-	for _, g := range added {
+	fmt.Printf("levels %s added and built in %s (the refresh that built them: %s)\n", strings.Join(c.Added, ","), benchkit.Ms(c.Took), c.Refresh)
+	for _, g := range c.Added {
 		var n, bytes int64
 		if err := conn.QueryRow(ctx, "SELECT count(*), pg_total_relation_size($1::regclass) FROM "+thetaRollup+"_"+g, thetaRollup+"_"+g).Scan(&n, &bytes); err != nil {
 			return err

@@ -44,7 +44,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
@@ -59,35 +58,6 @@ var strategySuffix = map[string]string{
 	"server": "; rollup rows merged in PostgreSQL (hll_union_agg)",
 	"proxy":  "; rollup rows merged in the proxy",
 	"cache":  "; rollup rows from the proxy's cache",
-}
-
-// setupHourly creates and builds the hourly rollup of events with the
-// proxy's CLI, unless it is already built over the current table.
-func setupHourly(ctx context.Context, conn *pgx.Conn, dsn, bin string, fresh bool) error {
-	if benchkit.Built(ctx, conn, hourlyName) && !fresh {
-		return nil
-	}
-	fmt.Println("building the hourly rollup (pgsketch-proxy rollup create, then rollup refresh)...")
-	t0 := time.Now()
-	if _, err := conn.Exec(ctx, "SELECT pgsketch.drop_rollup('"+hourlyName+"', if_exists => true)"); err != nil {
-		return err
-	}
-	for _, args := range [][]string{
-		{"rollup", "create", hourlyName, "--dsn", dsn, "--table", "public.events", "--time", "created_at",
-			"--grain", "hour", "--tz", "UTC", "--distinct", "user_id", "--log2m", "14", "--regwidth", "5", "--levels", "none", "--log-level", "warn"},
-		{"rollup", "refresh", hourlyName, "--dsn", dsn, "--log-level", "warn"},
-	} {
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("pgsketch-proxy %s %s: %w", args[0], args[1], err)
-		}
-	}
-	if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+hourlyName); err != nil {
-		return err
-	}
-	fmt.Printf("built in %s\n", time.Since(t0).Round(time.Second))
-	return nil
 }
 
 // mergeQuery is one query of the benchmark.

@@ -31,33 +31,17 @@ import (
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
 )
 
-type options struct {
-	rows, users     int64
-	days            int
-	rounds, streams int
-	dsn, keep       string
-	cpuProfile      string
-	withSum         bool
-}
-
 func main() {
 	var o options
-	flag.Int64Var(&o.rows, "rows", 20_000_000, "events to generate")
-	flag.IntVar(&o.days, "days", 90, "days the events span")
-	flag.Int64Var(&o.users, "users", 2_000_000, "possible distinct users")
+	benchkit.EventFlags(&o.rows, &o.days, &o.users, 20_000_000, "events to generate")
+	benchkit.DSNFlag(&o.dsn, "the table events_bench is created in it")
+	benchkit.KeepFlag(&o.keep, ", and reuse its table on the next run")
 	flag.IntVar(&o.rounds, "rounds", 3, "builds of each kind, alternating")
 	flag.IntVar(&o.streams, "streams", refresh.DefaultStreams, "parallel readers of pgsketch's build (as rollup create --streams)")
-	flag.StringVar(&o.dsn, "dsn", "", "use this database (with the hll extension) instead of a throwaway cluster; the table events_bench is created in it")
-	flag.StringVar(&o.keep, "keep", "", "keep the throwaway cluster in this directory, and reuse its table on the next run")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&o.withSum, "sum", true, "both builds also keep sum(amount) (a numeric(10,2) column)")
 	flag.Parse()
-	stopProfile, err := startProfile(o.cpuProfile)
-	benchkit.Exit("bench-rollup", err)
-	benchkit.Run("bench-rollup", func(ctx context.Context) error {
-		defer stopProfile()
-		return run(ctx, o)
-	})
+	benchkit.Run("bench-rollup", o, run)
 }
 
 // startProfile starts a CPU profile of the run into file path, if one is
@@ -74,25 +58,25 @@ func startProfile(path string) (stop func(), err error) {
 }
 
 func run(ctx context.Context, o options) error {
-	dsn, stop, err := benchkit.Database(ctx, o.dsn, o.keep, benchkit.Settings())
+	stopProfile, err := startProfile(o.cpuProfile)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	conn, err := pgx.Connect(ctx, dsn)
+	defer stopProfile()
+	db, err := benchkit.Open(ctx, o.dsn, o.keep, benchkit.Settings())
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer db.Close()
 	// The current catalog: a kept cluster may hold an older one (and other
 	// benchmarks' rollups, which a migration down would refuse to drop).
-	if err := benchkit.Prepare(ctx, dsn); err != nil {
+	if err := benchkit.Prepare(ctx, db.DSN); err != nil {
 		return err
 	}
-	if err := setup(ctx, conn, o); err != nil {
+	if err := setup(ctx, db.Conn, o); err != nil {
 		return err
 	}
-	b := builder{ctx: ctx, conn: conn, dsn: dsn, o: o}
+	b := builder{ctx: ctx, conn: db.Conn, dsn: db.DSN, o: o}
 	// One warm-up of each reads the table into the page cache.
 	fmt.Println("warm-up")
 	for k := range builders {
@@ -176,4 +160,14 @@ func (b builder) build(k int) (time.Duration, int64, error) {
 		       hll_add_agg(hll_hash_bigint(user_id), 14, 5) AS users
 		  FROM events_bench GROUP BY 1, 2, 3`)
 	return time.Since(t0), tag.RowsAffected(), err
+}
+
+// options are the command line's flags.
+type options struct {
+	rows, users     int64
+	days            int
+	rounds, streams int
+	dsn, keep       string
+	cpuProfile      string
+	withSum         bool
 }

@@ -8,18 +8,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/aggregates/refresh"
-	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
 
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
@@ -50,36 +47,25 @@ var (
 
 func main() {
 	var o options
-	flag.Int64Var(&o.rows, "rows", 20_000_000, "events to generate")
-	flag.IntVar(&o.days, "days", 90, "days the events span, from 2026-01-01")
-	flag.Int64Var(&o.users, "users", 2_000_000, "possible distinct users")
-	flag.StringVar(&o.keep, "keep", "", "keep the throwaway cluster in this directory and reuse its events table")
-	flag.StringVar(&o.proxy, "proxy", "bin/pgsketch-proxy", "the pgsketch-proxy binary")
+	benchkit.EventFlags(&o.rows, &o.days, &o.users, 20_000_000, "events to generate")
 	flag.IntVar(&o.runs, "runs", 9, "timed runs of each proxy mode, one per round")
 	flag.IntVar(&o.exactRuns, "exact-runs", 3, "timed runs of each exact query, in the first rounds")
+	benchkit.KeepFlag(&o.keep, " and reuse its events table")
+	benchkit.ProxyFlag(&o.proxy)
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-topk:", err)
-		os.Exit(1)
-	}
+	benchkit.Run("bench-topk", o, run)
 }
 
 func run(ctx context.Context, o options) error {
 	settings := benchkit.Settings()
 	delete(settings, "checkpoint_timeout")
 	settings["work_mem"] = "256MB"
-	dsn, stop, err := benchkit.Cluster(ctx, o.keep, settings)
+	db, err := benchkit.Open(ctx, "", o.keep, settings)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
+	defer db.Close()
+	conn, dsn := db.Conn, db.DSN
 	if err := setup(ctx, conn, dsn, o); err != nil {
 		return err
 	}
@@ -193,7 +179,7 @@ func measure(ctx context.Context, o options, dsn string, queries []query, what s
 	fmt.Println("|---|---:|---:|---:|---:|---:|---|---|")
 	for _, q := range queries {
 		t := times[q.name]
-		fmt.Printf("| %s | %s | %s | %s | %.1f× | %.0f× | %s | %s |\n", q.name, spread(t["exact"]), spread(t["verified"]), spread(t["approx"]),
+		fmt.Printf("| %s | %s | %s | %s | %.1f× | %.0f× | %s | %s |\n", q.name, benchkit.Spread(t["exact"]), benchkit.Spread(t["verified"]), benchkit.Spread(t["approx"]),
 			benchkit.Median(t["exact"]).Seconds()/benchkit.Median(t["verified"]).Seconds(), benchkit.Median(t["exact"]).Seconds()/benchkit.Median(t["approx"]).Seconds(),
 			notes[q.name+"/verified"], notes[q.name+"/approx"])
 	}
@@ -315,14 +301,10 @@ func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) error {
 	if err := benchkit.Prepare(ctx, dsn); err != nil {
 		return err
 	}
-	spec := demodata.Default
-	spec.Table, spec.Rows, spec.Days, spec.Users = "events", o.rows, o.days, o.users
-	mark := fmt.Sprintf("demodata rows=%d days=%d users=%d", o.rows, o.days, o.users)
-	var have string
-	_ = conn.QueryRow(ctx, "SELECT coalesce(obj_description(to_regclass('events'), 'pg_class'), '')").Scan(&have)
-	if have != mark {
+	spec := benchkit.Events("events", o.rows, o.days, o.users)
+	if !benchkit.Marked(ctx, conn, spec) {
 		fmt.Fprintf(os.Stderr, "generating %d events...\n", o.rows)
-		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS events CASCADE; "+spec.CreateSQL()+"COMMENT ON TABLE events IS '"+mark+"'"); err != nil {
+		if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS events CASCADE; "+spec.CreateSQL()+benchkit.MarkSQL(spec)); err != nil {
 			return err
 		}
 	}
@@ -331,12 +313,8 @@ func setup(ctx context.Context, conn *pgx.Conn, dsn string, o options) error {
 	}
 	// Any other index (an earlier run's, another script's) would change
 	// what "without an index on user_id" measures.
-	rows, err := conn.Query(ctx, `SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'events'
+	names, err := benchkit.Strings(ctx, conn, `SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'events'
 		AND indexname NOT IN ('events_pkey', 'events_created_at')`)
-	if err != nil {
-		return err
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return err
 	}
@@ -365,13 +343,6 @@ func buildRollup(ctx context.Context, conn *pgx.Conn) (time.Duration, int64, err
 	var bytes int64
 	err := conn.QueryRow(ctx, "SELECT bytes FROM pgsketch.rollups WHERE name = $1", rollup).Scan(&bytes)
 	return d, bytes, err
-}
-
-func spread(ds []time.Duration) string {
-	if len(ds) == 1 {
-		return benchkit.Ms(ds[0])
-	}
-	return fmt.Sprintf("%s (%s–%s)", benchkit.Ms(benchkit.Median(ds)), benchkit.Ms(slices.Min(ds)), benchkit.Ms(slices.Max(ds)))
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }

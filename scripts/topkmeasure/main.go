@@ -70,14 +70,16 @@ type options struct {
 var errFailed = errors.New("a complete candidate list missed a top-k item")
 
 func main() {
-	benchkit.Exit("topkmeasure", run(os.Args[1:], os.Stdout, os.Stderr))
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if err == nil {
+		err = run(o, os.Stdout, os.Stderr)
+	}
+	benchkit.Exit("topkmeasure", err)
 }
 
-func run(args []string, out, logw io.Writer) error {
-	o, err := parseFlags(args, logw)
-	if err != nil {
-		return err
-	}
+// run generates the days, measures every window and capacity, and prints
+// the tables to out.
+func run(o options, out, logw io.Writer) error {
 	start := time.Now()
 	d, err := generate(o, logw)
 	if err != nil {
