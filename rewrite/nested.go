@@ -299,8 +299,14 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
 	if err != nil {
 		return nil, "the statement around its subqueries cannot be printed: " + err.Error()
 	}
-	// A subquery answered as a star join is its own statement around its
-	// arm: it stands in the subquery's place.
+	return &built{Plan: spliceArms(arms, text)}, ""
+}
+
+// spliceArms is the Nested plan of a statement whose text around its
+// answered subqueries is text (len(arms)+1 pieces): a subquery answered as
+// a star join is its own statement around its arm, which stands in the
+// subquery's place.
+func spliceArms(arms []*built, text []string) *plan.Nested {
 	outer := []string{text[0]}
 	pl := &plan.Nested{Head: plan.Head{Source: arms[0].Header().Source}}
 	var rollups, guards, notices []string
@@ -332,7 +338,7 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
 		pl.Guard = "SELECT (" + strings.Join(guards, ") AND (") + ")"
 	}
 	pl.Notice = "pgsketch: " + strings.Join(notices, "; ")
-	return &built{Plan: pl}, ""
+	return pl
 }
 
 // noSubquery is planNested's reason for a statement without subqueries.

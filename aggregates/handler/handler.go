@@ -67,10 +67,11 @@ func (h *Handler) Intercept(sql []byte) bool {
 func (h *Handler) Serve(ctx context.Context, req *wire.Request, s *wire.Session) error {
 	if len(req.Messages) == 1 {
 		if q, ok := req.Messages[0].(*pgproto3.Query); ok {
-			if call, ok := parseRefresh(q.String); ok {
-				return h.serveRefresh(ctx, call, s)
+			cmd, _ := rewrite.ParseCommand(q.String)
+			if cmd.Refresh != nil {
+				return h.serveRefresh(ctx, *cmd.Refresh, s)
 			}
-			return h.serveQuery(ctx, q, s)
+			return h.serveQuery(ctx, q, cmd, s)
 		}
 	}
 	return serveExtended(ctx, req, s, h)

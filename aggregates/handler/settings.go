@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -155,8 +154,6 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	}
 	return st, nil
 }
-
-var showRE = regexp.MustCompile(`(?is)^\s*show\s+pgsketch\s*\.\s*(approx|merge|topk)\s*;?\s*$`)
 
 // refusal is an error PostgreSQL raised on the proxy's behalf (see refuse):
 // the client gets it as its query's error, as it would a cancel.

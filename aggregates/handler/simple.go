@@ -12,9 +12,10 @@ import (
 	"github.com/pgsketch/pgsketch/wire"
 )
 
-// serveQuery answers a simple Query the rewriter may answer from a rollup.
+// serveQuery answers a simple Query the rewriter may answer from a rollup
+// (or SHOW of a pgsketch setting: cmd, as rewrite.ParseCommand read it).
 // Whatever it cannot answer goes upstream unchanged.
-func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Session) error {
+func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, cmd rewrite.Command, s *wire.Session) error {
 	start := time.Now()
 	// The upstream has answered every earlier request (the relay hands a
 	// Query over only then), so its last ReadyForQuery is the session's
@@ -40,7 +41,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 		}
 		return h.recordPassed(q.String, reason, start, forwardQuery(run, s))
 	}
-	if m := showRE.FindStringSubmatch(q.String); m != nil {
+	if cmd.Show != "" {
 		st, err := h.settings(ctx, c)
 		if err != nil {
 			if isPgError(err) { // an aborted transaction: PostgreSQL answers
@@ -48,7 +49,7 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, s *wire.Ses
 			}
 			return err
 		}
-		return show(m[1], st, c, s)
+		return show(cmd.Show, st, c, s)
 	}
 	v, why, err := h.readView(ctx, c)
 	if err != nil {
