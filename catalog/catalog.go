@@ -53,35 +53,35 @@ const (
 	Timestamptz TimeType = "timestamp with time zone"
 )
 
-// Kind is what a measure column stores.
-type Kind string
+// Aggregate is what a measure column stores.
+type Aggregate string
 
-// Measure kinds.
+// Measure aggregates.
 const (
 	// HLL is a HyperLogLog sketch (postgresql-hll storage format, bytea) of
 	// the distinct non-NULL values of the expression.
-	HLL Kind = "hll"
+	HLL Aggregate = "hll"
 	// Theta is a Theta sketch (Apache DataSketches compact serialization,
 	// bytea) of the distinct non-NULL values of the expression, whose set
 	// operations count overlaps.
-	Theta Kind = "theta"
+	Theta Aggregate = "theta"
 	// TopK is a frequent-items summary (sketch.Freq, bytea) of the rows'
 	// values of the expression: the counts of the most frequent ones, with
 	// bounds, from which a top-k's candidates are drawn.
-	TopK Kind = "topk"
+	TopK Aggregate = "topk"
 	// Count is count(expression); with expression "*" the bucket's row count.
-	Count Kind = "count"
+	Count Aggregate = "count"
 	// Sum, Min and Max are the partial aggregates of the expression.
-	Sum Kind = "sum"
-	Min Kind = "min"
-	Max Kind = "max"
+	Sum Aggregate = "sum"
+	Min Aggregate = "min"
+	Max Aggregate = "max"
 )
 
 // Measure is one stored aggregate column of a rollup table.
 type Measure struct {
 	// Column is the column of the rollup table that holds the measure.
-	Column string
-	Kind   Kind
+	Column    string
+	Aggregate Aggregate
 	// Expression is the base table expression aggregated: a column name,
 	// or "*" for the row count.
 	Expression string
@@ -105,9 +105,9 @@ func (m Measure) StdErr() float64 {
 	switch {
 	case m.Log2m <= 0:
 		return 0
-	case m.Kind == HLL:
+	case m.Aggregate == HLL:
 		return 1.04 / math.Sqrt(float64(uint64(1)<<m.Log2m))
-	case m.Kind == Theta:
+	case m.Aggregate == Theta:
 		return 1 / math.Sqrt(float64(uint64(1)<<m.Log2m)-1)
 	}
 	return 0
@@ -162,7 +162,7 @@ type Rollup struct {
 	TimeZone   string
 	Dimensions []Dimension
 	// Measures are the stored aggregates. The first is always the row
-	// count (Kind Count, Expression "*", Column "row_count").
+	// count (Aggregate Count, Expression "*", Column "row_count").
 	Measures []Measure
 	// Watermark is the end of the newest bucket the last refresh read
 	// (never past the start of the bucket holding that refresh's now());
@@ -227,9 +227,9 @@ func (r *Rollup) Dimension(col string) (Dimension, bool) {
 }
 
 // Measure returns the measure of kind k over expression expr.
-func (r *Rollup) Measure(k Kind, expr string) (Measure, bool) {
+func (r *Rollup) Measure(k Aggregate, expr string) (Measure, bool) {
 	for _, m := range r.Measures {
-		if m.Kind == k && m.Expression == expr {
+		if m.Aggregate == k && m.Expression == expr {
 			return m, true
 		}
 	}

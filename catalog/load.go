@@ -102,7 +102,7 @@ func Parse(b []byte) (*Snapshot, error) {
 			r.Dimensions = append(r.Dimensions, Dimension{Column: d.Column, Type: d.Type, DistinctValues: j.DistinctValues[d.Column]})
 		}
 		for _, m := range j.Measures {
-			r.Measures = append(r.Measures, Measure{Column: m.Column, Kind: Kind(m.Kind), Expression: m.Expression,
+			r.Measures = append(r.Measures, Measure{Column: m.Column, Aggregate: Aggregate(m.Kind), Expression: m.Expression,
 				Type: m.Type, Log2m: m.Log2m, Regwidth: m.Regwidth, Hash: m.Hash})
 		}
 		for _, l := range j.Levels {

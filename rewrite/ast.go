@@ -238,7 +238,7 @@ type selectStmt struct {
 	setExtra   string
 	// sketch is the kind of sketch that answers the statement's distinct
 	// counts: HLL unless the overlap planner plans an arm (Theta).
-	sketch catalog.Kind
+	sketch catalog.Aggregate
 	// ctes are the WITH clause's common table expressions by name
 	// (unsupported is then set too: only the retention planner reads
 	// them).
@@ -309,9 +309,9 @@ type fromItem struct {
 	query      *selectStmt
 	colAliases bool
 	joined     []fromItem
-	// joinKind ("JOIN" or "LEFT JOIN") and joinOn describe a join with an
+	// joinType ("JOIN" or "LEFT JOIN") and joinOn describe a join with an
 	// ON condition, for the star-join planner; empty for other joins.
-	joinKind string
+	joinType string
 	joinOn   expr
 }
 

@@ -198,18 +198,18 @@ func TestGolden(t *testing.T) {
 // testCatalog is the catalog every golden case is planned against.
 func testCatalog() *catalog.Snapshot {
 	wm := time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
-	rows := catalog.Measure{Column: "row_count", Kind: catalog.Count, Expression: "*"}
+	rows := catalog.Measure{Column: "row_count", Aggregate: catalog.Count, Expression: "*"}
 	hll := func(col, typ string) catalog.Measure {
-		return catalog.Measure{Column: "distinct_" + col, Kind: catalog.HLL, Expression: col, Type: typ, Log2m: 14, Regwidth: 5, Hash: "xxhash64"}
+		return catalog.Measure{Column: "distinct_" + col, Aggregate: catalog.HLL, Expression: col, Type: typ, Log2m: 14, Regwidth: 5, Hash: "xxhash64"}
 	}
 	theta := func(col, typ string) catalog.Measure {
-		return catalog.Measure{Column: "theta_" + col, Kind: catalog.Theta, Expression: col, Type: typ, Log2m: 12, Hash: "murmur3_128_9001"}
+		return catalog.Measure{Column: "theta_" + col, Aggregate: catalog.Theta, Expression: col, Type: typ, Log2m: 12, Hash: "murmur3_128_9001"}
 	}
-	part := func(k catalog.Kind, col, typ string) catalog.Measure {
-		return catalog.Measure{Column: string(k) + "_" + col, Kind: k, Expression: col, Type: typ}
+	part := func(k catalog.Aggregate, col, typ string) catalog.Measure {
+		return catalog.Measure{Column: string(k) + "_" + col, Aggregate: k, Expression: col, Type: typ}
 	}
 	topk := func(col, typ string) catalog.Measure {
-		return catalog.Measure{Column: "topk_" + col, Kind: catalog.TopK, Expression: col, Type: typ, Log2m: 10}
+		return catalog.Measure{Column: "topk_" + col, Aggregate: catalog.TopK, Expression: col, Type: typ, Log2m: 10}
 	}
 	return catalog.NewSnapshot([]*catalog.Rollup{
 		{
@@ -314,7 +314,7 @@ func testCatalog() *catalog.Snapshot {
 			Table:      catalog.Table{Schema: "Sales", Name: "Deals by Day"},
 			TimeColumn: "Closed At", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",
 			Dimensions: []catalog.Dimension{{Column: "Region", Type: "text"}},
-			Measures:   []catalog.Measure{rows, {Column: "distinct Account", Kind: catalog.HLL, Expression: "Account Id", Type: "bigint", Log2m: 12, Regwidth: 5, Hash: "xxhash64"}},
+			Measures:   []catalog.Measure{rows, {Column: "distinct Account", Aggregate: catalog.HLL, Expression: "Account Id", Type: "bigint", Log2m: 12, Regwidth: 5, Hash: "xxhash64"}},
 			Watermark:  wm, Version: 1, Rows: 10,
 		},
 	}).WithHLL(catalog.Extension{Schema: "public", Version: "2.17"})

@@ -62,9 +62,9 @@ func joinTables(s *selectStmt) (sj starJoin, items []fromItem, why string) {
 		// dimensions: its rows regrouped as a join's are, with no
 		// dimension table.
 		items = s.from
-	case len(s.from) == 1 && s.from[0].joinKind != "" && len(s.from[0].joined) == 2:
+	case len(s.from) == 1 && s.from[0].joinType != "" && len(s.from[0].joined) == 2:
 		fi := s.from[0]
-		sj.kind, sj.on = fi.joinKind, fi.joinOn
+		sj.kind, sj.on = fi.joinType, fi.joinOn
 		items = fi.joined
 	case len(s.from) >= 2:
 		items = s.from
@@ -357,7 +357,7 @@ func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
 			leaves = append(leaves, fi)
 			return true
 		}
-		if fi.joinKind == "" || len(fi.joined) != 2 {
+		if fi.joinType == "" || len(fi.joined) != 2 {
 			return false
 		}
 		ons = append(ons, fi.joinOn)
@@ -399,7 +399,7 @@ func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Sn
 		if len(fi.joined) == 0 {
 			return filled && refName(fi) == refName(sj.fact)
 		}
-		return nullable(fi.joined[0], filled) || nullable(fi.joined[1], filled || fi.joinKind == "LEFT JOIN")
+		return nullable(fi.joined[0], filled) || nullable(fi.joined[1], filled || fi.joinType == "LEFT JOIN")
 	}
 	for _, fi := range s.from {
 		if nullable(fi, false) {

@@ -490,7 +490,7 @@ func (m *matcher) measureDistinct(a *aggInfo) string {
 	}
 	ms, ok := m.r.Measure(kind, col)
 	if !ok {
-		return a.canon + ": rollup has no " + map[catalog.Kind]string{catalog.HLL: "HLL", catalog.Theta: "Theta", catalog.TopK: "top-k"}[kind] +
+		return a.canon + ": rollup has no " + map[catalog.Aggregate]string{catalog.HLL: "HLL", catalog.Theta: "Theta", catalog.TopK: "top-k"}[kind] +
 			" sketch of " + catalog.QuoteIdent(col)
 	}
 	a.measure = ms
@@ -504,7 +504,7 @@ func (m *matcher) measurePartial(a *aggInfo) string {
 	if why != "" {
 		return why
 	}
-	k := map[aggCall]catalog.Kind{countValues: catalog.Count, sumOf: catalog.Sum, minOf: catalog.Min, maxOf: catalog.Max}[a.kind]
+	k := map[aggCall]catalog.Aggregate{countValues: catalog.Count, sumOf: catalog.Sum, minOf: catalog.Min, maxOf: catalog.Max}[a.kind]
 	ms, ok := m.r.Measure(k, col)
 	if !ok {
 		return a.canon + ": rollup stores no " + string(k) + " of " + catalog.QuoteIdent(col)

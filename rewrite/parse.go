@@ -456,11 +456,11 @@ func convFrom(n *pg.Node) fromItem {
 		if !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil && j.GetQuals() != nil {
 			switch j.GetJointype() {
 			case pg.JoinType_JOIN_INNER:
-				fi.joinKind = "JOIN"
+				fi.joinType = "JOIN"
 			case pg.JoinType_JOIN_LEFT:
-				fi.joinKind = "LEFT JOIN"
+				fi.joinType = "LEFT JOIN"
 			}
-			if fi.joinKind != "" {
+			if fi.joinType != "" {
 				fi.joinOn = conv(j.GetQuals())
 			}
 		}

@@ -97,14 +97,14 @@ func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 			if !printableType(ms.Type) {
 				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " of " + catalog.QuoteIdent(ms.Expression) + " is not a plain type name"
 			}
-			if ms.Kind == catalog.TopK {
+			if ms.Aggregate == catalog.TopK {
 				if why := freqColumns(&c, &ag, ms, m.side(a.arg, false)); why != "" {
 					return c, a.canon + ": " + why
 				}
 				break
 			}
 			ag.Op, ag.Type, ag.Measure = MergeHLL, "bigint", ms.Column
-			if ms.Kind == catalog.Theta {
+			if ms.Aggregate == catalog.Theta {
 				ag.Op = MergeTheta
 				if ag.ValueForm = thetaForm(ms.Type); ag.ValueForm == "" {
 					return c, a.canon + ": no Theta sketch is answered for values of type " + strconv.Quote(ms.Type)

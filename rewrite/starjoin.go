@@ -314,7 +314,7 @@ func (sj starJoin) fromTree(fi fromItem, arm string, hook func(expr) (string, bo
 		}
 		return fromSQL(fi)
 	}
-	t := sj.fromTree(fi.joined[0], arm, hook, false) + " " + fi.joinKind + " " + sj.fromTree(fi.joined[1], arm, hook, false) +
+	t := sj.fromTree(fi.joined[0], arm, hook, false) + " " + fi.joinType + " " + sj.fromTree(fi.joined[1], arm, hook, false) +
 		" ON " + sqlOf(fi.joinOn, hook)
 	if !top {
 		t = "(" + t + ")"

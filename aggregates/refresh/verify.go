@@ -83,7 +83,7 @@ func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []
 			c := Check{Key: string(row[0]), Measure: m.Column, Exact: exact, RowCount: stored, ExactRows: exactRows}
 			b, err := decodeHexBytea(raw)
 			if err == nil {
-				c.Estimate, err = estimate(m.Kind, b)
+				c.Estimate, err = estimate(m.Aggregate, b)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("verify %s: row %s: %s: %w", name, c.Key, m.Column, err)
@@ -151,7 +151,7 @@ func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Mea
 	var hlls []catalog.Measure
 	var exactCols, rollCols []string
 	for _, m := range r.Measures {
-		if m.Kind == catalog.HLL || m.Kind == catalog.Theta {
+		if m.Aggregate == catalog.HLL || m.Aggregate == catalog.Theta {
 			hlls = append(hlls, m)
 			exactCols = append(exactCols, fmt.Sprintf("count(DISTINCT %s) AS %s", catalog.QuoteIdent(m.Expression), catalog.QuoteIdent("x_"+m.Column)))
 			rollCols = append(rollCols, fmt.Sprintf("r.%s, e.%s", catalog.QuoteIdent(m.Column), catalog.QuoteIdent("x_"+m.Column)))
@@ -180,7 +180,7 @@ func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Mea
 }
 
 // estimate is the distinct count a stored sketch of kind k estimates.
-func estimate(k catalog.Kind, b []byte) (float64, error) {
+func estimate(k catalog.Aggregate, b []byte) (float64, error) {
 	if k == catalog.Theta {
 		var c sketch.CompactTheta
 		if err := c.UnmarshalBinary(b); err != nil {
