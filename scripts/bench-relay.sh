@@ -30,6 +30,9 @@
 # PostgreSQL and PgBouncer run as the OS user postgres. Exit status: 0 when
 # every run completed, 1 on a setup failure or a failed run.
 set -euo pipefail
+prog=bench-relay die_status=1
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 rounds=3 duration=20 clients=8 jobs=2 scale=10
 modes="simple extended prepared"
@@ -50,26 +53,18 @@ while [ $# -gt 0 ]; do
     --baseline) baseline=$2; shift ;;
     --handed) handed=1 ;;
     --keep-going) keep_going=1 ;;
-    -h|--help) awk 'NR == 1 {next} !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
-    *) echo "bench-relay: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
+    *) bad_argument "$1" ;;
   esac
   shift
 done
 
-say() { echo "bench-relay: $*" >&2; }
-die() { say "$*"; exit 1; }
-
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
 # --- tools -------------------------------------------------------------------
-pg_bin=""
-for d in "${PGSKETCH_PG_BINDIR:-}" /usr/lib/postgresql/15/bin "$(pg_config --bindir 2>/dev/null || true)"; do
-  if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ]; then pg_bin=$d; break; fi
-done
-[ -n "$pg_bin" ] || die "no PostgreSQL server binaries: install the Debian package postgresql-15 (make deps does)"
-pgbench=$pg_bin/pgbench; [ -x "$pgbench" ] || pgbench=$(command -v pgbench) || die "pgbench not found (Debian package postgresql-client-15 or postgresql-15)"
-pg_isready=$pg_bin/pg_isready; [ -x "$pg_isready" ] || pg_isready=$(command -v pg_isready) || die "pg_isready not found"
-psql=$pg_bin/psql; [ -x "$psql" ] || psql=$(command -v psql) || die "psql not found"
+find_postgres
+pgbench=$(pg_program pgbench) || die "pgbench not found (Debian package postgresql-client-15 or postgresql-15)"
+pg_isready=$(pg_program pg_isready) || die "pg_isready not found"
 
 if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
   [ "$(id -u)" -eq 0 ] || die "pgbouncer is not installed; as root: apt-get install -y pgbouncer"
@@ -83,11 +78,7 @@ pgbouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 command -v go >/dev/null 2>&1 || die "go not found (needed to build pgsketch-proxy)"
 
 # As root, PostgreSQL and PgBouncer refuse to run: they run as user postgres.
-as_pg=()
-if [ "$(id -u)" -eq 0 ]; then
-  id postgres >/dev/null 2>&1 || die "running as root, but there is no OS user postgres (Debian package postgresql-15 creates it)"
-  as_pg=(runuser -u postgres --)
-fi
+as_postgres
 
 # --- cleanup -----------------------------------------------------------------
 work=$(mktemp -d /tmp/pgsketch-bench-relay.XXXXXX)
@@ -95,29 +86,15 @@ proxy_pid="" base_pid=""
 cleanup() {
   local code=$?
   trap - EXIT INT TERM
-  if [ -n "$proxy_pid" ]; then kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; fi
-  if [ -n "$base_pid" ]; then kill "$base_pid" 2>/dev/null || true; wait "$base_pid" 2>/dev/null || true; fi
+  stop_process "$proxy_pid"
+  stop_process "$base_pid"
   if [ -f "$work/pgbouncer.pid" ]; then kill "$(cat "$work/pgbouncer.pid")" 2>/dev/null || true; fi
-  if [ -f "$work/pg/postmaster.pid" ]; then "${as_pg[@]}" "$pg_bin/pg_ctl" stop -D "$work/pg" -m immediate >/dev/null 2>&1 || true; fi
+  stop_postgres "$work"
   rm -rf "$work"
   exit "$code"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-chmod 755 "$work"
-[ ${#as_pg[@]} -eq 0 ] || chown postgres: "$work"
-
-# free_port prints a TCP port nothing listens on at 127.0.0.1.
-free_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-  done
-  die "no free port found"
-}
+on_exit cleanup
+share_with_postgres "$work"
 
 # wait_ready PORT NAME LOGFILE: until a connection to database bench answers.
 wait_ready() {
@@ -132,12 +109,8 @@ wait_ready() {
 # --- PostgreSQL --------------------------------------------------------------
 pg_port=$(free_port)
 say "PostgreSQL ($pg_bin) on 127.0.0.1:$pg_port in $work"
-"${as_pg[@]}" "$pg_bin/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 --locale=C --no-sync >"$work/initdb.log" 2>&1 ||
-  { cat "$work/initdb.log" >&2; die "initdb failed"; }
-"${as_pg[@]}" "$pg_bin/pg_ctl" start -w -t 60 -D "$work/pg" -l "$work/postgres.log" -o "-c port=$pg_port \
-  -c listen_addresses=127.0.0.1 -c unix_socket_directories=$work -c max_connections=100 -c shared_buffers=256MB \
-  -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null ||
-  { tail -n 30 "$work/postgres.log" >&2; die "PostgreSQL did not start"; }
+init_postgres "$work" C
+start_postgres "$work" "$pg_port" "$work" "-c max_connections=100 -c shared_buffers=256MB"
 "$psql" -X -q -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -c "CREATE DATABASE bench" >/dev/null || die "create database bench failed"
 say "pgbench -i -s $scale"
 "$pgbench" -i -q -s "$scale" -h 127.0.0.1 -p "$pg_port" -U postgres bench >"$work/pgbench-init.log" 2>&1 ||
@@ -303,6 +276,16 @@ round_ratios() {
     END {for (r in x) if ((r in y) && y[r] > 0) printf "%.3f\n", x[r] / y[r]}' "$results" | sort -g | tr '\n' ' '
 }
 median_of() { tr ' ' '\n' | awk 'NF {v[++n] = $1} END {if (n == 0) print "n/a"; else if (n % 2) printf "%.3f", v[(n + 1) / 2]; else printf "%.3f", (v[n / 2] + v[n / 2 + 1]) / 2}'; }
+# versus MODE OTHER: the cells that compare the proxy with the relay OTHER
+# in MODE: the per-round ratios proxy/OTHER and their median, the relays'
+# CPU time per transaction and their context switches per transaction
+# (OTHER's, then the proxy's).
+versus() {
+  local rr
+  rr=$(round_ratios "$1" proxy "$2")
+  printf '%s(%s) | %s / %s | %s / %s' "$rr" "$(median_of <<<"$rr")" "$(median "$2" "$1" 5)" "$(median proxy "$1" 5)" \
+    "$(median "$2" "$1" 6)" "$(median proxy "$1" 6)"
+}
 
 commit=$(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(cd "$repo" && git status --porcelain -- wire cmd 2>/dev/null)" ]; then commit="$commit (wire/ or cmd/ modified)"; fi
@@ -318,23 +301,15 @@ echo "| mode | direct TPS | PgBouncer TPS | pgsketch-proxy TPS | proxy / PgBounc
 echo "|---|---:|---:|---:|---:|---:|---|---|---|"
 for mode in $modes; do
   d=$(median direct "$mode"); b=$(median pgbouncer "$mode"); p=$(median proxy "$mode")
-  rr=$(round_ratios "$mode" proxy pgbouncer)
-  printf '| %s | %.0f | %.0f | %.0f | %s | %s | %s(%s) | %s / %s | %s / %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")" \
-    "$rr" "$(median_of <<<"$rr")" "$(median pgbouncer "$mode" 5)" "$(median proxy "$mode" 5)" \
-    "$(median pgbouncer "$mode" 6)" "$(median proxy "$mode" 6)"
+  printf '| %s | %.0f | %.0f | %.0f | %s | %s | %s |\n' "$mode" "$d" "$b" "$p" "$(ratio "$p" "$b")" "$(ratio "$p" "$d")" "$(versus "$mode" pgbouncer)"
 done
 if [ -n "$baseline" ]; then
-  echo
-  echo "baseline: pgsketch-proxy at $base_rev"
-  echo
+  printf '\nbaseline: pgsketch-proxy at %s\n\n' "$base_rev"
   echo "| mode | baseline TPS | baseline / PgBouncer | proxy / baseline | proxy / baseline, per round (median) | relay CPU µs/transaction, baseline / proxy | relay context switches/transaction, baseline / proxy |"
   echo "|---|---:|---:|---:|---|---|---|"
   for mode in $modes; do
     b=$(median pgbouncer "$mode"); p=$(median proxy "$mode"); a=$(median baseline "$mode")
-    rr=$(round_ratios "$mode" proxy baseline)
-    printf '| %s | %.0f | %s | %s | %s(%s) | %s / %s | %s / %s |\n' "$mode" "$a" "$(ratio "$a" "$b")" "$(ratio "$p" "$a")" \
-      "$rr" "$(median_of <<<"$rr")" "$(median baseline "$mode" 5)" "$(median proxy "$mode" 5)" \
-      "$(median baseline "$mode" 6)" "$(median proxy "$mode" 6)"
+    printf '| %s | %.0f | %s | %s | %s |\n' "$mode" "$a" "$(ratio "$a" "$b")" "$(ratio "$p" "$a")" "$(versus "$mode" baseline)"
   done
 fi
 echo

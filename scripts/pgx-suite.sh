@@ -42,6 +42,9 @@
 # 1 when something does, 2 on a usage or setup error (or when the direct run
 # passes no test at all).
 set -euo pipefail
+prog=pgx-suite die_status=2
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 pgx_version=v5.12.0
 proxy_bin="" run_regex="" keep="" timeout=30m
@@ -57,25 +60,17 @@ while [ $# -gt 0 ]; do
     --pkgs) pkgs=$2; shift ;;
     --timeout) timeout=$2; shift ;;
     --keep) keep=$2; shift ;;
-    -h|--help) awk 'NR == 1 {next} !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
-    *) echo "pgx-suite: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    -h|--help) print_help "$0"; exit 0 ;;
+    *) bad_argument "$1" ;;
   esac
   shift
 done
-
-say() { echo "pgx-suite: $*" >&2; }
-die() { say "$*"; exit 2; }
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 start_time=$SECONDS
 
 # --- tools -------------------------------------------------------------------
-pg_bin=""
-for d in "${PGSKETCH_PG_BINDIR:-}" /usr/lib/postgresql/15/bin "$(pg_config --bindir 2>/dev/null || true)"; do
-  if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ]; then pg_bin=$d; break; fi
-done
-[ -n "$pg_bin" ] || die "no PostgreSQL server binaries: install the Debian package postgresql-15 (make deps does)"
-psql=$pg_bin/psql; [ -x "$psql" ] || psql=$(command -v psql) || die "psql not found"
+find_postgres
 command -v go >/dev/null 2>&1 || die "go not found"
 if [ -n "$proxy_bin" ]; then
   [ -x "$proxy_bin" ] || die "--proxy-bin $proxy_bin is not an executable file"
@@ -83,11 +78,7 @@ if [ -n "$proxy_bin" ]; then
 fi
 
 # As root, PostgreSQL refuses to run: it runs as user postgres.
-as_pg=()
-if [ "$(id -u)" -eq 0 ]; then
-  id postgres >/dev/null 2>&1 || die "running as root, but there is no OS user postgres (Debian package postgresql-15 creates it)"
-  as_pg=(runuser -u postgres --)
-fi
+as_postgres
 
 # --- work directory and cleanup ----------------------------------------------
 # kill_tree PID: PID and its descendants (go test runs the test binaries as
@@ -112,9 +103,7 @@ stop_leftovers() {
     fi
     rm -f "$1/proxy.pid"
   fi
-  if [ -f "$1/pg/postmaster.pid" ]; then
-    "${as_pg[@]}" "$pg_bin/pg_ctl" stop -D "$1/pg" -m immediate >/dev/null 2>&1 || true
-  fi
+  stop_postgres "$1"
 }
 
 if [ -n "$keep" ]; then
@@ -141,17 +130,13 @@ cleanup() {
     say "  stop them with: kill \$(cat $work/proxy.pid); ${as_pg[*]:+${as_pg[*]} }$pg_bin/pg_ctl stop -D $work/pg"
     exit "$code"
   fi
-  if [ -n "$proxy_pid" ]; then kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; fi
+  stop_process "$proxy_pid"
   stop_leftovers "$work"
   if [ -z "$keep" ]; then rm -rf "$work"; fi
   exit "$code"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-chmod 755 "$work"
-[ ${#as_pg[@]} -eq 0 ] || chown postgres: "$work"
+on_exit cleanup
+share_with_postgres "$work"
 sock=$work
 [ ${#sock} -le 80 ] || die "the work directory's path is too long for a Unix socket; use a shorter --keep DIR"
 
@@ -187,15 +172,6 @@ say "compiling the pgx tests: ${pkg_list[*]}"
   { tail -n 30 "$work/compile.log" >&2; die "the pgx tests do not compile"; }
 
 # --- PostgreSQL ----------------------------------------------------------------
-# free_port prints a TCP port nothing listens on at 127.0.0.1.
-free_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-  done
-  die "no free port found"
-}
 # The locale pgx's own scripts/devdb.rb prefers: en_US.UTF-8, else C.UTF-8, else C.
 norm() { tr '[:upper:]' '[:lower:]' | tr -d '_.-'; }
 have_locales=$(locale -a 2>/dev/null | norm || true)
@@ -205,17 +181,13 @@ for l in en_US.UTF-8 C.UTF-8; do
 done
 pg_port=$(free_port)
 say "PostgreSQL ($pg_bin, locale $locale) on 127.0.0.1:$pg_port in $work"
-"${as_pg[@]}" "$pg_bin/initdb" -D "$work/pg" -U postgres --auth=trust -E UTF8 --locale="$locale" --no-sync \
-  >"$work/initdb.log" 2>&1 || { cat "$work/initdb.log" >&2; die "initdb failed"; }
+init_postgres "$work" "$locale"
 # pgx's pg_hba.conf: trust on the Unix socket; md5, scram-sha-256 and
 # password for pgx_md5, pgx_scram and pgx_pw on 127.0.0.1 (its hostssl
 # lines match nothing: the server has no TLS).
 cp "$work/pgx/testsetup/pg_hba.conf" "$work/pg/pg_hba.conf"
 [ ${#as_pg[@]} -eq 0 ] || chown postgres: "$work/pg/pg_hba.conf"
-"${as_pg[@]}" "$pg_bin/pg_ctl" start -w -t 60 -D "$work/pg" -l "$work/postgres.log" -o "-c port=$pg_port \
-  -c listen_addresses=127.0.0.1 -c unix_socket_directories=$sock \
-  -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null ||
-  { tail -n 30 "$work/postgres.log" >&2; die "PostgreSQL did not start"; }
+start_postgres "$work" "$pg_port" "$sock"
 pg_psql() { PGOPTIONS="-c client_min_messages=warning" "$psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p "$pg_port" -U postgres "$@"; }
 
 # testsetup/postgresql_setup.sql in a template database, without the
