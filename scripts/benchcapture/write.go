@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -104,7 +103,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 		return nil, fmt.Errorf("%d one-row INSERTs logged %d rows in pgsketch.rollup_dirty", o.singleRows, r.sgDirty)
 	}
 	if r.bulkDirty < 1 {
-		return nil, errors.New("the bulk INSERT logged nothing in pgsketch.rollup_dirty")
+		return nil, fmt.Errorf("the bulk INSERT of %d rows logged nothing in pgsketch.rollup_dirty", o.writeRows)
 	}
 	return r, w.explainBulk(r)
 }
