@@ -17,8 +17,12 @@ import (
 // literals of the query's time bounds are parameters, so that the
 // statement's text is the same for every range of one query shape.
 
-// boundsRef reads column col of plan.BoundsRelation.
-func boundsRef(col string) string {
+// boundsRef reads column col of plan.BoundsRelation, which then holds it.
+func (m *matcher) boundsRef(col string) string {
+	if m.bounds == nil {
+		m.bounds = map[string]bool{}
+	}
+	m.bounds[col] = true
 	return "(SELECT " + col + " FROM " + plan.BoundsRelation + ")"
 }
 
@@ -134,9 +138,9 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 		to = append(to, floor(cast(b)))
 	}
 	m.lo, m.hi = strictMinMax("GREATEST", from, 0), strictMinMax("LEAST", to, 1)
-	ts.BucketsTo = boundsRef("hi")
+	ts.BucketsTo = m.boundsRef("hi")
 	if len(m.lower) > 0 {
-		ts.BucketsFrom = boundsRef("lo")
+		ts.BucketsFrom = m.boundsRef("lo")
 	}
 	ts.LowerEdge, ts.UpperEdge = m.edges(ts, cast)
 	m.logBounds(&ts)
@@ -174,9 +178,9 @@ func (m *matcher) logBounds(ts *TimeSplit) {
 	if m.r.TimeType == catalog.Timestamptz {
 		ts.DirtyFrom, ts.DirtyTo = ts.BucketsFrom, ts.BucketsTo
 	} else {
-		ts.DirtyTo = boundsRef("log_hi")
+		ts.DirtyTo = m.boundsRef("log_hi")
 		if len(m.lower) > 0 {
-			ts.DirtyFrom = boundsRef("log_lo")
+			ts.DirtyFrom = m.boundsRef("log_lo")
 		}
 	}
 	if ts.DirtyFrom == "" {
@@ -199,21 +203,25 @@ func (m *matcher) withClause(p *plan.Rollup, lv *catalog.Level) []plan.CTE {
 		cols = append(cols, "b.lo")
 	}
 	cols = append(cols, "b.hi")
+	plainCols := cols // inner has them
+	// The columns the statement reads besides lo and hi.
 	if lv != nil {
 		floor, next := m.bucketSQL(lv.Grain)
-		if m.lo != "" {
+		if m.bounds["llo"] {
 			cols = append(cols, next("(b.lo - interval '1 microsecond')")+" AS llo") // the first starts at or after lo
 		}
-		cols = append(cols, floor("b.hi")+" AS lhi") // the last ends at or before hi
-	}
-	if m.r.TimeType != catalog.Timestamptz {
-		if m.lo != "" {
-			cols = append(cols, m.toLog("b.lo")+" AS log_lo")
+		if m.bounds["lhi"] {
+			cols = append(cols, floor("b.hi")+" AS lhi") // the last ends at or before hi
 		}
+	}
+	if m.bounds["log_lo"] {
+		cols = append(cols, m.toLog("b.lo")+" AS log_lo")
+	}
+	if m.bounds["log_hi"] {
 		cols = append(cols, m.toLog("b.hi")+" AS log_hi")
 	}
 	bounds := inner
-	if len(cols) > 2 || m.r.TimeType != catalog.Timestamptz {
+	if len(cols) > len(plainCols) {
 		bounds = "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ") AS b"
 	}
 	logged := "SELECT DISTINCT l.bucket FROM pgsketch.rollup_dirty AS l WHERE l.rollup = " + catalog.QuoteLiteral(m.r.Name)
@@ -325,10 +333,10 @@ func withEdge(where []string, edge string) []string {
 func (m *matcher) levelFrom(p *plan.Rollup, l catalog.Level) string {
 	floor, _ := m.bucketSQL(l.Grain)
 	bucket := "r." + catalog.QuoteIdent(catalog.BucketColumn)
-	in, out := bucket+" < "+boundsRef("lhi"), bucket+" >= "+boundsRef("lhi")
+	in, out := bucket+" < "+m.boundsRef("lhi"), bucket+" >= "+m.boundsRef("lhi")
 	if len(p.Time.Lower) > 0 {
-		in = bucket + " >= " + boundsRef("llo") + " AND " + in
-		out = "(" + bucket + " < " + boundsRef("llo") + " OR " + out + ")"
+		in = bucket + " >= " + m.boundsRef("llo") + " AND " + in
+		out = "(" + bucket + " < " + m.boundsRef("llo") + " OR " + out + ")"
 	}
 	// A level bucket holding a changed bucket is read as rollup rows (the
 	// changed one from the base table).

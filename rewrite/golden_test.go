@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // The golden files in testdata/*.txt hold cases of the form
@@ -145,8 +147,29 @@ func checkParses(t testing.TB, where string, r Result) {
 		if err := parseCheck(s); err != nil {
 			t.Errorf("%s: emitted SQL does not parse: %v\n%s", where, err, s)
 		}
+		if missing := unboundColumns(s); len(missing) > 0 {
+			t.Errorf("%s: the statement reads %v of %s, which does not hold them:\n%s", where, missing, plan.BoundsRelation, s)
+		}
 	}
 }
+
+// unboundColumns lists the columns a statement reads from
+// plan.BoundsRelation that its definition does not hold.
+func unboundColumns(sql string) []string {
+	def, _, ok := strings.Cut(sql, plan.LogRelation+" AS (")
+	if !ok {
+		return nil
+	}
+	var missing []string
+	for _, m := range boundsRefRE.FindAllStringSubmatch(sql, -1) {
+		if !strings.Contains(def, "AS "+m[1]+",") && !strings.Contains(def, "AS "+m[1]+" FROM") && !strings.Contains(def, "AS "+m[1]+")") {
+			missing = append(missing, m[1])
+		}
+	}
+	return missing
+}
+
+var boundsRefRE = regexp.MustCompile(`\(SELECT (\w+) FROM ` + plan.BoundsRelation + `\)`)
 
 func goldenFiles(t testing.TB) []string {
 	files, err := filepath.Glob("testdata/*.txt")
