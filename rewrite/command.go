@@ -34,7 +34,10 @@ func ParseCommand(sql string) (c Command, ok bool) {
 	if !containsFold(sql, "refresh_rollup") && !containsFold(sql, "show") {
 		return c, false
 	}
-	tree, err := pg.Parse(sql)
+	if _, over := overLimits(sql); over {
+		return c, false // the parser is not to see it (see Rewrite)
+	}
+	tree, err := parseTree(sql)
 	if err != nil || len(tree.GetStmts()) != 1 {
 		return c, false
 	}

@@ -1,6 +1,9 @@
 package rewrite
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseCommand(t *testing.T) {
 	for _, c := range []struct {
@@ -47,6 +50,19 @@ func TestParseCommand(t *testing.T) {
 		if ok != (want != "") || got.Show != want {
 			t.Errorf("ParseCommand(%q) = %+v, %v; want SHOW %q", sql, got, ok, want)
 		}
+	}
+}
+
+// TestParseCommandCaps: a text over the caps checked before parsing is no
+// command, and is not parsed (the C parser exhausts the stack on deep
+// nesting).
+func TestParseCommandCaps(t *testing.T) {
+	deep := "SHOW pgsketch.approx; SELECT " + strings.Repeat("(", MaxNestingDepth+1) + "1" + strings.Repeat(")", MaxNestingDepth+1)
+	parsed := false
+	parseHook = func(string) { parsed = true }
+	defer func() { parseHook = nil }()
+	if _, ok := ParseCommand(deep); ok || parsed {
+		t.Errorf("ParseCommand of a text nesting deeper than %d: ok %v, parsed %v", MaxNestingDepth, ok, parsed)
 	}
 }
 

@@ -56,7 +56,7 @@
 // watermark, which the statement reads from schema pgsketch itself, are the
 // same for every part. The same statement checks that the rollup's change
 // capture is in place (pgsketch.capture_check), failing otherwise so that
-// the query runs exactly. The executor (aggregates/exec) merges per group
+// the query runs exactly. The executor (exec) merges per group
 // and evaluates the shaping SQL over the merged groups; see Plan for the
 // contract.
 //

@@ -37,13 +37,19 @@ type parsed struct {
 	exact, approxWhy string
 }
 
-// parseSQL parses sql with PostgreSQL's parser. A syntax error is returned as
-// *ParseError.
-func parseSQL(sql string) (*parsed, error) {
+// parseTree is PostgreSQL's parse of sql; every parse of the package goes
+// through it (for parseHook).
+func parseTree(sql string) (*pg.ParseResult, error) {
 	if parseHook != nil {
 		parseHook(sql)
 	}
-	tree, err := pg.Parse(sql)
+	return pg.Parse(sql)
+}
+
+// parseSQL parses sql with PostgreSQL's parser. A syntax error is returned as
+// *ParseError.
+func parseSQL(sql string) (*parsed, error) {
+	tree, err := parseTree(sql)
 	if err != nil {
 		return nil, &ParseError{Msg: strings.TrimPrefix(err.Error(), "pg_query: ")}
 	}
@@ -194,10 +200,7 @@ func Split(sql string) ([]Statement, error) {
 	} else if st.tokens > MaxTokens {
 		return nil, &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
 	}
-	if parseHook != nil {
-		parseHook(sql)
-	}
-	tree, err := pg.Parse(sql)
+	tree, err := parseTree(sql)
 	if err != nil {
 		return nil, &ParseError{Msg: strings.TrimPrefix(err.Error(), "pg_query: ")}
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	pgexec "github.com/pgsketch/pgsketch/aggregates/exec"
-	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	pgexec "github.com/pgsketch/pgsketch/exec"
+	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/rewrite/plan"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/refresh"
 )
 
 // TestRollupSumsMatchPostgres: the sums the refresher adds (smallint,

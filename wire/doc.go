@@ -39,7 +39,7 @@
 // the session back to the loop.
 //
 // The Handler is the seam for pgsketch's query rewriting: wire imports
-// neither rewrite nor aggregates. A Handler says, per Query or Parse, whether
+// none of rewrite, exec, refresh and proxy. A Handler says, per Query or Parse, whether
 // it wants the request; a wanted request is handed to Handler.Serve once the
 // upstream has answered everything sent before it, with exclusive use of the
 // upstream connection (Session), so the client sees replies in request order.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgsketch/pgsketch/aggregates/handler"
-	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/proxy"
+	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
@@ -67,7 +67,7 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 		stopNote = " (the cluster is kept in " + *keep + ")"
 	}
 	recorder := status.NewRecorder(50, 1000)
-	h := handler.New(a.log)
+	h := proxy.New(a.log)
 	h.Recorder = recorder
 	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log, Handler: h}
 	ho := httpOptions{addr: *httpListen, recorder: recorder, rollups: rollupLister(cluster.URL(demoDB))}

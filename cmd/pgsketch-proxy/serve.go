@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
-	"github.com/pgsketch/pgsketch/aggregates/handler"
-	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/exec"
+	"github.com/pgsketch/pgsketch/proxy"
+	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/status"
 	"github.com/pgsketch/pgsketch/wire"
@@ -143,7 +143,7 @@ func (o *serveOptions) check() error {
 // recorder.
 func (o *serveOptions) wireConfig(a *app, recorder *status.Recorder) (wire.Config, error) {
 	cfg := wire.Config{
-		Handler:        &handler.Handler{Log: a.log, Approx: o.approxOn, Merge: o.mergeDefault, Recorder: recorder, Cache: exec.NewCache(o.cacheBytes)},
+		Handler:        &proxy.Handler{Log: a.log, Approx: o.approxOn, Merge: o.mergeDefault, Recorder: recorder, Cache: exec.NewCache(o.cacheBytes)},
 		Upstream:       o.upstream,
 		ConnectTimeout: o.connectTimeout,
 		MaxMessageSize: o.maxMessage,

@@ -16,7 +16,7 @@
 // proxy's rollups hold it, to -parts sketches (value i in part i mod
 // parts) that ThetaUnion unites. The united sketches are measured: the set
 // operation's Estimate, its stated interval [LowerBound(2), UpperBound(2)]
-// and its relative error as aggregates/exec's Overlap.RelErr computes it,
+// and its relative error as exec's Overlap.RelErr computes it,
 // which the proxy refuses an answer by when it is over
 // pgsketch.max_overlap_error (-max-error, default the proxy's).
 //
@@ -45,7 +45,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
 	"github.com/pgsketch/pgsketch/sketch"
 )

@@ -1,4 +1,4 @@
-package handler
+package proxy
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/exec"
 )
 
 // preparedStmts are the proxy's own statements prepared upstream in one

@@ -1,4 +1,4 @@
-// Package handler is the wire.Handler that pgsketch-proxy plugs into its
+// Package proxy is the wire.Handler that pgsketch-proxy plugs into its
 // relay: it answers, on the client's own upstream session, the statements
 // pgsketch executes itself, and leaves everything else to the relay.
 //
@@ -32,4 +32,4 @@
 // placeholder settings the handler reads with the session's other settings;
 // a value pgsketch.merge cannot run is refused by PostgreSQL itself (a RAISE),
 // so that the session's state is what an error makes it.
-package handler
+package proxy

@@ -1,11 +1,11 @@
-package handler
+package proxy
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
 )
 

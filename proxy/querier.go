@@ -1,4 +1,4 @@
-package handler
+package proxy
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/exec"
 )
 
 // querier runs exec's statements on the session (it implements

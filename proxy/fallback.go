@@ -1,4 +1,4 @@
-package handler
+package proxy
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/status"
 )

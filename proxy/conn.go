@@ -1,4 +1,4 @@
-package handler
+package proxy
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
-	"github.com/pgsketch/pgsketch/aggregates/refresh"
+	"github.com/pgsketch/pgsketch/exec"
+	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/wire"
 )
 

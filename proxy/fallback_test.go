@@ -1,4 +1,4 @@
-package handler
+package proxy
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/aggregates/exec"
+	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/status"
 )
