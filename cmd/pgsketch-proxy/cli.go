@@ -36,7 +36,12 @@ var errUsage = errors.New("usage")
 var commands []*command
 
 func init() {
-	commands = []*command{serveCommand, migrateCommand, rollupCommand, demoCommand}
+	commands = []*command{
+		{name: "serve", summary: "accept PostgreSQL clients and relay them to the upstream server", run: runServe},
+		{name: "migrate", summary: "create or upgrade (up), revert (down) or show (version) the pgsketch catalog", run: runMigrate},
+		{name: "rollup", summary: "create, refresh, list, drop or verify sketch rollup tables", run: runRollup},
+		{name: "demo", summary: "a throwaway PostgreSQL with a generated events table and its daily rollup, behind the proxy; Ctrl-C removes it", run: runDemo},
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -17,12 +17,6 @@ import (
 	"github.com/pgsketch/pgsketch/wire"
 )
 
-var demoCommand = &command{
-	name:    "demo",
-	summary: "a throwaway PostgreSQL with a generated events table and its daily rollup, behind the proxy; Ctrl-C removes it",
-	run:     runDemo,
-}
-
 const demoDB = "pgsketch_demo"
 
 func runDemo(ctx context.Context, a *app, args []string) error {

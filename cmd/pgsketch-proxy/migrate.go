@@ -7,12 +7,6 @@ import (
 	"github.com/pgsketch/pgsketch/migrations"
 )
 
-var migrateCommand = &command{
-	name:    "migrate",
-	summary: "create or upgrade (up), revert (down) or show (version) the pgsketch catalog",
-	run:     runMigrate,
-}
-
 func runMigrate(_ context.Context, a *app, args []string) error {
 	f := a.newFlags("up|down|version --dsn URL [flags]")
 	dsn := f.String("dsn", "", "PostgreSQL connection string of the database to migrate (required)")

@@ -15,12 +15,6 @@ import (
 	"github.com/pgsketch/pgsketch/refresh"
 )
 
-var rollupCommand = &command{
-	name:    "rollup",
-	summary: "create, refresh, list, drop or verify sketch rollup tables",
-	run:     runRollup,
-}
-
 const rollupUsage = `create NAME --table T --time COL --distinct COLS [flags]
        pgsketch-proxy rollup refresh NAME|--all [--full | --from T --to T] [flags]
        pgsketch-proxy rollup list [flags]

@@ -23,12 +23,6 @@ import (
 	"github.com/pgsketch/pgsketch/wire"
 )
 
-var serveCommand = &command{
-	name:    "serve",
-	summary: "accept PostgreSQL clients and relay them to the upstream server",
-	run:     runServe,
-}
-
 func runServe(ctx context.Context, a *app, args []string) error {
 	o, err := parseServeFlags(a, args)
 	if err != nil {
