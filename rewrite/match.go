@@ -538,19 +538,37 @@ func (m *matcher) aggColumn(a *aggInfo) (string, string) {
 
 // sumType is the type PostgreSQL's sum() returns for an argument type.
 func sumType(t string) string {
-	switch {
-	case t == "smallint" || t == "integer":
-		return "bigint"
-	case t == "bigint" || t == "numeric" || strings.HasPrefix(t, "numeric("):
-		return "numeric"
-	case t == "real":
-		return "real"
-	case t == "double precision":
-		return "double precision"
-	case t == "interval":
-		return "interval"
+	return typeFacts(t).sum
+}
+
+// typeFacts looks up a column type (as format_type prints it) in
+// columnTypes.
+func typeFacts(t string) columnType {
+	if base, _, ok := strings.Cut(t, "("); ok {
+		return columnTypes[base+"("]
 	}
-	return ""
+	return columnTypes[t]
+}
+
+// A columnType is what the rewriter knows of a column type: the type sum()
+// returns for it and the form a Theta measure hashes it in (thetaForm),
+// "" where there is none.
+type columnType struct{ sum, thetaForm string }
+
+// columnTypes holds the column types sum() or a Theta measure takes; a
+// name ending in "(" stands for the type with any modifier.
+var columnTypes = map[string]columnType{
+	"smallint":           {sum: "bigint", thetaForm: "int2"},
+	"integer":            {sum: "bigint", thetaForm: "int4"},
+	"bigint":             {sum: "numeric", thetaForm: "int8"},
+	"numeric":            {sum: "numeric"},
+	"numeric(":           {sum: "numeric"},
+	"real":               {sum: "real"},
+	"double precision":   {sum: "double precision"},
+	"interval":           {sum: "interval"},
+	"text":               {thetaForm: "text"},
+	"character varying":  {thetaForm: "text"},
+	"character varying(": {thetaForm: "text"},
 }
 
 // notConstant explains why a time-valued expression cannot be a group key

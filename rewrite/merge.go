@@ -144,13 +144,7 @@ func (m *matcher) rowsPerGroup(p *plan.Rollup) (float64, string) {
 // truncUnit returns u for a key date_trunc('u', time[, zone]), possibly
 // under casts.
 func (m *matcher) truncUnit(e expr) (string, bool) {
-	for {
-		c, ok := e.(*castExpr)
-		if !ok {
-			break
-		}
-		e = c.arg
-	}
+	e = uncast(e)
 	f, ok := e.(*funcCall)
 	if !ok || len(f.name) == 0 || f.name[len(f.name)-1] != "date_trunc" || len(f.args) < 2 {
 		return "", false
@@ -296,15 +290,20 @@ func (m *matcher) truncatesToGrain(e expr) bool {
 	return true
 }
 
-// isTime reports whether e is the time column, possibly under casts.
-func (m *matcher) isTime(e expr) bool {
+// uncast returns e without the casts around it.
+func uncast(e expr) expr {
 	for {
 		c, ok := e.(*castExpr)
 		if !ok {
-			break
+			return e
 		}
 		e = c.arg
 	}
+}
+
+// isTime reports whether e is the time column, possibly under casts.
+func (m *matcher) isTime(e expr) bool {
+	e = uncast(e)
 	c, ok := e.(*colRef)
 	if !ok {
 		return false

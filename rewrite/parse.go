@@ -258,26 +258,26 @@ func treeDepth(sql string) (int, error) {
 	return max, nil
 }
 
+// stmtKinds names, by the parser's field for them, the statements other
+// than SELECT that stmtKind tells apart.
+var stmtKinds = map[protoreflect.Name]string{
+	"insert_stmt":          "INSERT",
+	"update_stmt":          "UPDATE",
+	"delete_stmt":          "DELETE",
+	"variable_set_stmt":    "SET",
+	"create_table_as_stmt": "CREATE TABLE AS",
+	"declare_cursor_stmt":  "DECLARE CURSOR",
+	"copy_stmt":            "COPY",
+	"prepare_stmt":         "PREPARE",
+	"view_stmt":            "CREATE VIEW",
+}
+
 func stmtKind(n *pg.Node) string {
-	switch {
-	case n.GetInsertStmt() != nil:
-		return "INSERT"
-	case n.GetUpdateStmt() != nil:
-		return "UPDATE"
-	case n.GetDeleteStmt() != nil:
-		return "DELETE"
-	case n.GetVariableSetStmt() != nil:
-		return "SET"
-	case n.GetCreateTableAsStmt() != nil:
-		return "CREATE TABLE AS"
-	case n.GetDeclareCursorStmt() != nil:
-		return "DECLARE CURSOR"
-	case n.GetCopyStmt() != nil:
-		return "COPY"
-	case n.GetPrepareStmt() != nil:
-		return "PREPARE"
-	case n.GetViewStmt() != nil:
-		return "CREATE VIEW"
+	if n.GetNode() != nil {
+		m := n.ProtoReflect()
+		if k, ok := stmtKinds[m.WhichOneof(m.Descriptor().Oneofs().ByName("node")).Name()]; ok {
+			return k
+		}
 	}
 	return "not a SELECT"
 }
@@ -355,9 +355,7 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 	for _, f := range s.GetFromClause() {
 		out.from = append(out.from, convFrom(f))
 	}
-	if w := s.GetWhereClause(); w != nil {
-		out.where = conv(w)
-	}
+	out.where = convOptional(s.GetWhereClause())
 	for _, g := range s.GetGroupClause() {
 		if gs := g.GetGroupingSet(); gs != nil {
 			// Only the star-join planner answers these (starjoin.go),
@@ -371,9 +369,7 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		}
 		out.groupBy = append(out.groupBy, conv(g))
 	}
-	if h := s.GetHavingClause(); h != nil {
-		out.having = conv(h)
-	}
+	out.having = convOptional(s.GetHavingClause())
 	for _, o := range s.GetSortClause() {
 		it, ok := convSortBy(o)
 		if !ok {
@@ -382,12 +378,8 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		}
 		out.orderBy = append(out.orderBy, it)
 	}
-	if l := s.GetLimitCount(); l != nil {
-		out.limit = conv(l)
-	}
-	if o := s.GetLimitOffset(); o != nil {
-		out.offset = conv(o)
-	}
+	out.limit = convOptional(s.GetLimitCount())
+	out.offset = convOptional(s.GetLimitOffset())
 	return out
 }
 
@@ -397,22 +389,7 @@ func convSortBy(o *pg.Node) (sortItem, bool) {
 	if sb == nil {
 		return sortItem{}, false
 	}
-	it := sortItem{e: conv(sb.GetNode())}
-	switch sb.GetSortbyDir() {
-	case pg.SortByDir_SORTBY_ASC:
-		it.dir = "ASC"
-	case pg.SortByDir_SORTBY_DESC:
-		it.dir = "DESC"
-	case pg.SortByDir_SORTBY_USING:
-		it.dir = "USING"
-	}
-	switch sb.GetSortbyNulls() {
-	case pg.SortByNulls_SORTBY_NULLS_FIRST:
-		it.nulls = "NULLS FIRST"
-	case pg.SortByNulls_SORTBY_NULLS_LAST:
-		it.nulls = "NULLS LAST"
-	}
-	return it, true
+	return sortItem{e: conv(sb.GetNode()), dir: sortDirs[sb.GetSortbyDir()], nulls: sortNulls[sb.GetSortbyNulls()]}, true
 }
 
 // columnParts reads a column reference's names, "*" for a star; ok is
@@ -469,9 +446,7 @@ func convFrom(n *pg.Node) fromItem {
 		}
 		if j.GetJointype() == pg.JoinType_JOIN_INNER && !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil {
 			fi.join = &joinItem{l: l, r: r}
-			if q := j.GetQuals(); q != nil {
-				fi.join.on = conv(q)
-			}
+			fi.join.on = convOptional(j.GetQuals())
 		}
 		return fi
 	case n.GetRangeSubselect() != nil:
@@ -508,6 +483,15 @@ func strs(ns []*pg.Node) ([]string, bool) {
 		out = append(out, s.GetSval())
 	}
 	return out, true
+}
+
+// convOptional converts an optional part of a statement: one left out
+// stays nil.
+func convOptional(n *pg.Node) expr {
+	if n == nil {
+		return nil
+	}
+	return conv(n)
 }
 
 func convList(ns []*pg.Node) []expr {
@@ -564,9 +548,7 @@ func conv(n *pg.Node) expr {
 			star:      f.GetAggStar(),
 			sqlSyntax: f.GetFuncformat() == pg.CoercionForm_COERCE_SQL_SYNTAX,
 		}
-		if af := f.GetAggFilter(); af != nil {
-			call.filter = conv(af)
-		}
+		call.filter = convOptional(f.GetAggFilter())
 		return call
 	case *pg.Node_AExpr:
 		return convAExpr(v.AExpr)
@@ -593,21 +575,8 @@ func conv(n *pg.Node) expr {
 	case *pg.Node_NullTest:
 		return &nullTest{arg: conv(v.NullTest.GetArg()), not: v.NullTest.GetNulltesttype() == pg.NullTestType_IS_NOT_NULL}
 	case *pg.Node_BooleanTest:
-		var t string
-		switch v.BooleanTest.GetBooltesttype() {
-		case pg.BoolTestType_IS_TRUE:
-			t = "IS TRUE"
-		case pg.BoolTestType_IS_NOT_TRUE:
-			t = "IS NOT TRUE"
-		case pg.BoolTestType_IS_FALSE:
-			t = "IS FALSE"
-		case pg.BoolTestType_IS_NOT_FALSE:
-			t = "IS NOT FALSE"
-		case pg.BoolTestType_IS_UNKNOWN:
-			t = "IS UNKNOWN"
-		case pg.BoolTestType_IS_NOT_UNKNOWN:
-			t = "IS NOT UNKNOWN"
-		default:
+		t, ok := boolTests[v.BooleanTest.GetBooltesttype()]
+		if !ok {
 			return &unsupported{what: "an unusual boolean test"}
 		}
 		return &boolTest{arg: conv(v.BooleanTest.GetArg()), test: t}
@@ -624,9 +593,7 @@ func conv(n *pg.Node) expr {
 			}
 			out.whens = append(out.whens, caseWhen{cond: conv(cw.GetExpr()), res: conv(cw.GetResult())})
 		}
-		if c.GetDefresult() != nil {
-			out.def = conv(c.GetDefresult())
-		}
+		out.def = convOptional(c.GetDefresult())
 		return out
 	case *pg.Node_CoalesceExpr:
 		return &varFunc{name: "coalesce", args: convList(v.CoalesceExpr.GetArgs()), mod: -1}
@@ -641,18 +608,7 @@ func conv(n *pg.Node) expr {
 	case *pg.Node_AArrayExpr:
 		return &arrayExpr{elems: convList(v.AArrayExpr.GetElements())}
 	case *pg.Node_SubLink:
-		sl := v.SubLink
-		u := &unsupported{what: "a subquery"}
-		sel := sl.GetSubselect().GetSelectStmt()
-		switch {
-		case sel == nil:
-		case sl.GetSubLinkType() == pg.SubLinkType_EXISTS_SUBLINK:
-			u.sub = &subquery{sel: convSelect(sel)}
-		case sl.GetSubLinkType() == pg.SubLinkType_ANY_SUBLINK && sl.GetTestexpr() != nil && isEquals(sl.GetOperName()):
-			u.sub = &subquery{test: conv(sl.GetTestexpr()), sel: convSelect(sel)}
-		}
-		u.link = convSubLink(sl)
-		return u
+		return convSubquery(v.SubLink)
 	case *pg.Node_RowExpr:
 		return &unsupported{what: "a row constructor"}
 	case *pg.Node_CollateClause:
@@ -665,6 +621,22 @@ func conv(n *pg.Node) expr {
 		return &funcCall{name: []string{"grouping"}, args: convList(v.GroupingFunc.GetArgs()), sqlSyntax: true}
 	}
 	return &unsupported{what: "an unsupported expression"}
+}
+
+// convSubquery converts a subquery in an expression: unsupported, but
+// carrying the subquery of an EXISTS or an = ANY (IN) test.
+func convSubquery(sl *pg.SubLink) expr {
+	u := &unsupported{what: "a subquery"}
+	sel := sl.GetSubselect().GetSelectStmt()
+	switch {
+	case sel == nil:
+	case sl.GetSubLinkType() == pg.SubLinkType_EXISTS_SUBLINK:
+		u.sub = &subquery{sel: convSelect(sel)}
+	case sl.GetSubLinkType() == pg.SubLinkType_ANY_SUBLINK && sl.GetTestexpr() != nil && isEquals(sl.GetOperName()):
+		u.sub = &subquery{test: conv(sl.GetTestexpr()), sel: convSelect(sel)}
+	}
+	u.link = convSubLink(sl)
+	return u
 }
 
 func convConst(c *pg.A_Const) expr {
@@ -718,31 +690,8 @@ func convType(t *pg.TypeName) *typeName {
 }
 
 func convSQLValue(f *pg.SQLValueFunction) expr {
-	var name string
-	switch f.GetOp() {
-	case pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE:
-		name = "current_date"
-	case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N:
-		name = "current_time"
-	case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N:
-		name = "current_timestamp"
-	case pg.SQLValueFunctionOp_SVFOP_LOCALTIME, pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N:
-		name = "localtime"
-	case pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
-		name = "localtimestamp"
-	case pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:
-		name = "current_role"
-	case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER:
-		name = "current_user"
-	case pg.SQLValueFunctionOp_SVFOP_USER:
-		name = "user"
-	case pg.SQLValueFunctionOp_SVFOP_SESSION_USER:
-		name = "session_user"
-	case pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:
-		name = "current_catalog"
-	case pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
-		name = "current_schema"
-	default:
+	name, ok := sqlValueFuncs[f.GetOp()]
+	if !ok {
 		return &unsupported{what: "an unusual SQL value function"}
 	}
 	mod := -1
@@ -946,21 +895,11 @@ const groupingSetsWhat = "GROUPING SETS, ROLLUP or CUBE"
 // convGroupingSet converts GROUPING SETS, ROLLUP or CUBE, or one set of
 // them.
 func convGroupingSet(gs *pg.GroupingSet) expr {
-	out := &groupingSet{}
-	switch gs.GetKind() {
-	case pg.GroupingSetKind_GROUPING_SET_EMPTY:
-		out.kind = "()"
-	case pg.GroupingSetKind_GROUPING_SET_SIMPLE:
-		out.kind = "(...)"
-	case pg.GroupingSetKind_GROUPING_SET_ROLLUP:
-		out.kind = "ROLLUP"
-	case pg.GroupingSetKind_GROUPING_SET_CUBE:
-		out.kind = "CUBE"
-	case pg.GroupingSetKind_GROUPING_SET_SETS:
-		out.kind = "GROUPING SETS"
-	default:
+	kind, ok := groupingSetKinds[gs.GetKind()]
+	if !ok {
 		return &unsupported{what: "an unknown grouping set"}
 	}
+	out := &groupingSet{kind: kind}
 	for _, n := range gs.GetContent() {
 		if sub := n.GetGroupingSet(); sub != nil {
 			out.items = append(out.items, convGroupingSet(sub))
@@ -981,9 +920,7 @@ func convWindow(f *pg.FuncCall, name []string, named bool) *window {
 		return nil
 	}
 	call := &funcCall{name: name, args: convList(f.GetArgs()), star: f.GetAggStar()}
-	if af := f.GetAggFilter(); af != nil {
-		call.filter = conv(af)
-	}
+	call.filter = convOptional(f.GetAggFilter())
 	out := &window{f: call, partition: convList(w.GetPartitionClause()), frame: w.GetFrameOptions()}
 	for _, o := range w.GetOrderClause() {
 		it, ok := convSortBy(o)
@@ -992,12 +929,8 @@ func convWindow(f *pg.FuncCall, name []string, named bool) *window {
 		}
 		out.order = append(out.order, it)
 	}
-	if n := w.GetStartOffset(); n != nil {
-		out.start = conv(n)
-	}
-	if n := w.GetEndOffset(); n != nil {
-		out.end = conv(n)
-	}
+	out.start = convOptional(w.GetStartOffset())
+	out.end = convOptional(w.GetEndOffset())
 	return out
 }
 
@@ -1175,3 +1108,58 @@ func eachMessage(m protoreflect.Message, f func(proto.Message) bool) {
 		return true
 	})
 }
+
+// The parser's enumerations, spelled as SQL. A value missing from a table
+// is one the AST does not model.
+var (
+	// sortDirs and sortNulls spell an ORDER BY item's direction and NULLS
+	// placement; the defaults are left unsaid.
+	sortDirs = map[pg.SortByDir]string{
+		pg.SortByDir_SORTBY_ASC:   "ASC",
+		pg.SortByDir_SORTBY_DESC:  "DESC",
+		pg.SortByDir_SORTBY_USING: "USING",
+	}
+	sortNulls = map[pg.SortByNulls]string{
+		pg.SortByNulls_SORTBY_NULLS_FIRST: "NULLS FIRST",
+		pg.SortByNulls_SORTBY_NULLS_LAST:  "NULLS LAST",
+	}
+
+	// boolTests spells the IS [NOT] TRUE, FALSE and UNKNOWN tests.
+	boolTests = map[pg.BoolTestType]string{
+		pg.BoolTestType_IS_TRUE:        "IS TRUE",
+		pg.BoolTestType_IS_NOT_TRUE:    "IS NOT TRUE",
+		pg.BoolTestType_IS_FALSE:       "IS FALSE",
+		pg.BoolTestType_IS_NOT_FALSE:   "IS NOT FALSE",
+		pg.BoolTestType_IS_UNKNOWN:     "IS UNKNOWN",
+		pg.BoolTestType_IS_NOT_UNKNOWN: "IS NOT UNKNOWN",
+	}
+
+	// sqlValueFuncs names the SQL value functions (CURRENT_DATE and the like),
+	// with or without a precision.
+	sqlValueFuncs = map[pg.SQLValueFunctionOp]string{
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_DATE:        "current_date",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME:        "current_time",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_TIME_N:      "current_time",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP:   "current_timestamp",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N: "current_timestamp",
+		pg.SQLValueFunctionOp_SVFOP_LOCALTIME:           "localtime",
+		pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N:         "localtime",
+		pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP:      "localtimestamp",
+		pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:    "localtimestamp",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_ROLE:        "current_role",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_USER:        "current_user",
+		pg.SQLValueFunctionOp_SVFOP_USER:                "user",
+		pg.SQLValueFunctionOp_SVFOP_SESSION_USER:        "session_user",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:     "current_catalog",
+		pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:      "current_schema",
+	}
+
+	// groupingSetKinds spells the kinds of grouping set.
+	groupingSetKinds = map[pg.GroupingSetKind]string{
+		pg.GroupingSetKind_GROUPING_SET_EMPTY:  "()",
+		pg.GroupingSetKind_GROUPING_SET_SIMPLE: "(...)",
+		pg.GroupingSetKind_GROUPING_SET_ROLLUP: "ROLLUP",
+		pg.GroupingSetKind_GROUPING_SET_CUBE:   "CUBE",
+		pg.GroupingSetKind_GROUPING_SET_SETS:   "GROUPING SETS",
+	}
+)

@@ -258,15 +258,5 @@ func printableType(t string) bool {
 // little-endian bytes of its width, a string's bytes), or "" for a type
 // it does not (a domain, whose name does not say its base type).
 func thetaForm(t string) string {
-	switch {
-	case t == "smallint":
-		return "int2"
-	case t == "integer":
-		return "int4"
-	case t == "bigint":
-		return "int8"
-	case t == "text" || t == "character varying" || strings.HasPrefix(t, "character varying("):
-		return "text"
-	}
-	return ""
+	return typeFacts(t).thetaForm
 }
