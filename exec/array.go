@@ -1,9 +1,12 @@
 package exec
 
 import (
+	"encoding"
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 var errArray = errors.New("exec: malformed array")
@@ -153,4 +156,30 @@ func eachTextArrayElement(s []byte, f func([]byte)) error {
 		}
 		i++
 	}
+}
+
+// eachSketch decodes the sketches of a fetch's rollup-half column for agg a
+// (a bytea[] in binary format, one sketch per rollup row), skipping NULL
+// elements, and hands each to f. Its errors, and f's, wrap ErrData.
+func eachSketch[T any, P interface {
+	*T
+	encoding.BinaryUnmarshaler
+}](arr []byte, a plan.Agg, f func(P) error) error {
+	elems, err := decodeBinaryArray(arr)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+	}
+	for _, e := range elems {
+		if e == nil {
+			continue
+		}
+		s := P(new(T))
+		if err := s.UnmarshalBinary(e); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+		}
+		if err := f(s); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+		}
+	}
+	return nil
 }

@@ -184,28 +184,12 @@ func buildPart(p *plan.Rollup, rows [][][]byte) (*rollupPart, error) {
 					part.size += hllSize(h)
 				}
 			case plan.MergeTheta:
-				u, err := mergeThetas(r[a.RollupColumn], a)
-				if err != nil {
+				if err := keepMerged(&pr.theta, j, p, r, &part.size, mergeThetas, thetaSize); err != nil {
 					return nil, err
-				}
-				if u != nil {
-					if pr.theta == nil {
-						pr.theta = make([]*sketch.CompactTheta, len(p.Aggs))
-					}
-					pr.theta[j] = u
-					part.size += int64(u.NumRetained())*8 + 64
 				}
 			case plan.MergeFreq:
-				f, err := mergeFreqs(r[a.RollupColumn], a)
-				if err != nil {
+				if err := keepMerged(&pr.freq, j, p, r, &part.size, mergeFreqs, freqSize); err != nil {
 					return nil, err
-				}
-				if f != nil {
-					if pr.freq == nil {
-						pr.freq = make([]*sketch.Freq, len(p.Aggs))
-					}
-					pr.freq[j] = f
-					part.size += int64(len(f.Items()))*48 + 64
 				}
 			case plan.Exact:
 			default:
@@ -245,6 +229,30 @@ func MergeSketches(arr []byte, a plan.Agg) (*sketch.HLL, error) {
 		}
 	}
 	return merged, nil
+}
+
+// thetaSize and freqSize approximate the memory a Theta sketch and a
+// frequent-items summary hold.
+func thetaSize(u *sketch.CompactTheta) int64 { return int64(u.NumRetained())*8 + 64 }
+
+func freqSize(f *sketch.Freq) int64 { return int64(len(f.Items()))*48 + 64 }
+
+// keepMerged merges the sketches of agg j of fetched row r and, when there
+// are any, keeps the result at (*kept)[j], the slice made on first use,
+// adding its size to *size.
+func keepMerged[T any](kept *[]*T, j int, p *plan.Rollup, r [][]byte, size *int64,
+	merge func([]byte, plan.Agg) (*T, error), sizeOf func(*T) int64) error {
+	a := p.Aggs[j]
+	v, err := merge(r[a.RollupColumn], a)
+	if err != nil || v == nil {
+		return err
+	}
+	if *kept == nil {
+		*kept = make([]*T, len(p.Aggs))
+	}
+	(*kept)[j] = v
+	*size += sizeOf(v)
+	return nil
 }
 
 // hllSize approximates the memory an HLL holds: one byte per register,

@@ -14,27 +14,18 @@ import (
 // column for agg a (a bytea[] in binary format, one summary per rollup
 // row). NULL elements are skipped; nil is returned when there is none.
 func mergeFreqs(arr []byte, a plan.Agg) (*sketch.Freq, error) {
-	elems, err := decodeBinaryArray(arr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-	}
 	var merged *sketch.Freq
-	for _, e := range elems {
-		if e == nil {
-			continue
-		}
-		var f sketch.Freq
-		if err := f.UnmarshalBinary(e); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-		}
+	err := eachSketch(arr, a, func(f *sketch.Freq) error {
 		if merged == nil {
+			var err error
 			if merged, err = sketch.NewFreq(1 << a.Log2m); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
+				return err
 			}
 		}
-		if err := merged.Merge(&f); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-		}
+		return merged.Merge(f)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return merged, nil
 }

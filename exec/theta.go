@@ -20,23 +20,13 @@ type thetaMerge struct {
 // for agg a (a bytea[] in binary format, one sketch per rollup row). NULL
 // elements are skipped; nil is returned when there is no sketch.
 func mergeThetas(arr []byte, a plan.Agg) (*sketch.CompactTheta, error) {
-	elems, err := decodeBinaryArray(arr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-	}
 	var parts []*sketch.CompactTheta
-	for _, e := range elems {
-		if e == nil {
-			continue
-		}
-		var c sketch.CompactTheta
-		if err := c.UnmarshalBinary(e); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
-		}
-		parts = append(parts, &c)
-	}
-	if len(parts) == 0 {
-		return nil, nil
+	err := eachSketch(arr, a, func(c *sketch.CompactTheta) error {
+		parts = append(parts, c)
+		return nil
+	})
+	if err != nil || len(parts) == 0 {
+		return nil, err
 	}
 	u, err := sketch.ThetaUnion(a.Log2m, parts...)
 	if err != nil {
