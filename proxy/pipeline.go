@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 )

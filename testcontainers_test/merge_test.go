@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgsketch/pgsketch/catalog"
 	pgexec "github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/refresh"
-	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 )

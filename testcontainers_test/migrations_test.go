@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/refresh"
 )
 
 func openMigrator(t *testing.T, dsn string) *migrations.Migrator {

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/refresh"
 )
 
 // The trust tests try to get a wrong number, a leak or a blocked write out

@@ -8,11 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgsketch/pgsketch/proxy"
-	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/internal/demodata"
 	"github.com/pgsketch/pgsketch/internal/localpg"
 	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/proxy"
+	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/status"
 	"github.com/pgsketch/pgsketch/wire"
 )
