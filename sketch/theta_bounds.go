@@ -64,50 +64,66 @@ func thetaDelta(numStdDev int) (float64, bool) {
 	return thetaDeltas[numStdDev], true
 }
 
+// boundStart returns what both binomial bounds start from: n as a float
+// and the estimate n/theta; done is true when theta settles the bound by
+// itself, bound then being NaN for a theta outside (0, 1] and n for 1.
+func boundStart(n uint64, theta float64) (nf, est, bound float64, done bool) {
+	nf = float64(n)
+	switch {
+	case !(theta > 0 && theta <= 1):
+		return nf, 0, math.NaN(), true
+	case theta == 1:
+		return nf, nf, nf, true
+	}
+	return nf, nf / theta, 0, false
+}
+
 // binomialLowerBound returns the lower confidence bound on the number of
 // distinct values behind n hashes retained with probability theta.
 func binomialLowerBound(n uint64, theta float64, numStdDev int, delta float64) float64 {
-	if !(theta > 0 && theta <= 1) {
-		return math.NaN()
+	nf, est, bound, done := boundStart(n, theta)
+	if done {
+		return bound
 	}
-	nf := float64(n)
-	est := nf / theta
-	var lb float64
+	return min(est, max(nf, lowerBound(n, theta, numStdDev, delta)))
+}
+
+// lowerBound is the binomial lower bound for theta in (0, 1) before it is
+// held between n and the estimate.
+func lowerBound(n uint64, theta float64, numStdDev int, delta float64) float64 {
 	switch {
-	case theta == 1:
-		lb = nf
 	case n == 0:
-		lb = 0
+		return 0
 	case n == 1:
-		lb = math.Floor(math.Log(1-delta) / math.Log1p(-theta))
+		return math.Floor(math.Log(1-delta) / math.Log1p(-theta))
 	case n > exactBoundMax:
-		lb = contClassicLB(nf, theta, float64(numStdDev)) - 0.5
+		return contClassicLB(float64(n), theta, float64(numStdDev)) - 0.5
 	default:
-		lb = exactLowerBound(int(n), theta, delta)
+		return exactLowerBound(int(n), theta, delta)
 	}
-	return min(est, max(nf, lb))
 }
 
 // binomialUpperBound returns the upper confidence bound on the number of
 // distinct values behind n hashes retained with probability theta.
 func binomialUpperBound(n uint64, theta float64, numStdDev int, delta float64) float64 {
-	if !(theta > 0 && theta <= 1) {
-		return math.NaN()
+	_, est, bound, done := boundStart(n, theta)
+	if done {
+		return bound
 	}
-	nf := float64(n)
-	est := nf / theta
-	var ub float64
+	return max(est, upperBound(n, theta, numStdDev, delta))
+}
+
+// upperBound is the binomial upper bound for theta in (0, 1) before it is
+// held at or above the estimate.
+func upperBound(n uint64, theta float64, numStdDev int, delta float64) float64 {
 	switch {
-	case theta == 1:
-		ub = nf
 	case n == 0:
-		ub = math.Ceil(math.Log(delta) / math.Log1p(-theta))
+		return math.Ceil(math.Log(delta) / math.Log1p(-theta))
 	case n > exactBoundMax:
-		ub = contClassicUB(nf, theta, float64(numStdDev)) + 0.5
+		return contClassicUB(float64(n), theta, float64(numStdDev)) + 0.5
 	default:
-		ub = exactUpperBound(int(n), theta, delta)
+		return exactUpperBound(int(n), theta, delta)
 	}
-	return max(est, ub)
 }
 
 // contClassicLB and contClassicUB are the ends of the normal-approximation
