@@ -218,14 +218,10 @@ func (m *matcher) classifyCall(f *funcCall) class {
 // x, which must name its unit and zone by literals. It reports false for
 // any other date_trunc call.
 func (m *matcher) classifyDateTrunc(f *funcCall) (class, bool) {
-	if len(f.args) != 2 && len(f.args) != 3 {
+	x, unit, ok, found := m.timeOperand(f, 3)
+	if !found {
 		return class{}, false
 	}
-	c := m.classify(f.args[1])
-	if c.k != kTime {
-		return class{}, false
-	}
-	unit, ok := constString(f.args[0])
 	if !ok {
 		return bad("date_trunc with a unit that is not a literal"), true
 	}
@@ -237,7 +233,7 @@ func (m *matcher) classifyDateTrunc(f *funcCall) (class, bool) {
 		}
 		zone = z
 	}
-	return m.bucketConstant(c.v, strings.ToLower(unit), zone, "date_trunc('"+strings.ToLower(unit)+"', ...)"), true
+	return m.bucketConstant(x, strings.ToLower(unit), zone, "date_trunc('"+strings.ToLower(unit)+"', ...)"), true
 }
 
 // classifyExtract classifies extract(field FROM x) or date_part(field, x)
@@ -245,47 +241,54 @@ func (m *matcher) classifyDateTrunc(f *funcCall) (class, bool) {
 // literal: an epoch, or a field constant within a bucket. It reports false
 // for any other such call.
 func (m *matcher) classifyExtract(name string, f *funcCall) (class, bool) {
-	if len(f.args) != 2 {
+	x, field, ok, found := m.timeOperand(f, 2)
+	if !found {
 		return class{}, false
 	}
-	c := m.classify(f.args[1])
-	if c.k != kTime {
-		return class{}, false
-	}
-	field, ok := constString(f.args[0])
 	if !ok {
 		return bad(name + " with a field that is not a literal"), true
 	}
 	field = strings.ToLower(field)
 	if field == "epoch" {
-		return class{k: kEpoch, v: c.v}, true
+		return class{k: kEpoch, v: x}, true
 	}
 	unit, ok := extractUnit[field]
 	if !ok {
 		return bad("extract(" + field + " ...) varies within one " + string(m.r.Grain) + " bucket"), true
 	}
-	return m.bucketConstant(c.v, unit, "", "extract("+field+" ...)"), true
+	return m.bucketConstant(x, unit, "", "extract("+field+" ...)"), true
 }
 
 // classifyAtTimeZone classifies timezone(z, x), x AT TIME ZONE z, of a time
 // value x that is an instant, with z a literal: the wall clock in zone z.
 // It reports false for any other timezone call.
 func (m *matcher) classifyAtTimeZone(f *funcCall) (class, bool) {
-	if len(f.args) != 2 {
+	x, z, ok, found := m.timeOperand(f, 2)
+	switch {
+	case !found:
 		return class{}, false
+	case !ok:
+		return bad("AT TIME ZONE with a zone that is not a literal"), true
+	case x.wall || x.zone != "":
+		return bad("AT TIME ZONE applied to a timestamp without time zone"), true
+	}
+	return class{k: kTime, v: view{wall: true, zone: z, shiftDays: x.shiftDays}}, true
+}
+
+// timeOperand reads a call f(lit, x [, ...]) with 2 to maxArgs arguments
+// whose x is a time value: found is false for any other call; else x is
+// its view, and lit the literal string of the first argument, ok false
+// when that is not a literal.
+func (m *matcher) timeOperand(f *funcCall, maxArgs int) (x view, lit string, ok, found bool) {
+	if len(f.args) < 2 || len(f.args) > maxArgs {
+		return view{}, "", false, false
 	}
 	c := m.classify(f.args[1])
 	if c.k != kTime {
-		return class{}, false
+		return view{}, "", false, false
 	}
-	z, ok := constString(f.args[0])
-	if !ok {
-		return bad("AT TIME ZONE with a zone that is not a literal"), true
-	}
-	if c.v.wall || c.v.zone != "" {
-		return bad("AT TIME ZONE applied to a timestamp without time zone"), true
-	}
-	return class{k: kTime, v: view{wall: true, zone: z, shiftDays: c.v.shiftDays}}, true
+	lit, ok = constString(f.args[0])
+	return c.v, lit, ok, true
 }
 
 // fromEpoch classifies to_timestamp(extract(epoch from v)). For an instant

@@ -516,35 +516,32 @@ func (p *printer) boolTest(e *boolTest) {
 	p.sb.WriteString(" " + e.test + ")")
 }
 
-// inExpr prints x [NOT] IN (list), parenthesized.
-func (p *printer) inExpr(e *inExpr) {
+// testStart prints the start of a parenthesized test on x: "(", x, " NOT"
+// when not is set, and " "+kw.
+func (p *printer) testStart(x expr, not bool, kw string) {
 	p.sb.WriteByte('(')
-	p.expr(e.arg)
-	if e.not {
+	p.expr(x)
+	if not {
 		p.sb.WriteString(" NOT")
 	}
-	p.sb.WriteString(" IN (")
+	p.sb.WriteString(" " + kw)
+}
+
+// inExpr prints x [NOT] IN (list), parenthesized.
+func (p *printer) inExpr(e *inExpr) {
+	p.testStart(e.arg, e.not, "IN (")
 	p.list(e.list)
 	p.sb.WriteString("))")
 }
 
 // betweenExpr prints x [NOT] BETWEEN [SYMMETRIC] lo AND hi, parenthesized.
 func (p *printer) betweenExpr(e *betweenExpr) {
-	p.sb.WriteByte('(')
-	p.expr(e.arg)
-	if e.not {
-		p.sb.WriteString(" NOT")
-	}
-	p.sb.WriteString(" BETWEEN ")
+	p.testStart(e.arg, e.not, "BETWEEN ")
 	if e.symmetric {
 		p.sb.WriteString("SYMMETRIC ")
 	}
 	// The bounds are b_expr in the grammar: parenthesize them.
-	p.sb.WriteByte('(')
-	p.expr(e.lo)
-	p.sb.WriteString(") AND (")
-	p.expr(e.hi)
-	p.sb.WriteString("))")
+	p.infix("(", e.lo, ") AND (", e.hi, "))")
 }
 
 // kwExpr prints NULLIF(l, r), l op ANY/ALL (r), or l and r with a keyword
@@ -552,24 +549,21 @@ func (p *printer) betweenExpr(e *betweenExpr) {
 func (p *printer) kwExpr(e *kwExpr) {
 	switch e.fn {
 	case "NULLIF":
-		p.sb.WriteString("NULLIF(")
-		p.expr(e.l)
-		p.sb.WriteString(", ")
-		p.expr(e.r)
-		p.sb.WriteByte(')')
+		p.infix("NULLIF(", e.l, ", ", e.r, ")")
 	case "":
-		p.sb.WriteByte('(')
-		p.expr(e.l)
-		p.sb.WriteString(" " + e.kw + " ")
-		p.expr(e.r)
-		p.sb.WriteByte(')')
+		p.infix("(", e.l, " "+e.kw+" ", e.r, ")")
 	default: // op ANY/ALL: fn is "ANY" or "ALL", kw the operator
-		p.sb.WriteByte('(')
-		p.expr(e.l)
-		p.sb.WriteString(" " + e.kw + " " + e.fn + " (")
-		p.expr(e.r)
-		p.sb.WriteString("))")
+		p.infix("(", e.l, " "+e.kw+" "+e.fn+" (", e.r, "))")
 	}
+}
+
+// infix prints l and r with pre before, mid between and post after them.
+func (p *printer) infix(pre string, l expr, mid string, r expr, post string) {
+	p.sb.WriteString(pre)
+	p.expr(l)
+	p.sb.WriteString(mid)
+	p.expr(r)
+	p.sb.WriteString(post)
 }
 
 // caseExpr prints CASE [arg] WHEN ... THEN ... [ELSE ...] END.
@@ -882,17 +876,12 @@ func walk(e expr, f func(expr) bool) {
 	}
 	switch e := e.(type) {
 	case *funcCall:
-		for _, a := range e.args {
-			walk(a, f)
-		}
+		walkAll(f, e.args...)
 		walk(e.filter, f)
 	case *opExpr:
-		walk(e.l, f)
-		walk(e.r, f)
+		walkAll(f, e.l, e.r)
 	case *boolExpr:
-		for _, a := range e.args {
-			walk(a, f)
-		}
+		walkAll(f, e.args...)
 	case *castExpr:
 		walk(e.arg, f)
 	case *nullTest:
@@ -901,35 +890,23 @@ func walk(e expr, f func(expr) bool) {
 		walk(e.arg, f)
 	case *inExpr:
 		walk(e.arg, f)
-		for _, a := range e.list {
-			walk(a, f)
-		}
+		walkAll(f, e.list...)
 	case *betweenExpr:
-		walk(e.arg, f)
-		walk(e.lo, f)
-		walk(e.hi, f)
+		walkAll(f, e.arg, e.lo, e.hi)
 	case *kwExpr:
-		walk(e.l, f)
-		walk(e.r, f)
+		walkAll(f, e.l, e.r)
+	case *varFunc:
+		walkAll(f, e.args...)
+	case *arrayExpr:
+		walkAll(f, e.elems...)
+	case *groupingSet:
+		walkAll(f, e.items...)
 	case *caseExpr:
 		walk(e.arg, f)
 		for _, w := range e.whens {
-			walk(w.cond, f)
-			walk(w.res, f)
+			walkAll(f, w.cond, w.res)
 		}
 		walk(e.def, f)
-	case *varFunc:
-		for _, a := range e.args {
-			walk(a, f)
-		}
-	case *arrayExpr:
-		for _, a := range e.elems {
-			walk(a, f)
-		}
-	case *groupingSet:
-		for _, a := range e.items {
-			walk(a, f)
-		}
 	case *unsupported:
 		if w := e.window; w != nil {
 			// The call's arguments, not the call: it is no aggregate of
@@ -950,6 +927,13 @@ func walk(e expr, f func(expr) bool) {
 		if e.link != nil {
 			walk(e.link.test, f)
 		}
+	}
+}
+
+// walkAll walks each of es in turn.
+func walkAll(f func(expr) bool, es ...expr) {
+	for _, e := range es {
+		walk(e, f)
 	}
 }
 

@@ -108,7 +108,7 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 	// enough above the lowest timestamp that its bucket in any zone can
 	// be computed.
 	firstFinite := "CAST('4713-01-01 00:00:00+00 BC' AS " + typ + ")"
-	ts := TimeSplit{Column: r.TimeColumn, Lower: planBounds(m.lower), Upper: planBounds(m.upper)}
+	ts := plan.TimeSplit{Column: r.TimeColumn, Lower: planBounds(m.lower), Upper: planBounds(m.upper)}
 	var from []string
 	for _, b := range m.lower {
 		x := cast(b)
@@ -150,7 +150,7 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 
 // edges are the conditions that the query's range holds rows before the
 // rollup's first bucket (lower) and in or after its last (upper).
-func (m *matcher) edges(ts TimeSplit, cast func(bound) string) (lower, upper string) {
+func (m *matcher) edges(ts plan.TimeSplit, cast func(bound) string) (lower, upper string) {
 	var lowerEdge, upperEdge []string
 	for _, b := range m.lower {
 		lowerEdge = append(lowerEdge, cast(b)+" < "+ts.BucketsFrom)
@@ -174,7 +174,7 @@ func (m *matcher) edges(ts TimeSplit, cast func(bound) string) (lower, upper str
 
 // logBounds fills ts's bounds in the change log's terms and its list of
 // the range's logged buckets.
-func (m *matcher) logBounds(ts *TimeSplit) {
+func (m *matcher) logBounds(ts *plan.TimeSplit) {
 	if m.r.TimeType == catalog.Timestamptz {
 		ts.DirtyFrom, ts.DirtyTo = ts.BucketsFrom, ts.BucketsTo
 	} else {

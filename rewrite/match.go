@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // aggregate names the rewriter knows to be aggregates it cannot answer.
@@ -367,23 +368,23 @@ func (m *matcher) timeRange(e expr) (bounds, bool) {
 		v := sqlOf(val, nil)
 		switch op {
 		case ">=":
-			return bounds{lower: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
+			return bounds{lower: []bound{{plan.Bound{SQL: v, Inclusive: true}, val}}}, true
 		case ">":
-			return bounds{lower: []bound{{Bound{SQL: v}, val}}}, true
+			return bounds{lower: []bound{{plan.Bound{SQL: v}, val}}}, true
 		case "<":
-			return bounds{upper: []bound{{Bound{SQL: v}, val}}}, true
+			return bounds{upper: []bound{{plan.Bound{SQL: v}, val}}}, true
 		case "<=":
-			return bounds{upper: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
+			return bounds{upper: []bound{{plan.Bound{SQL: v, Inclusive: true}, val}}}, true
 		case "=":
-			return bounds{lower: []bound{{Bound{SQL: v, Inclusive: true}, val}}, upper: []bound{{Bound{SQL: v, Inclusive: true}, val}}}, true
+			return bounds{lower: []bound{{plan.Bound{SQL: v, Inclusive: true}, val}}, upper: []bound{{plan.Bound{SQL: v, Inclusive: true}, val}}}, true
 		}
 	case *betweenExpr:
 		if e.not || e.symmetric || !isTime(e.arg) || !isConst(e.lo) || !isConst(e.hi) {
 			return bounds{}, false
 		}
 		return bounds{
-			lower: []bound{{Bound{SQL: sqlOf(e.lo, nil), Inclusive: true}, e.lo}},
-			upper: []bound{{Bound{SQL: sqlOf(e.hi, nil), Inclusive: true}, e.hi}},
+			lower: []bound{{plan.Bound{SQL: sqlOf(e.lo, nil), Inclusive: true}, e.lo}},
+			upper: []bound{{plan.Bound{SQL: sqlOf(e.hi, nil), Inclusive: true}, e.hi}},
 		}, true
 	}
 	return bounds{}, false

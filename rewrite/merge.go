@@ -56,9 +56,9 @@ func chooseMerge(p *plan.Rollup, hll catalog.Extension, setting Merge) {
 		p.ServerFetchSQL = f.SQL(true, "")
 	}
 	switch {
-	case slices.ContainsFunc(p.Aggs, func(a Agg) bool { return a.Op == MergeTheta }):
+	case slices.ContainsFunc(p.Aggs, func(a plan.Agg) bool { return a.Op == MergeTheta }):
 		p.Merge, p.MergeReason = MergeProxy, "Theta sketches are merged in the proxy"
-	case slices.ContainsFunc(p.Aggs, func(a Agg) bool { return a.Op == MergeFreq }):
+	case slices.ContainsFunc(p.Aggs, func(a plan.Agg) bool { return a.Op == MergeFreq }):
 		p.Merge, p.MergeReason = MergeProxy, "frequent-items summaries are merged in the proxy"
 	case setting == MergeProxy:
 		p.Merge, p.MergeReason = MergeProxy, "pgsketch.merge = proxy"

@@ -28,7 +28,7 @@ func (m *matcher) build() (*built, string) {
 	}
 	p.ShapeSQL = shape
 	for _, k := range m.keys {
-		p.Keys = append(p.Keys, Key{Name: k.name, Expr: m.canon(k.e), Rollup: m.side(k.e, true), Base: m.side(k.e, false)})
+		p.Keys = append(p.Keys, plan.Key{Name: k.name, Expr: m.canon(k.e), Rollup: m.side(k.e, true), Base: m.side(k.e, false)})
 	}
 	arm := make([]expr, 0, len(m.keys)+len(m.pushed))
 	for _, k := range m.keys {
@@ -73,7 +73,7 @@ func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 		c.base = append(c.base, k.Base)
 	}
 	for _, a := range m.aggs {
-		ag := Agg{Name: a.name, Expr: a.canon, RollupColumn: -1, BaseColumn: -1, ExactColumn: -1}
+		ag := plan.Agg{Name: a.name, Expr: a.canon, RollupColumn: -1, BaseColumn: -1, ExactColumn: -1}
 		if a.arg != nil && a.kind != countRows {
 			ag.Base = m.canon(a.arg)
 		}
@@ -147,7 +147,7 @@ func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 // freqColumns adds the fetch columns of a MergeFreq aggregate of measure
 // ms over base expression base: the rollup rows' summaries, the base rows'
 // values, and their NULL count.
-func freqColumns(c *fetchCols, ag *Agg, ms catalog.Measure, base string) string {
+func freqColumns(c *fetchCols, ag *plan.Agg, ms catalog.Measure, base string) string {
 	if ag.ValueForm = thetaForm(ms.Type); ag.ValueForm == "" {
 		return "no top-k is answered for values of type " + strconv.Quote(ms.Type)
 	}

@@ -5,15 +5,9 @@ import "github.com/pgsketch/pgsketch/rewrite/plan"
 // The plan types live in package plan, which the executor imports without
 // linking the SQL parser; the rewriter refers to them by their short names.
 type (
-	Plan      = plan.Plan
-	Key       = plan.Key
-	Agg       = plan.Agg
-	Bound     = plan.Bound
-	TimeSplit = plan.TimeSplit
-	Op        = plan.Op
-	Merge     = plan.Merge
-	Session   = plan.Session
-	TopKSpec  = plan.TopKSpec
+	Plan    = plan.Plan
+	Merge   = plan.Merge
+	Session = plan.Session
 )
 
 const (

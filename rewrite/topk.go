@@ -107,8 +107,8 @@ func planTopK(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) 
 
 // topkClauses reads the LIMIT, OFFSET, ORDER BY and HAVING of a top-k into
 // a spec's Limit, Threshold and TotalOrder.
-func topkClauses(s *selectStmt) (TopKSpec, string) {
-	var spec TopKSpec
+func topkClauses(s *selectStmt) (plan.TopKSpec, string) {
+	var spec plan.TopKSpec
 	if s.having != nil {
 		t, ok := countThreshold(s.having)
 		if !ok {
@@ -203,7 +203,7 @@ func intConst(e expr) (int64, bool) {
 // (the one column r keeps a TopK measure of and has no dimension for), plans
 // the summaries' arm over the other keys, and adds the exact count
 // statement and the shape.
-func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec TopKSpec) (*built, string) {
+func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec plan.TopKSpec) (*built, string) {
 	m := &matcher{s: s, fi: fi, r: r, sess: sess}
 	item, ms, others, why := m.topkKeys(&spec)
 	if item == nil {
@@ -232,14 +232,14 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec Top
 	}
 	p := &plan.TopK{Head: plan.Head{Rollup: r.Name, Source: r.Source}, Groups: plan.Groups{ShapeSQL: shape}, Arm: a}
 	for i, k := range m.keys {
-		key := Key{Name: k.name, Expr: k.canon}
+		key := plan.Key{Name: k.name, Expr: k.canon}
 		if i == spec.ItemKey {
 			key.Type = ms.Type
 		}
 		p.Keys = append(p.Keys, key)
 	}
 	for _, g := range m.aggs {
-		p.Aggs = append(p.Aggs, Agg{Name: g.name, Expr: g.canon, Op: AddCounts, Type: "bigint", RollupColumn: -1, BaseColumn: -1, ExactColumn: -1})
+		p.Aggs = append(p.Aggs, plan.Agg{Name: g.name, Expr: g.canon, Op: AddCounts, Type: "bigint", RollupColumn: -1, BaseColumn: -1, ExactColumn: -1})
 	}
 	m.countSpec(&spec, item, ms.Type, a.Aggs[0].ValueForm)
 	p.Spec = &spec
@@ -250,7 +250,7 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec Top
 // finds the item among them: the first that is a column r keeps a TopK
 // measure of and has no dimension for. It returns the item, that measure
 // and the other keys, setting spec's ItemKey; or a nil item and why.
-func (m *matcher) topkKeys(spec *TopKSpec) (item expr, ms catalog.Measure, others []expr, why string) {
+func (m *matcher) topkKeys(spec *plan.TopKSpec) (item expr, ms catalog.Measure, others []expr, why string) {
 	for _, g := range m.s.groupBy {
 		e, why := m.resolveGroupItem(g)
 		if e == nil {
@@ -298,7 +298,7 @@ func summaryArm(s *selectStmt, others []expr, item expr) *selectStmt {
 // summaries given) and the exact count of candidates: its statement, the
 // array type the candidates are bound as and the query's parameters it
 // reads.
-func (m *matcher) countSpec(spec *TopKSpec, item expr, itemType, itemForm string) {
+func (m *matcher) countSpec(spec *plan.TopKSpec, item expr, itemType, itemForm string) {
 	s := m.s
 	spec.Item, spec.ItemType, spec.ItemForm = m.canon(item), itemType, itemForm
 	spec.ArrayType = "text[]"
