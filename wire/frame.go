@@ -86,6 +86,22 @@ func cstring(b []byte) (s, rest []byte) {
 	return b[:i], b[i+1:]
 }
 
+// requestMessages makes an empty message of each type a request may hold,
+// by its type byte; nil for the others.
+var requestMessages = [256]func() pgproto3.FrontendMessage{
+	'Q': newMessage[pgproto3.Query], 'P': newMessage[pgproto3.Parse], 'B': newMessage[pgproto3.Bind],
+	'D': newMessage[pgproto3.Describe], 'E': newMessage[pgproto3.Execute], 'C': newMessage[pgproto3.Close],
+	'H': newMessage[pgproto3.Flush], 'S': newMessage[pgproto3.Sync],
+}
+
+// newMessage makes an empty message of type T.
+func newMessage[T any, P interface {
+	*T
+	pgproto3.FrontendMessage
+}]() pgproto3.FrontendMessage {
+	return P(new(T))
+}
+
 // decodeRequest decodes a Query or an extended-protocol group. msgs is a
 // copy owned by the request: decoded messages may point into it.
 func decodeRequest(msgs []byte) (*Request, error) {
@@ -98,27 +114,11 @@ func decodeRequest(msgs []byte) (*Request, error) {
 		l := int(binary.BigEndian.Uint32(msgs[1:]))
 		body := msgs[5 : 1+l]
 		msgs = msgs[1+l:]
-		var m pgproto3.FrontendMessage
-		switch typ {
-		case 'Q':
-			m = &pgproto3.Query{}
-		case 'P':
-			m = &pgproto3.Parse{}
-		case 'B':
-			m = &pgproto3.Bind{}
-		case 'D':
-			m = &pgproto3.Describe{}
-		case 'E':
-			m = &pgproto3.Execute{}
-		case 'C':
-			m = &pgproto3.Close{}
-		case 'H':
-			m = &pgproto3.Flush{}
-		case 'S':
-			m = &pgproto3.Sync{}
-		default:
+		newMsg := requestMessages[typ]
+		if newMsg == nil {
 			return nil, fmt.Errorf("%w: unexpected message %q in a request", ErrProtocol, typ)
 		}
+		m := newMsg()
 		if err := m.Decode(body); err != nil {
 			return nil, fmt.Errorf("%w: message %q: %v", ErrProtocol, typ, err)
 		}

@@ -41,19 +41,19 @@ type rawConn struct {
 	rc      syscall.RawConn
 	network string // "tcp" or "unix", for errors
 
-	// The arguments and results of the call in progress, one per direction,
-	// so that the callbacks handed to rc are allocated once (a closure per
-	// call would be a heap allocation per call).
-	rmu     sync.Mutex
-	rbuf    []byte
-	rn      int
-	rerrno  syscall.Errno
-	readFn  func(fd uintptr) bool
-	wmu     sync.Mutex
-	wbuf    []byte
-	wn      int
-	werrno  syscall.Errno
-	writeFn func(fd uintptr) bool
+	// The calls in progress, one per direction.
+	r, w rawCall
+}
+
+// rawCall holds the arguments and results of the call in progress in one
+// direction, so that the callback handed to rc is allocated once (a
+// closure per call would be a heap allocation per call).
+type rawCall struct {
+	mu    sync.Mutex
+	buf   []byte
+	n     int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool
 }
 
 // rawIO wraps c in a rawConn when it is a plain socket; anything else (a TLS
@@ -74,8 +74,8 @@ func rawIO(c net.Conn) net.Conn {
 		return c
 	}
 	r := &rawConn{Conn: c, rc: rc, network: network}
-	r.readFn = r.read
-	r.writeFn = r.write
+	r.r.fn = r.read
+	r.w.fn = r.write
 	return r
 }
 
@@ -88,35 +88,36 @@ func rawIO(c net.Conn) net.Conn {
 // for data that has arrived.
 func (c *rawConn) read(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.r.buf[0])), uintptr(len(c.r.buf)))
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		}
-		c.rn, c.rerrno = int(n), e
+		c.r.n, c.r.errno = int(n), e
 		return true
 	}
 }
 
-// write is called by rc.Write; it writes all of wbuf unless an error stops it.
+// write is called by rc.Write; it writes all of w.buf unless an error stops
+// it.
 func (c *rawConn) write(fd uintptr) bool {
-	for c.wn < len(c.wbuf) {
-		b := c.wbuf[c.wn:]
+	for c.w.n < len(c.w.buf) {
+		b := c.w.buf[c.w.n:]
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		switch e {
 		case 0:
 			if n == 0 {
-				c.werrno = syscall.EIO // as net does with io.ErrUnexpectedEOF: never loop on no progress
+				c.w.errno = syscall.EIO // as net does with io.ErrUnexpectedEOF: never loop on no progress
 				return true
 			}
-			c.wn += int(n)
+			c.w.n += int(n)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
 		default:
-			c.werrno = e
+			c.w.errno = e
 			return true
 		}
 	}
@@ -127,12 +128,7 @@ func (c *rawConn) Read(b []byte) (int, error) {
 	if len(b) == 0 { // no system call, but a closed connection still says so
 		return 0, c.callError("read", c.rc.Read(noCall), 0)
 	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	c.rbuf, c.rn, c.rerrno = b, 0, 0
-	err := c.rc.Read(c.readFn)
-	n, errno := c.rn, c.rerrno
-	c.rbuf = nil
+	n, errno, err := c.call(&c.r, b, false)
 	if err := c.callError("read", err, errno); err != nil {
 		return 0, err
 	}
@@ -146,13 +142,26 @@ func (c *rawConn) Write(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, c.callError("write", c.rc.Write(noCall), 0)
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.wbuf, c.wn, c.werrno = b, 0, 0
-	err := c.rc.Write(c.writeFn)
-	n, errno := c.wn, c.werrno
-	c.wbuf = nil
+	n, errno, err := c.call(&c.w, b, true)
 	return n, c.callError("write", err, errno)
+}
+
+// call makes one read (write false) or write of b through rc, with d's
+// callback and under d's lock, and returns its results: the bytes moved,
+// the system call's error and rc's own.
+func (c *rawConn) call(d *rawCall, b []byte, write bool) (int, syscall.Errno, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.buf, d.n, d.errno = b, 0, 0
+	var err error
+	if write {
+		err = c.rc.Write(d.fn)
+	} else {
+		err = c.rc.Read(d.fn)
+	}
+	n, errno := d.n, d.errno
+	d.buf = nil
+	return n, errno, err
 }
 
 // noCall stands for the system call of a read or write of no bytes: there
