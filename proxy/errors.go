@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/exec"
 )
 
 // clientVisible reports an error of answering a query that the client
@@ -20,6 +22,14 @@ func clientVisible(err error) bool {
 func isPgError(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && !errors.Is(err, errProtocol) && !errors.Is(err, errUpstream)
+}
+
+// sessionGoesOn reports whether err, from answering a query from a
+// rollup, leaves the session able to go on: PostgreSQL's answer, or a
+// sketch the executor could not read (exec.ErrData). Any other error ends
+// the session.
+func sessionGoesOn(err error) bool {
+	return isPgError(err) || errors.Is(err, exec.ErrData)
 }
 
 // clientCancelled reports an error the client must see even though the

@@ -3,12 +3,10 @@ package proxy
 import (
 	"cmp"
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -133,7 +131,7 @@ func (t *textRun) statement(ctx context.Context, sql string, planned verdict) (f
 		}
 	}
 	if err != nil {
-		if !isPgError(err) && !errors.Is(err, exec.ErrData) {
+		if !sessionGoesOn(err) {
 			return false, err
 		}
 		if clientVisible(err) || c.txStatus == 'E' {

@@ -179,7 +179,7 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 	}
 	ans, err := exec.RunCached(ctx, querier{c}, p, params, formats, h.Cache, cacheScope(c, st))
 	if err != nil {
-		if inBlock && (isPgError(err) || errors.Is(err, exec.ErrData)) && !clientVisible(err) {
+		if inBlock && sessionGoesOn(err) && !clientVisible(err) {
 			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
 				return nil, rerr // the savepoint is gone: the state is unknown
 			}

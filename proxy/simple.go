@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -110,7 +108,7 @@ func sendAnswer(s *wire.Session, vd verdict) {
 // as COUNT(DISTINCT ...)), after a NOTICE saying why the rollup was not
 // used, and the status page counts it.
 func (h *Handler) failed(ctx context.Context, c *sessionConn, s *wire.Session, p rewrite.Plan, err error, original string, start time.Time) error {
-	if !isPgError(err) && !errors.Is(err, exec.ErrData) {
+	if !sessionGoesOn(err) {
 		return err
 	}
 	if clientVisible(err) {
