@@ -33,7 +33,7 @@ func sendExplain(lines []string, c *sessionConn, s *wire.Session) error {
 // transaction block the explains run under a savepoint, so the block
 // stays as it was.
 func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p rewrite.Plan, params exec.Params) ([]string, error) {
-	lines := strings.Split("pgsketch plan\n"+p.String(), "\n")
+	lines := strings.Split("pgsketch plan\n"+p.Explain(p.Header().Verbose), "\n")
 	facts := p.Facts()
 	if c.noSync {
 		// Inside an extended-protocol request not yet synced, an error

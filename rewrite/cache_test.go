@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
@@ -77,5 +78,32 @@ func TestReparse(t *testing.T) {
 	r = Rewrite("SELECT count(DISTINCT user_id) FROM events WHERE created_at >= $1", testCatalog(), sess)
 	if r.Plan == nil || r.Plan.Header().Reparse {
 		t.Fatalf("%s", output(r))
+	}
+}
+
+// TestExplainVerbose: EXPLAIN prints a plan's statements by their size,
+// EXPLAIN (VERBOSE) and String in full.
+func TestExplainVerbose(t *testing.T) {
+	sess := Session{TimeZone: "UTC", Approx: true}
+	for sql, verbose := range map[string]bool{
+		"EXPLAIN SELECT country, count(DISTINCT user_id) FROM events GROUP BY 1":           false,
+		"EXPLAIN (VERBOSE) SELECT country, count(DISTINCT user_id) FROM events GROUP BY 1": true,
+		"EXPLAIN (VERBOSE ON) SELECT count(DISTINCT user_id) FROM events":                  true,
+		"EXPLAIN (VERBOSE false) SELECT count(DISTINCT user_id) FROM events":               false,
+	} {
+		r := Rewrite(sql, testCatalog(), sess)
+		if r.Plan == nil || !r.Plan.Header().Explain || r.Plan.Header().Verbose != verbose {
+			t.Fatalf("%s: %s", sql, output(r))
+		}
+		shown := r.Plan.Explain(r.Plan.Header().Verbose)
+		if full := strings.Contains(shown, "fetch: WITH "); full != verbose {
+			t.Errorf("%s: the fetch's SQL shown %v:\n%s", sql, full, shown)
+		}
+		if !verbose && !strings.Contains(shown, " bytes of SQL (EXPLAIN (VERBOSE) prints it)") {
+			t.Errorf("%s: no statement size:\n%s", sql, shown)
+		}
+		if r.Plan.String() != r.Plan.Explain(true) {
+			t.Errorf("%s: String is not the verbose printout", sql)
+		}
 	}
 }

@@ -20,8 +20,9 @@ var parseHook func(sql string)
 
 // parsed is one parsed SQL text.
 type parsed struct {
-	sel     *selectStmt
-	explain bool
+	sel *selectStmt
+	// explain: EXPLAIN of the statement; verbose: EXPLAIN (VERBOSE).
+	explain, verbose bool
 	// other names the statement when it is not a plain SELECT (or EXPLAIN
 	// of one): "INSERT", "2 statements", ...
 	other string
@@ -71,15 +72,16 @@ func parseSQL(sql string) (*parsed, error) {
 	other := func(what string) (*parsed, error) {
 		o := &parsed{other: what, approx: out.approx, approxWhy: out.approxWhy}
 		if o.approx && o.approxWhy == "" {
-			o.approxWhy = "APPROX_COUNT_DISTINCT is answered in a SELECT statement (or EXPLAIN of one, without options), not in " + what
+			o.approxWhy = "APPROX_COUNT_DISTINCT is answered in a SELECT statement (or EXPLAIN of one, with no option but VERBOSE), not in " + what
 		}
 		return o, nil
 	}
 	if ex := n.GetExplainStmt(); ex != nil {
-		if len(ex.GetOptions()) > 0 {
-			return other("EXPLAIN with options")
+		verbose, ok := explainOptions(ex.GetOptions())
+		if !ok {
+			return other("EXPLAIN with options other than VERBOSE")
 		}
-		out.explain = true
+		out.explain, out.verbose = true, verbose
 		n = ex.GetQuery()
 	}
 	s := n.GetSelectStmt()
@@ -88,6 +90,36 @@ func parseSQL(sql string) (*parsed, error) {
 	}
 	out.sel = convSelect(s)
 	return out, nil
+}
+
+// explainOptions reads EXPLAIN's options: none, or VERBOSE (on); ok is
+// false for any other.
+func explainOptions(opts []*pg.Node) (verbose, ok bool) {
+	switch len(opts) {
+	case 0:
+		return false, true
+	case 1:
+	default:
+		return false, false
+	}
+	d := opts[0].GetDefElem()
+	if d == nil || d.GetDefname() != "verbose" {
+		return false, false
+	}
+	switch arg := d.GetArg(); {
+	case arg == nil:
+		return true, true
+	case arg.GetBoolean() != nil:
+		return arg.GetBoolean().GetBoolval(), true
+	case arg.GetString_() != nil:
+		switch strings.ToLower(arg.GetString_().GetSval()) {
+		case "on", "true":
+			return true, true
+		case "off", "false":
+			return false, true
+		}
+	}
+	return false, false
 }
 
 // approxCall reports whether f calls APPROX_COUNT_DISTINCT: unqualified,

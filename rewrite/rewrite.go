@@ -111,11 +111,14 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		// The statement the substitute runs is the EXPLAIN the client
 		// asked for (the tree's text has it already).
 		sub.SQL = "EXPLAIN " + sub.SQL
+		if p.verbose {
+			sub.SQL = "EXPLAIN (VERBOSE) " + strings.TrimPrefix(sub.SQL, "EXPLAIN ")
+		}
 	}
 	if b == nil {
 		return Result{Reason: reason}
 	}
-	b.Header().Explain = p.explain
+	b.Header().Explain, b.Header().Verbose = p.explain, p.verbose
 	finish(b.Plan, params, quotesRelativeTime(sql), snap, sess)
 	return Result{Plan: b.Plan}
 }

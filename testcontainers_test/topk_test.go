@@ -263,17 +263,23 @@ func TestTopKThroughProxy(t *testing.T) {
 	}
 
 	// EXPLAIN shows the plan and what running it found.
-	ex, err := simple.query(ctx, "EXPLAIN "+queries[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text strings.Builder
-	for _, r := range ex.rows {
-		text.WriteString(r[0] + "\n")
-	}
-	for _, want := range []string{"top-k: the 10 largest counts of \"user_id\"", "mode: verified", "count: SELECT", "answer: top-k of \"user_id\" answered exactly"} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("EXPLAIN lacks %q:\n%s", want, text.String())
+	// EXPLAIN gives the statements' size, EXPLAIN (VERBOSE) their SQL.
+	for explain, count := range map[string]string{"EXPLAIN ": "count: ", "EXPLAIN (VERBOSE) ": "count: SELECT"} {
+		ex, err := simple.query(ctx, explain+queries[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		for _, r := range ex.rows {
+			text.WriteString(r[0] + "\n")
+		}
+		for _, want := range []string{"top-k: the 10 largest counts of \"user_id\"", "mode: verified", count, "answer: top-k of \"user_id\" answered exactly"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("%s lacks %q:\n%s", explain, want, text.String())
+			}
+		}
+		if sized := strings.Contains(text.String(), " bytes of SQL (EXPLAIN (VERBOSE) prints it)"); sized == (explain != "EXPLAIN ") {
+			t.Errorf("%s: statements given by size %v:\n%s", explain, sized, text.String())
 		}
 	}
 

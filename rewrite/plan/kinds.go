@@ -20,7 +20,11 @@ type Plan interface {
 	Fetches() []*Rollup
 	// Facts are what the proxy must know of the plan before running it.
 	Facts() Facts
-	// String prints the plan for EXPLAIN and the golden tests.
+	// Explain prints the plan for EXPLAIN: its statements' SQL in full
+	// when verbose, else their size.
+	Explain(verbose bool) string
+	// String prints the plan with its statements in full (EXPLAIN
+	// (VERBOSE), the golden tests, the status page).
 	String() string
 	// Statements lists every statement the plan would run, for checks.
 	Statements() []string
@@ -38,8 +42,9 @@ type Head struct {
 	// for a session with the same.
 	Session Session
 	// Explain is set when the client asked EXPLAIN of the query: show the
-	// plan (String) instead of running it.
-	Explain bool
+	// plan instead of running it; Verbose when it asked EXPLAIN (VERBOSE),
+	// which shows the statements' SQL too.
+	Explain, Verbose bool
 	// Params is the highest $n the query uses.
 	Params int
 	// Reparse is set when the query quotes 'now', 'today', 'tomorrow' or

@@ -8,15 +8,28 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// lines collects a plan's printout, one line per call.
-type lines struct{ b strings.Builder }
+// lines collects a plan's printout, one line per call; the statements'
+// SQL in full when verbose, else their size.
+type lines struct {
+	b       strings.Builder
+	verbose bool
+}
 
 func (l *lines) w(format string, args ...any) { fmt.Fprintf(&l.b, format+"\n", args...) }
+
+// sql prints a statement of the plan under label.
+func (l *lines) sql(label, sql string) {
+	if l.verbose {
+		l.w("%s: %s", label, sql)
+		return
+	}
+	l.w("%s: %d bytes of SQL (EXPLAIN (VERBOSE) prints it)", label, len(sql))
+}
 
 // arm prints an arm's plan indented under a title.
 func (l *lines) arm(title string, a Plan) {
 	l.w("%s", title)
-	for _, line := range strings.Split(a.String(), "\n") {
+	for _, line := range strings.Split(a.Explain(l.verbose), "\n") {
 		l.w("  %s", line)
 	}
 }
@@ -30,48 +43,63 @@ func (l *lines) tail(h *Head) string {
 }
 
 func (l *lines) explain(h *Head) {
-	if h.Explain {
+	switch {
+	case h.Explain && h.Verbose:
+		l.w("explain: yes, verbose")
+	case h.Explain:
 		l.w("explain: yes")
 	}
 }
 
-// String prints a Substitute plan.
-func (p *Substitute) String() string {
-	var l lines
+// String prints a Substitute plan, its statements in full.
+func (p *Substitute) String() string { return p.Explain(true) }
+
+// Explain prints a Substitute plan for EXPLAIN.
+func (p *Substitute) Explain(verbose bool) string {
+	l := lines{verbose: verbose}
 	l.w("substitute: %s", p.Notice)
-	l.w("sql: %s", p.SQL)
+	l.sql("sql", p.SQL)
 	return strings.TrimSuffix(l.b.String(), "\n")
 }
 
-// String prints a Retention plan.
-func (p *Retention) String() string {
-	var l lines
+// String prints a Retention plan, its statements in full.
+func (p *Retention) String() string { return p.Explain(true) }
+
+// Explain prints a Retention plan for EXPLAIN.
+func (p *Retention) Explain(verbose bool) string {
+	l := lines{verbose: verbose}
 	l.w("retention grid: cells (set 1's period, set 2's period) = the distinct values in both, counted from Theta sketches")
 	l.explain(&p.Head)
 	l.w("pairs: %s", p.PeriodCondSQL)
 	for i, a := range p.Arms {
 		l.arm(fmt.Sprintf("set %d:", i+1), a)
 	}
-	l.w("cells counted exactly: %s", p.CellSQL)
-	l.w("shape: %s", p.ShapeSQL)
+	l.sql("cells counted exactly", p.CellSQL)
+	l.sql("shape", p.ShapeSQL)
 	return l.tail(&p.Head)
 }
 
-// String prints a Nested plan.
-func (p *Nested) String() string {
-	var l lines
+// String prints a Nested plan, its statements in full.
+func (p *Nested) String() string { return p.Explain(true) }
+
+// Explain prints a Nested plan for EXPLAIN.
+func (p *Nested) Explain(verbose bool) string {
+	l := lines{verbose: verbose}
 	l.w("nested: %d aggregate subquer%s answered from rollups, the statement around %s run by PostgreSQL in the same snapshot", len(p.Arms), plural(len(p.Arms), "y", "ies"), plural(len(p.Arms), "it", "them"))
 	l.explain(&p.Head)
 	for i, a := range p.Arms {
 		l.arm(fmt.Sprintf("subquery %d:", i+1), a)
 	}
-	l.w("outer: %s", p.SQLWith(nestedMarks(len(p.Arms))))
+	l.sql("outer", p.SQLWith(nestedMarks(len(p.Arms))))
 	return l.tail(&p.Head)
 }
 
-// String prints an Overlap plan.
-func (p *Overlap) String() string {
-	var l lines
+// String prints an Overlap plan, its statements in full.
+func (p *Overlap) String() string { return p.Explain(true) }
+
+// Explain prints an Overlap plan for EXPLAIN.
+func (p *Overlap) Explain(verbose bool) string {
+	l := lines{verbose: verbose}
 	l.w("overlap: %s = the distinct values of set 1 %s set 2, counted from Theta sketches", catalog.QuoteIdent(p.OutputName), p.SetOp)
 	l.explain(&p.Head)
 	if p.Params > 0 {
@@ -83,9 +111,12 @@ func (p *Overlap) String() string {
 	return l.tail(&p.Head)
 }
 
-// String prints a Rollup plan.
-func (p *Rollup) String() string {
-	var l lines
+// String prints a Rollup plan, its statements in full.
+func (p *Rollup) String() string { return p.Explain(true) }
+
+// Explain prints a Rollup plan for EXPLAIN.
+func (p *Rollup) Explain(verbose bool) string {
+	l := lines{verbose: verbose}
 	w := l.w
 	w("rollup: %s (table %s, grain %s, time zone %s, version %d)", p.Rollup, p.Table, p.Grain, p.TimeZone, p.Version)
 	w("source: %s", p.Source)
@@ -107,18 +138,18 @@ func (p *Rollup) String() string {
 	switch {
 	case p.Merge == MergeServer && p.ServerFetchSQL == "":
 		w("merge: server (%s): fails, PostgreSQL cannot merge the sketches", p.MergeReason)
-		w("fetch: %s", p.FetchSQL)
+		l.sql("fetch", p.FetchSQL)
 	case p.Merge == MergeServer:
 		w("merge: server (%s)", p.MergeReason)
-		w("fetch: %s", p.ServerFetchSQL)
+		l.sql("fetch", p.ServerFetchSQL)
 	default:
 		w("merge: proxy (%s)", p.MergeReason)
-		w("fetch: %s", p.FetchSQL)
+		l.sql("fetch", p.FetchSQL)
 	}
 	if p.ExactSQL != "" {
-		w("exact: %s", p.ExactSQL)
+		l.sql("exact", p.ExactSQL)
 	}
-	w("shape: %s", p.ShapeSQL)
+	l.sql("shape", p.ShapeSQL)
 	if p.Guard != "" {
 		w("guard: %s", p.Guard)
 	}
@@ -171,9 +202,12 @@ func (p *Rollup) timeLine() string {
 	return fmt.Sprintf("%s %s; watermark %s (as of the catalog snapshot; the statement reads its own)", catalog.QuoteIdent(p.Time.Column), strings.Join(bounds, ", "), wm)
 }
 
-// String prints a TopK plan.
-func (p *TopK) String() string {
-	var l lines
+// String prints a TopK plan, its statements in full.
+func (p *TopK) String() string { return p.Explain(true) }
+
+// Explain prints a TopK plan for EXPLAIN.
+func (p *TopK) Explain(verbose bool) string {
+	l := lines{verbose: verbose}
 	w := l.w
 	t := p.Spec
 	switch {
@@ -199,8 +233,8 @@ func (p *TopK) String() string {
 		w("agg %s: %s", a.Name, a.Expr)
 	}
 	l.arm("summaries:", p.Arm)
-	w("count: %s", t.CountSQL)
-	w("shape: %s", p.ShapeSQL)
+	l.sql("count", t.CountSQL)
+	l.sql("shape", p.ShapeSQL)
 	return l.tail(&p.Head)
 }
 
