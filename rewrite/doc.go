@@ -15,7 +15,7 @@
 // clauses the rewriter must evaluate (resolve.go); matching against every
 // rollup over the queried table (match.go: the WHERE clause, the time
 // range, the aggregates against the stored measures); and building the Plan
-// for the rollup with the fewest rows (plan.go). rewrite.go holds the entry,
+// for the rollup with the fewest rows (build.go, fetch.go). rewrite.go holds the entry,
 // Rewrite, and the order of these steps (planSelect).
 //
 // nested.go handles distinct counts inside larger statements: a FROM
@@ -61,8 +61,8 @@
 // contract.
 //
 // Two choices are the plan's too: which level of the rollup the whole
-// buckets are read from (plan.go: the coarsest level whose buckets the
+// buckets are read from (build.go: the coarsest level whose buckets the
 // query's keys and filters do not split), and where the rollup's sketches
-// are merged (merge.go: in the proxy, or in PostgreSQL with the hll
+// are merged (strategy.go: in the proxy, or in PostgreSQL with the hll
 // extension's hll_union_agg, by an estimate of rollup rows per group).
 package rewrite
