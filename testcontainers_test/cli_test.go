@@ -265,6 +265,61 @@ func checkDemoQueries(t *testing.T, printed, proxyURL, directURL string) {
 
 // TestDemoDependencies: make run installs only what the demo needs (no
 // browser, no Node.js); make test installs those besides.
+// TestDemoRefreshesInBackground: rows written after the demo started
+// reach the rollup at its background refresh, which drains the change log,
+// so that answers read no base rows again; the demo says how often.
+func TestDemoRefreshesInBackground(t *testing.T) {
+	t.Parallel()
+	d := startDemo(t, "20000", "--refresh-interval", "2s")
+	if !strings.Contains(d.printed, "reach the rollup at its next background refresh, every 2s") {
+		t.Errorf("the demo does not say it refreshes:\n%s", d.printed)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.directURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var before int64
+	if err := conn.QueryRow(ctx, `SELECT version FROM pgsketch.rollup_defs WHERE name = 'events_daily'`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	// A late row, in a bucket the rollup holds.
+	if _, err := conn.Exec(ctx, `INSERT INTO events (id, created_at, user_id, country, device, amount)
+		VALUES (-1, '2026-01-15 12:00+00', 424242, 'DE', 'ios', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var version, logged int64
+		err := conn.QueryRow(ctx, `SELECT (SELECT version FROM pgsketch.rollup_defs WHERE name = 'events_daily'),
+			(SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = 'events_daily')`).Scan(&version, &logged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if version > before && logged == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the write: version %d (was %d), %d change log entries", version, before, logged)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The bucket's row count in the rollup is the table's again, the late
+	// row included.
+	var table string
+	if err := conn.QueryRow(ctx, `SELECT format('%I.%I', rollup_schema, rollup_table) FROM pgsketch.rollup_defs
+		WHERE name = 'events_daily'`).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	var inRollup, exact int64
+	err = conn.QueryRow(ctx, `SELECT (SELECT sum(row_count) FROM `+table+` WHERE bucket = '2026-01-15' AND country = 'DE' AND device = 'ios'),
+		(SELECT count(*) FROM events WHERE created_at >= '2026-01-15' AND created_at < '2026-01-16' AND country = 'DE' AND device = 'ios')`).Scan(&inRollup, &exact)
+	if err != nil || inRollup != exact {
+		t.Errorf("the refreshed bucket holds %d rows, the table %d (%v)", inRollup, exact, err)
+	}
+}
+
 func TestDemoDependencies(t *testing.T) {
 	t.Parallel()
 	needs := func(set string) []string {

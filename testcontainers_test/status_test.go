@@ -22,11 +22,12 @@ type demoProc struct {
 	exited                         chan error // the process's exit, once
 }
 
-// startDemo runs the demo with a small table and returns once it printed
+// startDemo runs the demo with a small table (and flags) and returns once it printed
 // everything; it is stopped with SIGINT when the test ends.
-func startDemo(t *testing.T, rows string) *demoProc {
+func startDemo(t *testing.T, rows string, flags ...string) *demoProc {
 	t.Helper()
-	cmd := exec.Command(binary(t), "demo", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--rows", rows)
+	args := append([]string{"demo", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--rows", rows}, flags...)
+	cmd := exec.Command(binary(t), args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -26,11 +26,15 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	listen := f.String("listen", "127.0.0.1:6432", "address the proxy accepts clients on")
 	rows := f.Int64("rows", demodata.Default.Rows, "events to generate (over 90 days from 2026-01-01)")
 	httpListen := f.String("http-listen", "127.0.0.1:6480", "address of the status page (/) and metrics (/metrics); empty: off")
+	refreshEvery := f.Duration("refresh-interval", time.Minute, "refresh the rollup in the background this often, draining the change log (off when 0)")
 	if err := f.parseFlagsOnly(args); err != nil {
 		return err
 	}
 	if *rows < 1 {
 		return fmt.Errorf("%w: --rows must be at least 1", errUsage)
+	}
+	if *refreshEvery < 0 {
+		return fmt.Errorf("%w: --refresh-interval must not be negative", errUsage)
 	}
 	cluster, err := localpg.Start(ctx, localpg.Options{Dir: *keep, Keep: *keep != "", Port: *port, Logger: a.log})
 	if err != nil {
@@ -60,6 +64,17 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if *keep != "" {
 		stopNote = " (the cluster is kept in " + *keep + ")"
 	}
+	if *refreshEvery > 0 {
+		// Stopped before the cluster is removed (defers run in reverse).
+		done := make(chan struct{})
+		defer func() { <-done }()
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			defer close(done)
+			refreshLoop(rctx, a, cluster.URL(demoDB), *refreshEvery)
+		}()
+	}
 	recorder := status.NewRecorder(50, 1000)
 	h := proxy.New(a.log)
 	h.Recorder = recorder
@@ -74,6 +89,9 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 			"holds a sketch of user_id per day, country and device. Try, through the proxy:\n\n", *rows)
 		for _, q := range DemoQueries {
 			fmt.Fprintf(a.stdout, "-- %s\n%s\n\n", q.What, q.SQL)
+		}
+		if *refreshEvery > 0 {
+			fmt.Fprintf(a.stdout, "Rows written to events (either URL) reach the rollup at its next background refresh, every %s.\n", *refreshEvery)
 		}
 		if httpAddr != "" {
 			fmt.Fprintf(a.stdout, "Status page (rollups, recent queries, observed error): http://%s/\n", httpAddr)
