@@ -66,14 +66,7 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	}
 	if *refreshEvery > 0 {
 		// Stopped before the cluster is removed (defers run in reverse).
-		done := make(chan struct{})
-		defer func() { <-done }()
-		rctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			defer close(done)
-			refreshLoop(rctx, a, cluster.URL(demoDB), *refreshEvery)
-		}()
+		defer startRefresher(ctx, a, cluster.URL(demoDB), *refreshEvery)()
 	}
 	recorder := status.NewRecorder(50, 1000)
 	h := proxy.New(a.log)

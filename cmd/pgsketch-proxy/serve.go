@@ -40,14 +40,7 @@ func runServe(ctx context.Context, a *app, args []string) error {
 		}
 	}
 	if o.refreshInterval > 0 {
-		done := make(chan struct{})
-		defer func() { <-done }()
-		rctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			defer close(done)
-			refreshLoop(rctx, a, o.refreshDSN, o.refreshInterval)
-		}()
+		defer startRefresher(ctx, a, o.refreshDSN, o.refreshInterval)()
 	}
 	ho := httpOptions{addr: o.httpListen, recorder: recorder}
 	if dsn := cmp.Or(o.statusDSN, o.refreshDSN); dsn != "" {
@@ -152,6 +145,21 @@ func (o *serveOptions) wireConfig(a *app, recorder *status.Recorder) (wire.Confi
 		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	return cfg, nil
+}
+
+// startRefresher runs refreshLoop in the background; the function it
+// returns stops it and waits until it has.
+func startRefresher(ctx context.Context, a *app, dsn string, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		refreshLoop(rctx, a, dsn, interval)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // refreshLoop refreshes every rollup of the database at dsn now and then
