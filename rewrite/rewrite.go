@@ -199,18 +199,15 @@ func planParsed(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
 func finish(pl plan.Plan, params int, reparse bool, snap *catalog.Snapshot, sess Session) {
 	h := pl.Header()
 	h.Params, h.Session, h.Reparse = params, sess, reparse
-	if sub, ok := pl.(*plan.Substitute); ok {
-		sub.Refs = paramsIn(sub.SQL)
-	}
 	if t, ok := pl.(*plan.TopK); ok {
 		t.ShapeParams = paramsIn(t.ShapeSQL)
 	}
+	setting, ok := ParseMerge(string(sess.Merge))
+	if !ok {
+		setting = MergeAuto // the executor refuses the setting
+	}
 	for _, r := range pl.Fetches() {
 		r.Params, r.Session, r.Reparse = params, sess, reparse
-		setting, ok := ParseMerge(string(sess.Merge))
-		if !ok {
-			setting = MergeAuto // the executor refuses the setting
-		}
 		chooseMerge(r, snap.HLL(), setting)
 		r.FetchParams, r.ExactParams, r.ShapeParams = paramsIn(r.FetchSQL), paramsIn(r.ExactSQL), paramsIn(r.ShapeSQL)
 		// The fetch binds the lifted literals after the client's.

@@ -104,8 +104,6 @@ type Statement struct {
 type Substitute struct {
 	Head
 	SQL string
-	// Refs lists the $n SQL references.
-	Refs []int
 }
 
 // Overlap counts the distinct values of a set operation of two sets (SetOp
