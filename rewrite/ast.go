@@ -113,12 +113,8 @@ type (
 		// fn names the function call the construct applies to (FILTER,
 		// OVER, WITHIN GROUP, ...), if any.
 		fn string
-		// sub is set for a subquery the overlap planner reads: x IN
-		// (SELECT ...) or EXISTS (SELECT ...).
-		sub *subquery
 		// window is set for a window function call and link for a
-		// subquery used as an expression, when the regrouping planner
-		// (starjoin.go) can print them: every other planner refuses them.
+		// subquery used as an expression.
 		window *window
 		link   *subLink
 	}
@@ -168,6 +164,8 @@ type subLink struct {
 	op   string // ANY and ALL's operator
 	test expr   // ANY and ALL's left operand
 	text string
+	// sel is the subquery.
+	sel *selectStmt
 	// name is the output column name PostgreSQL gives the expression in
 	// a select list, "" when the planner cannot tell.
 	name string
@@ -177,22 +175,23 @@ type subLink struct {
 	// free are the column references, by their parts, that no local
 	// name qualifies: unqualified ones may be the outer statement's.
 	free [][]string
-	// aggFree are those of free read inside an aggregate call: such an
-	// aggregate may be the outer statement's.
-	aggFree [][]string
-	// funcs are the names of the functions the subquery calls, ops of
-	// its operators.
-	funcs, ops [][]string
+	// calls are the subquery's function calls: an aggregate's may be the
+	// outer statement's aggregate.
+	calls []subCall
+	// ops are the names of its operators.
+	ops [][]string
 	// other names what else it does that the planner must refuse
 	// (locking rows, GROUPING() of outer columns), "" if nothing.
 	other string
 }
 
-// subquery is x IN (SELECT ...) (test set) or EXISTS (SELECT ...) (test
-// nil).
-type subquery struct {
-	test expr
-	sel  *selectStmt
+// subCall is a function call inside a subquery expression.
+type subCall struct {
+	name []string
+	// free are those of the subquery's free references its arguments read.
+	free [][]string
+	// over: the call is a window function's (OVER).
+	over bool
 }
 
 func (*colRef) isExpr()      {}
@@ -225,25 +224,17 @@ type selectStmt struct {
 	offset   expr
 	distinct bool
 	// unsupported names the first construct (WITH, UNION, window, ...)
-	// the rewriter does not handle; empty if none.
+	// a plain SELECT of one table lacks; empty if none.
 	unsupported string
-	// A set operation (unsupported is then set too: only the overlap
-	// planner reads these): setOp is INTERSECT, EXCEPT or UNION, setAll
-	// its ALL, larg and rarg its arms; setExtra names what the operation
-	// adds around its arms (ORDER BY, LIMIT, WITH), which the overlap
-	// planner does not handle.
+	// A set operation (unsupported is then set too): setOp is INTERSECT,
+	// EXCEPT or UNION, setAll its ALL, larg and rarg its arms; setExtra
+	// names what the operation adds around its arms (ORDER BY, LIMIT,
+	// WITH).
 	setOp      string
 	setAll     bool
 	larg, rarg *selectStmt
 	setExtra   string
-	// sketch is the kind of sketch that answers the statement's distinct
-	// counts: HLL unless the overlap planner plans an arm (Theta).
-	sketch catalog.Aggregate
-	// ctes are the WITH clause's common table expressions by name
-	// (unsupported is then set too: only the retention planner reads
-	// them).
-	ctes map[string]*selectStmt
-	// with is the WITH clause for the nested planner, nil if none.
+	// with is the WITH clause, nil if none.
 	with *withClause
 	// raw is where the statement sits in the parser's tree when it is a
 	// subquery (in FROM, a WITH clause, a set operation's arm).
@@ -255,8 +246,12 @@ type withClause struct {
 	recursive bool
 	// modifying: a body is INSERT, UPDATE, DELETE or MERGE.
 	modifying bool
-	names     []string
-	bodies    []*selectStmt
+	// plain: every body is a SELECT, and no common table expression has
+	// column aliases or a SEARCH or CYCLE clause (names[i]'s body is then
+	// bodies[i]).
+	plain  bool
+	names  []string
+	bodies []*selectStmt
 }
 
 // eachExpr calls f on each top-level expression of the statement, in
@@ -296,29 +291,28 @@ type target struct {
 	star bool
 }
 
+// fromItem is an item of FROM: a table (name), a subquery (query) or a
+// join (join). unsupported is set for all but a table.
 type fromItem struct {
 	schema, name, alias string
 	only                bool
 	unsupported         string // join, subquery, function, ...
-	// sub is a subquery in FROM, and join an inner JOIN (unsupported is
-	// then set too: only the overlap and retention planners read them).
-	sub  *selectStmt
-	join *joinItem
-	// query is a subquery in FROM, with column aliases or not; joined the
-	// two sides of any join (for the nested planner).
+	// query is a subquery in FROM (not LATERAL); colAliases: its alias
+	// names its columns.
 	query      *selectStmt
 	colAliases bool
-	joined     []fromItem
-	// joinType ("JOIN" or "LEFT JOIN") and joinOn describe a join with an
-	// ON condition, for the star-join planner; empty for other joins.
-	joinType string
-	joinOn   expr
+	join       *joinItem
 }
 
-// joinItem is l [INNER] JOIN r ON on.
+// joinItem is l typ r [ON on].
 type joinItem struct {
+	// typ is "JOIN" (inner, or CROSS JOIN), "LEFT JOIN", "RIGHT JOIN" or
+	// "FULL JOIN".
+	typ  string
 	l, r fromItem
-	on   expr
+	on   expr // nil if none
+	// plain: neither NATURAL nor USING, and no alias.
+	plain bool
 }
 
 type sortItem struct {

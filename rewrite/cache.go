@@ -54,7 +54,7 @@ func uncacheable(x expr) string {
 			return "it quotes a relative time"
 		}
 	case *unsupported:
-		if x.sub != nil || x.link != nil {
+		if x.link != nil || x.what == "a subquery" {
 			return "it holds a subquery"
 		}
 	}

@@ -62,16 +62,16 @@ func joinTables(s *selectStmt) (sj starJoin, items []fromItem, why string) {
 		// dimensions: its rows regrouped as a join's are, with no
 		// dimension table.
 		items = s.from
-	case len(s.from) == 1 && s.from[0].joinType != "" && len(s.from[0].joined) == 2:
-		fi := s.from[0]
-		sj.kind, sj.on = fi.joinType, fi.joinOn
-		items = fi.joined
+	case len(s.from) == 1 && onJoin(s.from[0]) != nil:
+		j := onJoin(s.from[0])
+		sj.kind, sj.on = j.typ, j.on
+		items = []fromItem{j.l, j.r}
 	case len(s.from) >= 2:
 		items = s.from
 	default:
 		return sj, nil, notAJoin
 	}
-	if len(items) > 2 || len(items[0].joined) > 0 || len(items) == 2 && len(items[1].joined) > 0 {
+	if len(items) > 2 || items[0].join != nil || len(items) == 2 && items[1].join != nil {
 		// Three tables or more: the leaves of the join tree, and its ON
 		// conditions.
 		var ok bool
@@ -347,21 +347,50 @@ func (sj starJoin) side(c *colRef) string {
 	return ""
 }
 
+// onJoin is fi when it is an inner or left join with ON (neither NATURAL
+// nor USING, and no alias), the joins the star-join planner reads; nil
+// otherwise.
+func onJoin(fi fromItem) *joinItem {
+	if j := fi.join; j != nil && j.plain && j.on != nil && (j.typ == "JOIN" || j.typ == "LEFT JOIN") {
+		return j
+	}
+	return nil
+}
+
+// innerJoin is fi when it is an inner join (with ON or none, neither
+// NATURAL nor USING, and no alias); nil otherwise.
+func innerJoin(fi fromItem) *joinItem {
+	if j := fi.join; j != nil && j.plain && j.typ == "JOIN" {
+		return j
+	}
+	return nil
+}
+
+// plainQuery is fi's subquery when its alias does not rename its
+// columns; nil otherwise.
+func plainQuery(fi fromItem) *selectStmt {
+	if fi.colAliases {
+		return nil
+	}
+	return fi.query
+}
+
 // joinLeaves lists the tables of a FROM clause's join trees, left to
 // right, and their ON conditions; ok is false for any FROM item but a
 // plain table or an inner or left join with ON.
 func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
 	var visit func(fi fromItem) bool
 	visit = func(fi fromItem) bool {
-		if len(fi.joined) == 0 {
+		if fi.join == nil {
 			leaves = append(leaves, fi)
 			return true
 		}
-		if fi.joinType == "" || len(fi.joined) != 2 {
+		j := onJoin(fi)
+		if j == nil {
 			return false
 		}
-		ons = append(ons, fi.joinOn)
-		return visit(fi.joined[0]) && visit(fi.joined[1])
+		ons = append(ons, j.on)
+		return visit(j.l) && visit(j.r)
 	}
 	for _, fi := range from {
 		if !visit(fi) {
@@ -396,10 +425,11 @@ func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Sn
 	}
 	var nullable func(fi fromItem, filled bool) bool
 	nullable = func(fi fromItem, filled bool) bool {
-		if len(fi.joined) == 0 {
+		if fi.join == nil {
 			return filled && refName(fi) == refName(sj.fact)
 		}
-		return nullable(fi.joined[0], filled) || nullable(fi.joined[1], filled || fi.joinType == "LEFT JOIN")
+		j := fi.join
+		return nullable(j.l, filled) || nullable(j.r, filled || onJoin(fi) != nil && j.typ == "LEFT JOIN")
 	}
 	for _, fi := range s.from {
 		if nullable(fi, false) {

@@ -130,8 +130,8 @@ type aggInfo struct {
 	exact   bool
 }
 
-func matchRollup(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env) (*built, string) {
-	m := &matcher{s: s, fi: fi, r: r, sess: sess}
+func matchRollup(s *selectStmt, sketch catalog.Aggregate, fi fromItem, r *catalog.Rollup, sess env) (*built, string) {
+	m := &matcher{s: s, sketch: sketch, fi: fi, r: r, sess: sess}
 	switch {
 	case !r.Refreshed():
 		return nil, "never refreshed (no watermark yet)"
@@ -485,10 +485,7 @@ func (m *matcher) measureDistinct(a *aggInfo) string {
 	if why != "" {
 		return why
 	}
-	kind := m.s.sketch
-	if kind == "" {
-		kind = catalog.HLL
-	}
+	kind := m.sketch
 	ms, ok := m.r.Measure(kind, col)
 	if !ok {
 		return a.canon + ": rollup has no " + map[catalog.Aggregate]string{catalog.HLL: "HLL", catalog.Theta: "Theta", catalog.TopK: "top-k"}[kind] +

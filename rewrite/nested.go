@@ -26,8 +26,8 @@ func pullUp(s *selectStmt) bool {
 		return false
 	}
 	outer := s.from[0]
-	sub := outer.sub
-	if sub == nil || outer.colAliases || outer.alias == "" || !filtersOnly(sub) {
+	sub := plainQuery(outer)
+	if sub == nil || outer.alias == "" || !filtersOnly(sub) {
 		return false
 	}
 	inner := sub.from[0]
@@ -353,8 +353,9 @@ func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess env) (*b
 			if f.name != "" && f.schema == "" && slices.Contains(ctes, f.name) && why == "" {
 				why = "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
 			}
-			for _, j := range f.joined {
-				read(j)
+			if f.join != nil {
+				read(f.join.l)
+				read(f.join.r)
 			}
 		}
 		for _, f := range c.from {
@@ -408,8 +409,9 @@ func subqueries(s *selectStmt) []*selectStmt {
 		if fi.query != nil && fi.query.raw != nil {
 			out = append(out, fi.query)
 		}
-		for _, j := range fi.joined {
-			from(j)
+		if fi.join != nil {
+			from(fi.join.l)
+			from(fi.join.r)
 		}
 	}
 	for _, fi := range s.from {

@@ -47,7 +47,7 @@ func overlapShape(s *selectStmt) bool {
 	}
 	switch classifyAgg(f) {
 	case countRows:
-		return f.star && s.from[0].sub != nil && s.from[0].sub.setOp != ""
+		return f.star && plainQuery(s.from[0]) != nil && plainQuery(s.from[0]).setOp != ""
 	case countDistinct:
 		_, sub, _ := subqueryFilter(s.where)
 		return sub != nil
@@ -72,7 +72,7 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, strin
 	}
 	var ov overlap
 	var why string
-	if s.from[0].sub != nil {
+	if plainQuery(s.from[0]) != nil {
 		ov, why = setOperation(s)
 	} else {
 		ov, why = filteredBySubquery(s)
@@ -89,9 +89,9 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, strin
 	for i, arm := range ov.arms {
 		q := &selectStmt{
 			targets: []target{{e: &funcCall{name: []string{"count"}, args: []expr{&colRef{parts: []string{ov.col}}}, distinct: true}}},
-			from:    arm.from, where: arm.where, sketch: catalog.Theta,
+			from:    arm.from, where: arm.where,
 		}
-		b, why := planSelect(q, snap, sess)
+		b, why := planSketched(q, catalog.Theta, snap, sess)
 		a := b.rollup()
 		if a == nil {
 			return nil, "set " + string(rune('1'+i)) + " of the " + ov.op + ": " + why
@@ -119,7 +119,7 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, strin
 
 // setOperation reads count(*) over (a INTERSECT|EXCEPT b).
 func setOperation(s *selectStmt) (overlap, string) {
-	sub := s.from[0].sub
+	sub := plainQuery(s.from[0])
 	switch {
 	case s.where != nil || len(s.groupBy) > 0 || s.having != nil || len(s.orderBy) > 0 || s.limit != nil || s.offset != nil || s.distinct:
 		return overlap{}, "an overlap count with WHERE, GROUP BY, HAVING, ORDER BY, LIMIT or DISTINCT around it"
@@ -202,16 +202,39 @@ func subqueryFilter(where expr) (rest []expr, sub *subquery, not bool) {
 			u, _ = b.args[0].(*unsupported)
 			n = true
 		}
-		if u == nil || u.sub == nil {
+		sq := inSubquery(u)
+		if sq == nil {
 			rest = append(rest, c)
 			continue
 		}
 		if sub != nil {
 			return nil, nil, false
 		}
-		sub, not = u.sub, n
+		sub, not = sq, n
 	}
 	return rest, sub, not
+}
+
+// subquery is x IN (SELECT ...) (test set) or EXISTS (SELECT ...) (test
+// nil).
+type subquery struct {
+	test expr
+	sel  *selectStmt
+}
+
+// inSubquery reads u as x IN (SELECT ...) or EXISTS (SELECT ...); nil for
+// any other construct.
+func inSubquery(u *unsupported) *subquery {
+	if u == nil || u.link == nil || u.link.sel == nil {
+		return nil
+	}
+	switch l := u.link; {
+	case l.kind == "EXISTS":
+		return &subquery{sel: l.sel}
+	case l.kind == "ANY" && l.op == "=":
+		return &subquery{test: l.test, sel: l.sel}
+	}
+	return nil
 }
 
 // correlated reads EXISTS (SELECT ... FROM t u WHERE u.col = outer.col AND

@@ -326,7 +326,7 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		out.larg.raw = &rawSelect{get: s.GetLarg, set: func(x *pg.SelectStmt) { s.Larg = x }}
 		out.rarg.raw = &rawSelect{get: s.GetRarg, set: func(x *pg.SelectStmt) { s.Rarg = x }}
 		if w := s.GetWithClause(); w != nil {
-			out.with = convWithBodies(w)
+			out.with = convWith(w)
 		}
 		switch {
 		case s.GetWithClause() != nil:
@@ -341,8 +341,7 @@ func convSelect(s *pg.SelectStmt) *selectStmt {
 		return out
 	case s.GetWithClause() != nil:
 		out.unsupported = "a WITH clause"
-		out.ctes = convWith(s.GetWithClause())
-		out.with = convWithBodies(s.GetWithClause())
+		out.with = convWith(s.GetWithClause())
 	}
 	switch {
 	case len(s.GetValuesLists()) > 0:
@@ -462,38 +461,20 @@ func convFrom(n *pg.Node) fromItem {
 		return fi
 	case n.GetJoinExpr() != nil:
 		j := n.GetJoinExpr()
-		fi := fromItem{unsupported: "a JOIN"}
-		l, r := convFrom(j.GetLarg()), convFrom(j.GetRarg())
-		fi.joined = []fromItem{l, r}
-		if !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil && j.GetQuals() != nil {
-			switch j.GetJointype() {
-			case pg.JoinType_JOIN_INNER:
-				fi.joinType = "JOIN"
-			case pg.JoinType_JOIN_LEFT:
-				fi.joinType = "LEFT JOIN"
-			}
-			if fi.joinType != "" {
-				fi.joinOn = conv(j.GetQuals())
-			}
-		}
-		if j.GetJointype() == pg.JoinType_JOIN_INNER && !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil {
-			fi.join = &joinItem{l: l, r: r}
-			fi.join.on = convOptional(j.GetQuals())
-		}
-		return fi
+		return fromItem{unsupported: "a JOIN", join: &joinItem{
+			typ: joinTypes[j.GetJointype()],
+			l:   convFrom(j.GetLarg()), r: convFrom(j.GetRarg()), on: convOptional(j.GetQuals()),
+			plain: !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil,
+		}}
 	case n.GetRangeSubselect() != nil:
 		rs := n.GetRangeSubselect()
 		fi := fromItem{unsupported: "a subquery in FROM"}
 		if sel := rs.GetSubquery().GetSelectStmt(); sel != nil && !rs.GetLateral() {
-			fi.sub = convSelect(sel)
-			fi.sub.raw = nodeSlot(rs.GetSubquery())
-			fi.query = fi.sub
+			fi.query = convSelect(sel)
+			fi.query.raw = nodeSlot(rs.GetSubquery())
 			if a := rs.GetAlias(); a != nil {
 				fi.alias = a.GetAliasname()
-				if len(a.GetColnames()) > 0 {
-					fi.sub = nil
-					fi.colAliases = true
-				}
+				fi.colAliases = len(a.GetColnames()) > 0
 			}
 		}
 		return fi
@@ -504,6 +485,10 @@ func convFrom(n *pg.Node) fromItem {
 	}
 	return fromItem{unsupported: "an unsupported FROM item"}
 }
+
+// joinTypes are the join types of SQL's syntax, as printed.
+var joinTypes = map[pg.JoinType]string{pg.JoinType_JOIN_INNER: "JOIN", pg.JoinType_JOIN_LEFT: "LEFT JOIN",
+	pg.JoinType_JOIN_RIGHT: "RIGHT JOIN", pg.JoinType_JOIN_FULL: "FULL JOIN"}
 
 func strs(ns []*pg.Node) ([]string, bool) {
 	out := make([]string, 0, len(ns))
@@ -655,20 +640,10 @@ func conv(n *pg.Node) expr {
 	return &unsupported{what: "an unsupported expression"}
 }
 
-// convSubquery converts a subquery in an expression: unsupported, but
-// carrying the subquery of an EXISTS or an = ANY (IN) test.
+// convSubquery converts a subquery in an expression: unsupported, with
+// the subquery (link) when the rewriter reads its form.
 func convSubquery(sl *pg.SubLink) expr {
-	u := &unsupported{what: "a subquery"}
-	sel := sl.GetSubselect().GetSelectStmt()
-	switch {
-	case sel == nil:
-	case sl.GetSubLinkType() == pg.SubLinkType_EXISTS_SUBLINK:
-		u.sub = &subquery{sel: convSelect(sel)}
-	case sl.GetSubLinkType() == pg.SubLinkType_ANY_SUBLINK && sl.GetTestexpr() != nil && isEquals(sl.GetOperName()):
-		u.sub = &subquery{test: conv(sl.GetTestexpr()), sel: convSelect(sel)}
-	}
-	u.link = convSubLink(sl)
-	return u
+	return &unsupported{what: "a subquery", link: convSubLink(sl)}
 }
 
 func convConst(c *pg.A_Const) expr {
@@ -806,51 +781,29 @@ func convAExpr(a *pg.A_Expr) expr {
 	return &unsupported{what: "an unusual operator expression"}
 }
 
-// isEquals reports whether a subquery's operator is IN's (none) or = ANY's.
-func isEquals(name []*pg.Node) bool {
-	op, ok := strs(name)
-	return ok && (len(op) == 0 || len(op) == 1 && op[0] == "=")
-}
-
-// convWith converts a WITH clause's common table expressions, for the
-// planners that read them (the statement is unsupported for the others).
-// A recursive WITH, a CTE with column aliases or one that is not a SELECT
-// gives none.
-func convWith(w *pg.WithClause) map[string]*selectStmt {
-	if w.GetRecursive() {
-		return nil
-	}
-	out := map[string]*selectStmt{}
-	for _, n := range w.GetCtes() {
-		c := n.GetCommonTableExpr()
-		sel := c.GetCtequery().GetSelectStmt()
-		if c == nil || sel == nil || len(c.GetAliascolnames()) > 0 || c.GetSearchClause() != nil || c.GetCycleClause() != nil {
-			return nil
-		}
-		out[c.GetCtename()] = convSelect(sel)
-	}
-	return out
-}
-
-// convWithBodies lists a WITH clause's common table expressions for the
-// nested planner: every name (a table name in the statement may mean
-// one), and the body of each that is a SELECT, with where it sits.
-func convWithBodies(w *pg.WithClause) *withClause {
-	out := &withClause{recursive: w.GetRecursive()}
+// convWith converts a WITH clause: every name (a table name in the
+// statement may mean one), and the body of each that is a SELECT, with
+// where it sits.
+func convWith(w *pg.WithClause) *withClause {
+	out := &withClause{recursive: w.GetRecursive(), plain: true}
 	for _, n := range w.GetCtes() {
 		c := n.GetCommonTableExpr()
 		if c == nil {
+			out.plain = false
 			continue
 		}
 		out.names = append(out.names, c.GetCtename())
-		if c.GetCtequery().GetSelectStmt() == nil {
-			out.modifying = true
+		sel := c.GetCtequery().GetSelectStmt()
+		if sel == nil {
+			out.modifying, out.plain = true, false
+			continue
 		}
-		if sel := c.GetCtequery().GetSelectStmt(); sel != nil {
-			body := convSelect(sel)
-			body.raw = nodeSlot(c.GetCtequery())
-			out.bodies = append(out.bodies, body)
+		if len(c.GetAliascolnames()) > 0 || c.GetSearchClause() != nil || c.GetCycleClause() != nil {
+			out.plain = false
 		}
+		body := convSelect(sel)
+		body.raw = nodeSlot(c.GetCtequery())
+		out.bodies = append(out.bodies, body)
 	}
 	return out
 }
@@ -1012,6 +965,7 @@ func convSubLink(sl *pg.SubLink) *subLink {
 		return nil
 	}
 	l.text = text
+	l.sel = convSelect(sel)
 	readSubquery(sl.GetSubselect().ProtoReflect(), l)
 	return l
 }
@@ -1072,15 +1026,7 @@ func readSubquery(sub protoreflect.Message, l *subLink) {
 				l.other = "an unusual function name"
 				return false
 			}
-			l.funcs = append(l.funcs, name)
-			if n.GetOver() == nil {
-				// Any call but a scalar function's may be an aggregate;
-				// one over columns of the outer statement is its
-				// aggregate, not the subquery's.
-				if b := (&funcCall{name: name}); !scalarCall(b) {
-					l.aggFree = append(l.aggFree, free(n.ProtoReflect())...)
-				}
-			}
+			l.calls = append(l.calls, subCall{name: name, free: free(n.ProtoReflect()), over: n.GetOver() != nil})
 		case *pg.A_Expr:
 			switch n.GetKind() {
 			case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_OP_ANY, pg.A_Expr_Kind_AEXPR_OP_ALL:

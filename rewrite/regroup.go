@@ -49,9 +49,18 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 	if l.other != "" {
 		return "the statement uses " + l.other
 	}
-	for _, n := range l.funcs {
-		if f := (&funcCall{name: n}); !scalarCall(f) && classifyAgg(f) == notAgg {
-			return "a subquery calls " + sqlOfName(n) + "(), not a function the rewriter knows to be an immutable or stable scalar function or an aggregate"
+	var aggFree [][]string
+	for _, c := range l.calls {
+		f := &funcCall{name: c.name}
+		scalar := scalarCall(f)
+		if !scalar && classifyAgg(f) == notAgg {
+			return "a subquery calls " + sqlOfName(c.name) + "(), not a function the rewriter knows to be an immutable or stable scalar function or an aggregate"
+		}
+		if !scalar && !c.over {
+			// Any call but a scalar function's may be an aggregate; one
+			// over columns of the outer statement is its aggregate, not
+			// the subquery's.
+			aggFree = append(aggFree, c.free...)
 		}
 	}
 	for _, op := range l.ops {
@@ -76,7 +85,7 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 			return "a subquery reads the whole row of " + catalog.QuoteIdent(fact)
 		}
 	}
-	for _, p := range l.aggFree {
+	for _, p := range aggFree {
 		if len(p) > 1 || len(sj.factCols) == 0 || slices.Contains(sj.factCols, p[0]) || len(sj.dims) > 0 {
 			// The aggregate may be the statement's, over the arm's rows.
 			return "an aggregate inside a subquery reads " + strings.Join(p, ".") + ", which may be a column of the statement's tables"

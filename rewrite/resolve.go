@@ -139,10 +139,13 @@ func searchPath(sess env) []string {
 
 // matcher holds the state of matching one query against one rollup.
 type matcher struct {
-	s    *selectStmt
-	fi   fromItem
-	r    *catalog.Rollup
-	sess env
+	s *selectStmt
+	// sketch is the kind of sketch that answers the distinct counts: HLL,
+	// Theta for an overlap's arms, top-k for a top-k's summaries.
+	sketch catalog.Aggregate
+	fi     fromItem
+	r      *catalog.Rollup
+	sess   env
 	// lift numbers the string literals of the time bounds the fetch binds
 	// as parameters, while it is printed (see liftBounds); lo and hi are
 	// the bucket range's bounds as plan.BoundsRelation computes them.

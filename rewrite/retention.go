@@ -40,8 +40,8 @@ type pairedSets struct {
 func joinedPair(s *selectStmt) (pairedSets, bool) {
 	var ps pairedSets
 	switch {
-	case len(s.from) == 1 && s.from[0].join != nil:
-		j := s.from[0].join
+	case len(s.from) == 1 && innerJoin(s.from[0]) != nil:
+		j := innerJoin(s.from[0])
 		ps.items = [2]fromItem{j.l, j.r}
 		ps.conds = conjuncts(j.on)
 	case len(s.from) == 2:
@@ -58,11 +58,24 @@ func joinedPair(s *selectStmt) (pairedSets, bool) {
 	return ps, true
 }
 
+// cteBodies are a WITH clause's common table expressions by name, or nil
+// unless it is plain and not recursive.
+func cteBodies(w *withClause) map[string]*selectStmt {
+	if w == nil || w.recursive || !w.plain {
+		return nil
+	}
+	out := make(map[string]*selectStmt, len(w.names))
+	for i, n := range w.names {
+		out[n] = w.bodies[i]
+	}
+	return out
+}
+
 // retentionShape reports whether s looks like a retention grid: two FROM
 // items joined, grouped. Only then does planRetention decide.
 func retentionShape(s *selectStmt) bool {
 	ps, ok := joinedPair(s)
-	return ok && len(s.groupBy) > 0 && (ps.items[0].sub != nil || s.ctes[ps.items[0].name] != nil)
+	return ok && len(s.groupBy) > 0 && (plainQuery(ps.items[0]) != nil || cteBodies(s.with)[ps.items[0].name] != nil)
 }
 
 // periodSet is one side of a retention grid: SELECT DISTINCT period, col
@@ -77,7 +90,7 @@ type periodSet struct {
 
 // readPeriodSet reads a FROM item of a grid as a period set.
 func readPeriodSet(it fromItem, ctes map[string]*selectStmt) (periodSet, string) {
-	ps := periodSet{ref: refName(it), sel: it.sub}
+	ps := periodSet{ref: refName(it), sel: plainQuery(it)}
 	if ps.sel == nil && it.schema == "" {
 		ps.sel = ctes[it.name]
 	}
@@ -142,7 +155,8 @@ var gridColumns = [3]string{"pgsketch_a", "pgsketch_b", "pgsketch_n"}
 // it is not answered.
 func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
 	pair, _ := joinedPair(s)
-	if s.unsupported != "" && (s.unsupported != "a WITH clause" || s.ctes == nil) {
+	ctes := cteBodies(s.with)
+	if s.unsupported != "" && (s.unsupported != "a WITH clause" || ctes == nil) {
 		// A WITH clause the parser could not read (RECURSIVE, say), whose
 		// names the sets' FROM could mean, or another construct (grouping
 		// sets, a window clause, ...).
@@ -150,7 +164,7 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, str
 	}
 	var sets [2]periodSet
 	for i, it := range pair.items {
-		ps, why := readPeriodSet(it, s.ctes)
+		ps, why := readPeriodSet(it, ctes)
 		if why != "" {
 			return nil, "retention grid: " + why
 		}
@@ -182,9 +196,9 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, str
 	for i, ps := range sets {
 		q := &selectStmt{
 			targets: []target{{e: ps.period}, {e: &funcCall{name: []string{"count"}, args: []expr{&colRef{parts: []string{ps.col}}}, distinct: true}}},
-			from:    ps.sel.from, where: ps.sel.where, groupBy: []expr{&constExpr{kind: "int", val: "1"}}, sketch: catalog.Theta,
+			from:    ps.sel.from, where: ps.sel.where, groupBy: []expr{&constExpr{kind: "int", val: "1"}},
 		}
-		b, why := planSelect(q, snap, sess)
+		b, why := planSketched(q, catalog.Theta, snap, sess)
 		a := b.rollup()
 		if a == nil {
 			return nil, "retention grid: set " + ps.ref + ": " + why

@@ -235,8 +235,7 @@ func paramsIn(sql string) []int {
 func maxParam(s *selectStmt) int {
 	top := 0
 	// The statements of a set operation, of subqueries in FROM and in
-	// WHERE, and of a WITH clause (read only by the overlap and retention
-	// planners) bind the same parameters.
+	// expressions, and of a WITH clause bind the same parameters.
 	subs := []*selectStmt{s.larg, s.rarg}
 	visit := func(e expr) {
 		walk(e, func(x expr) bool {
@@ -244,28 +243,29 @@ func maxParam(s *selectStmt) int {
 			case *paramRef:
 				top = max(top, x.n)
 			case *unsupported:
-				if x.sub != nil {
-					subs = append(subs, x.sub.sel)
-					if x.sub.test != nil {
-						top = max(top, maxParamOf(x.sub.test))
-					}
+				if x.link != nil {
+					subs = append(subs, x.link.sel)
 				}
 			}
 			return true
 		})
 	}
 	s.eachExpr(visit)
-	for _, f := range s.from {
-		subs = append(subs, f.sub)
+	var from func(f fromItem)
+	from = func(f fromItem) {
+		subs = append(subs, f.query)
 		if f.join != nil {
-			subs = append(subs, f.join.l.sub, f.join.r.sub)
+			from(f.join.l)
+			from(f.join.r)
 			visit(f.join.on)
 		}
 	}
-	for _, c := range s.ctes {
-		subs = append(subs, c)
+	for _, f := range s.from {
+		from(f)
 	}
-	subs = append(subs, subqueries(s)...)
+	if s.with != nil {
+		subs = append(subs, s.with.bodies...)
+	}
 	for _, sub := range subs {
 		if sub != nil {
 			top = max(top, maxParam(sub))
@@ -274,13 +274,14 @@ func maxParam(s *selectStmt) int {
 	return top
 }
 
-// maxParamOf is the highest $n in e.
-func maxParamOf(e expr) int {
-	return maxParam(&selectStmt{where: e})
-}
-
 // planSelect matches a SELECT against the rollups of its table.
 func planSelect(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
+	return planSketched(s, catalog.HLL, snap, sess)
+}
+
+// planSketched plans s as planSelect does, answering its distinct counts
+// with sketches of the given kind (Theta for an overlap's arms).
+func planSketched(s *selectStmt, sketch catalog.Aggregate, snap *catalog.Snapshot, sess env) (*built, string) {
 	if s.unsupported != "" {
 		return nil, "query uses " + s.unsupported
 	}
@@ -319,7 +320,7 @@ func planSelect(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string
 	if len(rollups) == 0 {
 		return fallback("no rollup reads table " + table)
 	}
-	best, why := bestRollup(rollups, func(r *catalog.Rollup) (*built, string) { return matchRollup(s, fi, r, sess) })
+	best, why := bestRollup(rollups, func(r *catalog.Rollup) (*built, string) { return matchRollup(s, sketch, fi, r, sess) })
 	if best == nil {
 		return fallback(why)
 	}

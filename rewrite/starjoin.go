@@ -308,14 +308,15 @@ func hasFilter(s *selectStmt) bool {
 // fromTree prints a join tree with the fact table's leaf as arm (its
 // text), parenthesizing joins below the top.
 func (sj starJoin) fromTree(fi fromItem, arm string, hook func(expr) (string, bool), top bool) string {
-	if len(fi.joined) == 0 {
+	j := onJoin(fi) // joinLeaves read no other join
+	if j == nil {
 		if refName(fi) == refName(sj.fact) {
 			return arm
 		}
 		return fromSQL(fi)
 	}
-	t := sj.fromTree(fi.joined[0], arm, hook, false) + " " + fi.joinType + " " + sj.fromTree(fi.joined[1], arm, hook, false) +
-		" ON " + sqlOf(fi.joinOn, hook)
+	t := sj.fromTree(j.l, arm, hook, false) + " " + j.typ + " " + sj.fromTree(j.r, arm, hook, false) +
+		" ON " + sqlOf(j.on, hook)
 	if !top {
 		t = "(" + t + ")"
 	}

@@ -212,7 +212,7 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec pla
 	if capacity := int64(1) << ms.Log2m; spec.Limit > capacity/2 {
 		return nil, fmt.Sprintf("LIMIT and OFFSET reach %d, more than half the %d items a summary of %s tracks", spec.Limit, capacity, catalog.QuoteIdent(ms.Expression))
 	}
-	b, why := matchRollup(summaryArm(s, others, item), fi, r, sess)
+	b, why := matchRollup(summaryArm(s, others, item), catalog.TopK, fi, r, sess)
 	if b == nil {
 		return nil, why
 	}
@@ -286,7 +286,7 @@ func (m *matcher) topkKeys(spec *plan.TopKSpec) (item expr, ms catalog.Measure, 
 // summaryArm is the statement whose rollup plan gives a top-k's summaries:
 // SELECT others, <summary of item> FROM t WHERE ... GROUP BY others.
 func summaryArm(s *selectStmt, others []expr, item expr) *selectStmt {
-	arm := &selectStmt{from: s.from, where: s.where, groupBy: others, sketch: catalog.TopK}
+	arm := &selectStmt{from: s.from, where: s.where, groupBy: others}
 	for _, e := range others {
 		arm.targets = append(arm.targets, target{e: e})
 	}
