@@ -759,6 +759,13 @@ func (p *printer) funcName(names []string) {
 	}
 }
 
+// sqlOfName prints a function or type name, quoting its parts as needed.
+func sqlOfName(names []string) string {
+	p := printer{}
+	p.funcName(names)
+	return p.sb.String()
+}
+
 func (p *printer) typeName(t *typeName) {
 	p.funcName(t.names)
 	if len(t.mods) > 0 {

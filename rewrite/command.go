@@ -34,7 +34,7 @@ func ParseCommand(sql string) (c Command, ok bool) {
 	if !containsFold(sql, "refresh_rollup") && !containsFold(sql, "show") {
 		return c, false
 	}
-	if _, over := overLimits(sql); over {
+	if checkLimits(sql) != nil {
 		return c, false // the parser is not to see it (see Rewrite)
 	}
 	tree, err := parseTree(sql)

@@ -300,7 +300,7 @@ func (rr *refReader) readClauses(s *selectStmt) {
 	}
 	rr.read(s.having, true)
 	for _, o := range s.orderBy {
-		if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && s.outputName(c.parts[0]) {
+		if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && outputName(s, c.parts[0]) {
 			continue // an output column (ORDER BY prefers those to input columns)
 		}
 		rr.read(o.e, true)

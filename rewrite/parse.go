@@ -15,6 +15,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
+// ParseError is a syntax error reported by the PostgreSQL parser.
+type ParseError struct{ Msg string }
+
+func (e *ParseError) Error() string { return "parse: " + e.Msg }
+
 // parseHook, when set (by tests), sees every text handed to the parser.
 var parseHook func(sql string)
 
@@ -222,15 +227,9 @@ type Statement struct {
 // Split splits sql into its statements, as PostgreSQL's parser delimits
 // them. A syntax error is returned as *ParseError.
 func Split(sql string) ([]Statement, error) {
-	if len(sql) > MaxQueryBytes {
-		return nil, &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
-	}
-	// The caps Rewrite checks before parsing: the parser must never see
-	// what could exhaust its stack.
-	if st := scan(sql, MaxNestingDepth, MaxTokens, false); st.depth > MaxNestingDepth {
-		return nil, &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
-	} else if st.tokens > MaxTokens {
-		return nil, &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
+	// The parser must never see what could exhaust its stack.
+	if err := checkLimits(sql); err != nil {
+		return nil, err
 	}
 	tree, err := parseTree(sql)
 	if err != nil {

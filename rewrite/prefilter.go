@@ -1,5 +1,7 @@
 package rewrite
 
+import "fmt"
+
 // Limits checked before parsing. The C parser and the code that converts its
 // tree recurse on nested expressions and overflow the C stack, which kills
 // the process, not just the query: a chain of about 25,000 binary operators
@@ -328,4 +330,42 @@ func indexFrom(s, sub string, from int) int {
 		}
 	}
 	return -1
+}
+
+// LimitError is returned for a text over one of the caps checked before
+// parsing (MaxQueryBytes, MaxNestingDepth, MaxTokens).
+type LimitError struct {
+	What         string
+	Value, Limit int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s %d is over the limit of %d", e.What, e.Value, e.Limit)
+}
+
+// reason says what the cap is, for a passthrough's reason.
+func (e *LimitError) reason() string {
+	switch e.What {
+	case "query length in bytes":
+		return fmt.Sprintf("query is %d bytes, over the %d-byte limit", e.Value, e.Limit)
+	case "nesting depth":
+		return fmt.Sprintf("query nests parentheses deeper than %d", e.Limit)
+	}
+	return fmt.Sprintf("query has more than %d operators and words", e.Limit)
+}
+
+// checkLimits checks sql against the caps on its size, nesting and
+// tokens: the parser must never see what could exhaust its stack.
+func checkLimits(sql string) *LimitError {
+	if len(sql) > MaxQueryBytes {
+		return &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
+	}
+	st := scan(sql, MaxNestingDepth, MaxTokens, false)
+	if st.depth > MaxNestingDepth {
+		return &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
+	}
+	if st.tokens > MaxTokens {
+		return &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
+	}
+	return nil
 }

@@ -73,12 +73,6 @@ func unknownFunctions(s *selectStmt) string {
 	return why
 }
 
-func sqlOfName(names []string) string {
-	p := printer{}
-	p.funcName(names)
-	return p.sb.String()
-}
-
 // pgCatalogFirst refuses a search_path that names pg_catalog after another
 // schema: unqualified functions and operators might then not be the
 // built-ins the rewriter reasons about.

@@ -36,22 +36,6 @@ type Result struct {
 	Multi bool
 }
 
-// ParseError is a syntax error reported by the PostgreSQL parser.
-type ParseError struct{ Msg string }
-
-func (e *ParseError) Error() string { return "rewrite: parse: " + e.Msg }
-
-// LimitError is returned for a text over one of the caps checked before
-// parsing (MaxQueryBytes, MaxNestingDepth, MaxTokens).
-type LimitError struct {
-	What         string
-	Value, Limit int
-}
-
-func (e *LimitError) Error() string {
-	return fmt.Sprintf("rewrite: %s %d is over the limit of %d", e.What, e.Value, e.Limit)
-}
-
 // panicHook, when set (by tests), is called at the start of planning.
 var panicHook func(sql string)
 
@@ -132,20 +116,10 @@ type env struct {
 }
 
 // overLimits checks sql against the caps on its size, nesting and tokens,
-// which bound the parser's work.
+// before the parser sees it.
 func overLimits(sql string) (Result, bool) {
-	if len(sql) > MaxQueryBytes {
-		err := &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
-		return Result{Reason: fmt.Sprintf("query is %d bytes, over the %d-byte limit", len(sql), MaxQueryBytes), Err: err}, true
-	}
-	st := scan(sql, MaxNestingDepth, MaxTokens, false)
-	if st.depth > MaxNestingDepth {
-		err := &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
-		return Result{Reason: fmt.Sprintf("query nests parentheses deeper than %d", MaxNestingDepth), Err: err}, true
-	}
-	if st.tokens > MaxTokens {
-		err := &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}
-		return Result{Reason: fmt.Sprintf("query has more than %d operators and words", MaxTokens), Err: err}, true
+	if err := checkLimits(sql); err != nil {
+		return Result{Reason: err.reason(), Err: err}, true
 	}
 	return Result{}, false
 }

@@ -51,7 +51,7 @@ func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) 
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && s.outputName(c.parts[0]) {
+			if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && outputName(s, c.parts[0]) {
 				// An output column name: it still names one.
 				b.WriteString(catalog.QuoteIdent(c.parts[0]))
 			} else if c, ok := o.e.(*constExpr); ok && c.kind == "int" {
@@ -72,7 +72,7 @@ func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) 
 }
 
 // outputName reports whether name is the name of a select-list item.
-func (s *selectStmt) outputName(name string) bool {
+func outputName(s *selectStmt, name string) bool {
 	for _, t := range s.targets {
 		n := t.name
 		if n == "" {

@@ -42,7 +42,7 @@ func topkShape(s *selectStmt) bool {
 		return false
 	}
 	rows, other := false, false
-	s.eachAggCall(func(f *funcCall) {
+	eachAggCall(s, func(f *funcCall) {
 		switch classifyAgg(f) {
 		case notAgg:
 		case countRows:
@@ -56,7 +56,7 @@ func topkShape(s *selectStmt) bool {
 
 // eachAggCall calls f on each function call where aggregates may be: in
 // the select list, HAVING and ORDER BY.
-func (s *selectStmt) eachAggCall(f func(*funcCall)) {
+func eachAggCall(s *selectStmt, f func(*funcCall)) {
 	visit := func(e expr) {
 		walk(e, func(x expr) bool {
 			if c, ok := x.(*funcCall); ok {
@@ -117,7 +117,7 @@ func topkClauses(s *selectStmt) (plan.TopKSpec, string) {
 		spec.Threshold = t
 		return spec, ""
 	}
-	if len(s.orderBy) == 0 || s.orderBy[0].dir != "DESC" || !s.isCount(s.orderBy[0].e) {
+	if len(s.orderBy) == 0 || s.orderBy[0].dir != "DESC" || !isCount(s, s.orderBy[0].e) {
 		return spec, "a LIMIT without ORDER BY count(*) DESC first"
 	}
 	limit, ok := intConst(s.limit)
@@ -137,7 +137,7 @@ func topkClauses(s *selectStmt) (plan.TopKSpec, string) {
 
 // isCount reports whether an ORDER BY item is the count: count(*) itself,
 // the name of a select-list count(*), or its position.
-func (s *selectStmt) isCount(e expr) bool {
+func isCount(s *selectStmt, e expr) bool {
 	isRows := func(e expr) bool {
 		f, ok := e.(*funcCall)
 		return ok && classifyAgg(f) == countRows
@@ -317,7 +317,7 @@ func (m *matcher) countSpec(spec *plan.TopKSpec, item expr, itemType, itemForm s
 func countCalls(s *selectStmt) []*funcCall {
 	var out []*funcCall
 	seen := map[string]bool{}
-	s.eachAggCall(func(f *funcCall) {
+	eachAggCall(s, func(f *funcCall) {
 		if c := sqlOf(f, nil); classifyAgg(f) == countRows && !seen[c] {
 			seen[c] = true
 			out = append(out, f)
