@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 	"github.com/pgsketch/pgsketch/wire"
 	"github.com/pgsketch/pgsketch/wire/wiretest"
 )
@@ -381,7 +381,7 @@ func TestSimpleQueryAfterUnsyncedRequest(t *testing.T) {
 	// among its statements, say).
 	es := extState(c.Session)
 	es.dirty = true
-	if err := New(nil).serveQuery(context.Background(), &pgproto3.Query{String: answerable}, rewrite.Command{}, c.Session); err != nil {
+	if err := New(nil).serveQuery(context.Background(), &pgproto3.Query{String: answerable}, syntax.Command{}, c.Session); err != nil {
 		t.Fatal(err)
 	}
 	c.WantClient(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 0")}, &pgproto3.ReadyForQuery{TxStatus: 'T'})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 	"github.com/pgsketch/pgsketch/status"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -60,14 +61,14 @@ func (h *Handler) Intercept(sql []byte) bool {
 		return false
 	}
 	// The prefilter keeps nothing of its argument.
-	return rewrite.Prefilter(unsafe.String(unsafe.SliceData(sql), len(sql)))
+	return syntax.Prefilter(unsafe.String(unsafe.SliceData(sql), len(sql)))
 }
 
 // Serve implements wire.Handler.
 func (h *Handler) Serve(ctx context.Context, req *wire.Request, s *wire.Session) error {
 	if len(req.Messages) == 1 {
 		if q, ok := req.Messages[0].(*pgproto3.Query); ok {
-			cmd, _ := rewrite.ParseCommand(q.String)
+			cmd, _ := syntax.ParseCommand(q.String)
 			if cmd.Refresh != nil {
 				return h.serveRefresh(ctx, *cmd.Refresh, s)
 			}

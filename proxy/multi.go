@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -27,7 +27,7 @@ import (
 // the caller to pass through with reason why.
 func (h *Handler) serveMulti(ctx context.Context, q *pgproto3.Query, c *sessionConn, v view, s *wire.Session,
 	start time.Time) (done bool, why string, err error) {
-	stmts, err := rewrite.Split(q.String)
+	stmts, err := syntax.Split(q.String)
 	if err != nil {
 		return false, "the statements could not be split: " + err.Error(), nil
 	}
@@ -115,7 +115,7 @@ func (t *textRun) statement(ctx context.Context, sql string, planned verdict) (f
 		if planned.plan != nil {
 			vd, err = h.carryOut(ctx, c, t.v, st, planned)
 		}
-	case rewrite.Prefilter(sql):
+	case syntax.Prefilter(sql):
 		if t.stale {
 			if t.v, err = h.reread(ctx, c); err != nil {
 				if !isPgError(err) {

@@ -8,13 +8,13 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgsketch/pgsketch/refresh"
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
 // serveRefresh runs a refresh for a simple Query and answers like
 // PostgreSQL would for SELECT f(): one bigint column, the base rows read.
-func (h *Handler) serveRefresh(ctx context.Context, call rewrite.RefreshCall, s *wire.Session) error {
+func (h *Handler) serveRefresh(ctx context.Context, call syntax.RefreshCall, s *wire.Session) error {
 	c := &sessionConn{s: s}
 	// An empty query only reports the transaction status.
 	if err := c.Exec(ctx, ""); err != nil {

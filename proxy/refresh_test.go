@@ -3,7 +3,7 @@ package proxy
 import (
 	"testing"
 
-	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // FuzzInterceptCommand: the handler intercepts every statement the
@@ -14,7 +14,7 @@ func FuzzInterceptCommand(f *testing.F) {
 	f.Add("select pgsketch.refresh_rollup('a''b', true)")
 	f.Add("SHOW pgsketch.topk")
 	f.Fuzz(func(t *testing.T, sql string) {
-		_, ok := rewrite.ParseCommand(sql)
+		_, ok := syntax.ParseCommand(sql)
 		if got := New(nil).Intercept([]byte(sql)); ok && !got {
 			t.Fatalf("Intercept = %v, ParseCommand ok = %v", got, ok)
 		}

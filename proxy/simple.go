@@ -7,13 +7,14 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
 // serveQuery answers a simple Query the rewriter may answer from a rollup
-// (or SHOW of a pgsketch setting: cmd, as rewrite.ParseCommand read it).
+// (or SHOW of a pgsketch setting: cmd, as syntax.ParseCommand read it).
 // Whatever it cannot answer goes upstream unchanged.
-func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, cmd rewrite.Command, s *wire.Session) error {
+func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, cmd syntax.Command, s *wire.Session) error {
 	start := time.Now()
 	// The upstream has answered every earlier request (the relay hands a
 	// Query over only then), so its last ReadyForQuery is the session's

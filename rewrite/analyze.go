@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // Classification of expressions over the base table: which can be evaluated
@@ -64,15 +65,15 @@ func bad(format string, args ...string) class {
 }
 
 // classify classifies e.
-func (m *matcher) classify(e expr) class {
+func (m *matcher) classify(e syntax.Expr) class {
 	switch e := e.(type) {
 	case nil:
 		return class{k: kConst}
-	case *constExpr, *paramRef:
+	case *syntax.Const, *syntax.Param:
 		return class{k: kConst}
-	case *unsupported:
-		return bad("uses " + e.what)
-	case *colRef:
+	case *syntax.Unsupported:
+		return bad("uses " + e.What)
+	case *syntax.ColRef:
 		name, why := m.column(e)
 		if why != "" {
 			return bad(why)
@@ -87,49 +88,49 @@ func (m *matcher) classify(e expr) class {
 			return class{k: kRow}
 		}
 		return bad("column " + catalog.QuoteIdent(name) + " is not a dimension of the rollup")
-	case *varFunc:
-		return m.combine(e.args)
-	case *funcCall:
+	case *syntax.VarFunc:
+		return m.combine(e.Args)
+	case *syntax.FuncCall:
 		return m.classifyCall(e)
-	case *castExpr:
+	case *syntax.Cast:
 		return m.classifyCast(e)
-	case *opExpr:
+	case *syntax.OpExpr:
 		return m.classifyOp(e)
-	case *boolExpr:
-		return m.combine(e.args)
-	case *nullTest:
-		return m.combine([]expr{e.arg})
-	case *boolTest:
-		return m.combine([]expr{e.arg})
-	case *inExpr:
-		return m.combine(append([]expr{e.arg}, e.list...))
-	case *betweenExpr:
-		if why := m.collationDependent(e.arg, e.lo, e.hi); why != "" {
+	case *syntax.BoolExpr:
+		return m.combine(e.Args)
+	case *syntax.NullTest:
+		return m.combine([]syntax.Expr{e.Arg})
+	case *syntax.BoolTest:
+		return m.combine([]syntax.Expr{e.Arg})
+	case *syntax.In:
+		return m.combine(append([]syntax.Expr{e.Arg}, e.List...))
+	case *syntax.Between:
+		if why := m.collationDependent(e.Arg, e.Lo, e.Hi); why != "" {
 			return bad(why)
 		}
-		return m.combine([]expr{e.arg, e.lo, e.hi})
-	case *kwExpr:
-		if e.fn == "" && strings.Contains(e.kw, "ILIKE") {
-			if why := m.collationDependent(e.l, e.r); why != "" {
+		return m.combine([]syntax.Expr{e.Arg, e.Lo, e.Hi})
+	case *syntax.KeywordExpr:
+		if e.Fn == "" && strings.Contains(e.Kw, "ILIKE") {
+			if why := m.collationDependent(e.Left, e.Right); why != "" {
 				return bad(why)
 			}
 		}
-		return m.combine([]expr{e.l, e.r})
-	case *caseExpr:
-		args := []expr{e.arg, e.def}
-		for _, w := range e.whens {
-			args = append(args, w.cond, w.res)
+		return m.combine([]syntax.Expr{e.Left, e.Right})
+	case *syntax.Case:
+		args := []syntax.Expr{e.Arg, e.Else}
+		for _, w := range e.Whens {
+			args = append(args, w.Cond, w.Result)
 		}
 		return m.combine(args)
-	case *arrayExpr:
-		return m.combine(e.elems)
+	case *syntax.Array:
+		return m.combine(e.Elems)
 	}
 	return bad("uses an unsupported expression")
 }
 
 // combine classifies an expression from its operands: kBad if any is, not
 // constant if any operand still varies with time, else kRow or kConst.
-func (m *matcher) combine(args []expr) class {
+func (m *matcher) combine(args []syntax.Expr) class {
 	out := class{k: kConst}
 	for _, a := range args {
 		if a == nil {
@@ -148,19 +149,19 @@ func (m *matcher) combine(args []expr) class {
 	return out
 }
 
-func constString(e expr) (string, bool) {
-	if c, ok := e.(*constExpr); ok && c.kind == "str" {
-		return c.val, true
+func constString(e syntax.Expr) (string, bool) {
+	if c, ok := e.(*syntax.Const); ok && c.Type == "str" {
+		return c.Val, true
 	}
-	if c, ok := e.(*castExpr); ok {
-		return constString(c.arg)
+	if c, ok := e.(*syntax.Cast); ok {
+		return constString(c.Arg)
 	}
 	return "", false
 }
 
-func constNumber(e expr) (float64, bool) {
-	if c, ok := e.(*constExpr); ok && (c.kind == "int" || c.kind == "float") {
-		f, err := strconv.ParseFloat(c.val, 64)
+func constNumber(e syntax.Expr) (float64, bool) {
+	if c, ok := e.(*syntax.Const); ok && (c.Type == "int" || c.Type == "float") {
+		f, err := strconv.ParseFloat(c.Val, 64)
 		return f, err == nil
 	}
 	return 0, false
@@ -170,13 +171,13 @@ func constNumber(e expr) (float64, bool) {
 // scalar built-ins are allowed; those of a time value that a bucket
 // determines (date_trunc, extract, AT TIME ZONE, ...) are classified by
 // the rules below, any other call as its arguments together.
-func (m *matcher) classifyCall(f *funcCall) class {
-	name, builtin := f.builtin()
+func (m *matcher) classifyCall(f *syntax.FuncCall) class {
+	name, builtin := f.Builtin()
 	if classifyAgg(f) != notAgg {
 		return bad("an aggregate is not allowed here")
 	}
 	if !builtin {
-		return bad("function " + sqlOfName(f.name) + "() is not known to be an immutable or stable scalar function")
+		return bad("function " + syntax.NameSQL(f.Name) + "() is not known to be an immutable or stable scalar function")
 	}
 	if !scalarFuncs[name] {
 		return bad("function " + name + "() is not known to be an immutable or stable scalar function")
@@ -191,10 +192,10 @@ func (m *matcher) classifyCall(f *funcCall) class {
 			return c
 		}
 	case "floor":
-		if len(f.args) != 1 {
+		if len(f.Args) != 1 {
 			break
 		}
-		c := m.classify(f.args[0])
+		c := m.classify(f.Args[0])
 		if c.k == kEpochDiv {
 			return m.epochConstant(c)
 		}
@@ -204,20 +205,20 @@ func (m *matcher) classifyCall(f *funcCall) class {
 			return c
 		}
 	case "to_timestamp":
-		if len(f.args) == 1 {
-			c := m.classify(f.args[0])
+		if len(f.Args) == 1 {
+			c := m.classify(f.Args[0])
 			if c.k == kEpoch {
 				return m.fromEpoch(c.v)
 			}
 		}
 	}
-	return m.combine(f.args)
+	return m.combine(f.Args)
 }
 
 // classifyDateTrunc classifies date_trunc(unit, x [, zone]) of a time value
 // x, which must name its unit and zone by literals. It reports false for
 // any other date_trunc call.
-func (m *matcher) classifyDateTrunc(f *funcCall) (class, bool) {
+func (m *matcher) classifyDateTrunc(f *syntax.FuncCall) (class, bool) {
 	x, unit, ok, found := m.timeOperand(f, 3)
 	if !found {
 		return class{}, false
@@ -226,8 +227,8 @@ func (m *matcher) classifyDateTrunc(f *funcCall) (class, bool) {
 		return bad("date_trunc with a unit that is not a literal"), true
 	}
 	zone := ""
-	if len(f.args) == 3 {
-		z, ok := constString(f.args[2])
+	if len(f.Args) == 3 {
+		z, ok := constString(f.Args[2])
 		if !ok {
 			return bad("date_trunc with a time zone that is not a literal"), true
 		}
@@ -240,7 +241,7 @@ func (m *matcher) classifyDateTrunc(f *funcCall) (class, bool) {
 // (name says which) of a time value x, which must name its field by a
 // literal: an epoch, or a field constant within a bucket. It reports false
 // for any other such call.
-func (m *matcher) classifyExtract(name string, f *funcCall) (class, bool) {
+func (m *matcher) classifyExtract(name string, f *syntax.FuncCall) (class, bool) {
 	x, field, ok, found := m.timeOperand(f, 2)
 	if !found {
 		return class{}, false
@@ -262,7 +263,7 @@ func (m *matcher) classifyExtract(name string, f *funcCall) (class, bool) {
 // classifyAtTimeZone classifies timezone(z, x), x AT TIME ZONE z, of a time
 // value x that is an instant, with z a literal: the wall clock in zone z.
 // It reports false for any other timezone call.
-func (m *matcher) classifyAtTimeZone(f *funcCall) (class, bool) {
+func (m *matcher) classifyAtTimeZone(f *syntax.FuncCall) (class, bool) {
 	x, z, ok, found := m.timeOperand(f, 2)
 	switch {
 	case !found:
@@ -279,15 +280,15 @@ func (m *matcher) classifyAtTimeZone(f *funcCall) (class, bool) {
 // whose x is a time value: found is false for any other call; else x is
 // its view, and lit the literal string of the first argument, ok false
 // when that is not a literal.
-func (m *matcher) timeOperand(f *funcCall, maxArgs int) (x view, lit string, ok, found bool) {
-	if len(f.args) < 2 || len(f.args) > maxArgs {
+func (m *matcher) timeOperand(f *syntax.FuncCall, maxArgs int) (x view, lit string, ok, found bool) {
+	if len(f.Args) < 2 || len(f.Args) > maxArgs {
 		return view{}, "", false, false
 	}
-	c := m.classify(f.args[1])
+	c := m.classify(f.Args[1])
 	if c.k != kTime {
 		return view{}, "", false, false
 	}
-	lit, ok = constString(f.args[0])
+	lit, ok = constString(f.Args[0])
 	return c.v, lit, ok, true
 }
 
@@ -480,23 +481,23 @@ func (m *matcher) epochConstant(c class) class {
 	return class{k: kRow}
 }
 
-func (m *matcher) classifyCast(e *castExpr) class {
-	c := m.classify(e.arg)
+func (m *matcher) classifyCast(e *syntax.Cast) class {
+	c := m.classify(e.Arg)
 	if c.k != kTime {
 		if c.k == kEpoch || c.k == kEpochDiv {
 			return bad(m.notConstant())
 		}
 		return c
 	}
-	t := e.typ
-	tn := t.names[len(t.names)-1]
-	if t.array > 0 || (len(t.names) == 2 && t.names[0] != "pg_catalog") {
+	t := e.Type
+	tn := t.Names[len(t.Names)-1]
+	if t.Array > 0 || (len(t.Names) == 2 && t.Names[0] != "pg_catalog") {
 		return bad("cast of " + catalog.QuoteIdent(m.r.TimeColumn) + " to an unusual type")
 	}
 	v := c.v
 	v.raw = false
-	if len(t.mods) > 0 {
-		return bad("cast of " + catalog.QuoteIdent(m.r.TimeColumn) + " to " + sqlOfName(t.names) + " with a precision rounds it, which can move it across a bucket boundary")
+	if len(t.Mods) > 0 {
+		return bad("cast of " + catalog.QuoteIdent(m.r.TimeColumn) + " to " + syntax.NameSQL(t.Names) + " with a precision rounds it, which can move it across a bucket boundary")
 	}
 	switch tn {
 	case "date":
@@ -525,32 +526,32 @@ func (m *matcher) classifyCast(e *castExpr) class {
 	return bad("cast of " + catalog.QuoteIdent(m.r.TimeColumn) + " to " + tn + " varies within one " + string(m.r.Grain) + " bucket")
 }
 
-func (m *matcher) classifyOp(e *opExpr) class {
-	if e.l == nil {
-		return m.combine([]expr{e.r})
+func (m *matcher) classifyOp(e *syntax.OpExpr) class {
+	if e.Left == nil {
+		return m.combine([]syntax.Expr{e.Right})
 	}
-	switch e.op {
+	switch e.Op {
 	case "<", "<=", ">", ">=", "~*", "!~*":
-		if why := m.collationDependent(e.l, e.r); why != "" {
+		if why := m.collationDependent(e.Left, e.Right); why != "" {
 			return bad(why)
 		}
 	}
-	lc := m.classify(e.l)
+	lc := m.classify(e.Left)
 	if lc.k == kBad {
 		return lc
 	}
-	rc := m.classify(e.r)
+	rc := m.classify(e.Right)
 	if rc.k == kBad {
 		return rc
 	}
-	if e.schema == "" {
+	if e.Schema == "" {
 		switch {
-		case lc.k == kTime && rc.k == kConst && (e.op == "+" || e.op == "-"):
-			return m.shifted(lc.v, e.r, e.op == "-")
-		case rc.k == kTime && lc.k == kConst && e.op == "+":
-			return m.shifted(rc.v, e.l, false)
-		case lc.k == kEpoch && rc.k == kConst && e.op == "/":
-			n, ok := constNumber(e.r)
+		case lc.k == kTime && rc.k == kConst && (e.Op == "+" || e.Op == "-"):
+			return m.shifted(lc.v, e.Right, e.Op == "-")
+		case rc.k == kTime && lc.k == kConst && e.Op == "+":
+			return m.shifted(rc.v, e.Left, false)
+		case lc.k == kEpoch && rc.k == kConst && e.Op == "/":
+			n, ok := constNumber(e.Right)
 			if !ok {
 				return bad("epoch divided by something other than a number")
 			}
@@ -584,9 +585,9 @@ var noCollation = func() map[string]bool {
 // rollup rows when one operand is a dimension of a collatable type: the
 // rollup table's column has the database's default collation, not
 // necessarily the base column's.
-func (m *matcher) collationDependent(es ...expr) string {
+func (m *matcher) collationDependent(es ...syntax.Expr) string {
 	for _, e := range es {
-		c, ok := e.(*colRef)
+		c, ok := e.(*syntax.ColRef)
 		if !ok {
 			continue
 		}
@@ -623,9 +624,9 @@ func (m *matcher) collated() string {
 		return ""
 	}
 	why := ""
-	check := func(e expr) {
-		walk(e, func(x expr) bool {
-			if c, ok := x.(*colRef); ok && why == "" {
+	check := func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			if c, ok := x.(*syntax.ColRef); ok && why == "" {
 				if name, unresolved := m.column(c); unresolved == "" && slices.Contains(m.r.Collated, name) {
 					why = "column " + catalog.QuoteIdent(name) + " has a collation other than the database's default, which the rollup's columns have"
 				}
@@ -633,23 +634,23 @@ func (m *matcher) collated() string {
 			return why == ""
 		})
 	}
-	for _, t := range m.s.targets {
-		check(t.e)
+	for _, t := range m.s.Targets {
+		check(t.Expr)
 	}
-	check(m.s.where)
-	for _, g := range m.s.groupBy {
+	check(m.s.Where)
+	for _, g := range m.s.GroupBy {
 		check(g)
 	}
-	check(m.s.having)
-	for _, o := range m.s.orderBy {
-		check(o.e)
+	check(m.s.Having)
+	for _, o := range m.s.OrderBy {
+		check(o.Expr)
 	}
 	return why
 }
 
 // shifted is time view v plus (or minus) the constant d, which must be a
 // whole number of days.
-func (m *matcher) shifted(v view, d expr, minus bool) class {
+func (m *matcher) shifted(v view, d syntax.Expr, minus bool) class {
 	days, ok := shiftDays(d, m.r.TimeType == catalog.Date && v.wall && v.zone == "native")
 	if !ok {
 		return bad("shift of " + catalog.QuoteIdent(m.r.TimeColumn) + " by something other than whole days")
@@ -665,18 +666,18 @@ func (m *matcher) shifted(v view, d expr, minus bool) class {
 // shiftDays reads a constant interval of whole days ('1 day', '-1 day',
 // '1 week', '7 days'), or an integer number of days when intOK (date +
 // integer).
-func shiftDays(e expr, intOK bool) (int, bool) {
+func shiftDays(e syntax.Expr, intOK bool) (int, bool) {
 	if intOK {
-		if c, ok := e.(*constExpr); ok && c.kind == "int" {
-			n, err := strconv.Atoi(c.val)
+		if c, ok := e.(*syntax.Const); ok && c.Type == "int" {
+			n, err := strconv.Atoi(c.Val)
 			return n, err == nil
 		}
 	}
-	c, ok := e.(*castExpr)
-	if !ok || c.typ.names[len(c.typ.names)-1] != "interval" {
+	c, ok := e.(*syntax.Cast)
+	if !ok || c.Type.Names[len(c.Type.Names)-1] != "interval" {
 		return 0, false
 	}
-	s, ok := constString(c.arg)
+	s, ok := constString(c.Arg)
 	if !ok {
 		return 0, false
 	}

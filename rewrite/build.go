@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // build assembles the Plan once every part of the query matched: the
@@ -30,7 +31,7 @@ func (m *matcher) build() (*built, string) {
 	for _, k := range m.keys {
 		p.Keys = append(p.Keys, plan.Key{Name: k.name, Expr: m.canon(k.e), Rollup: m.side(k.e, true), Base: m.side(k.e, false)})
 	}
-	arm := make([]expr, 0, len(m.keys)+len(m.pushed))
+	arm := make([]syntax.Expr, 0, len(m.keys)+len(m.pushed))
 	for _, k := range m.keys {
 		arm = append(arm, k.e)
 	}
@@ -173,8 +174,8 @@ func (m *matcher) exactStatement(p *plan.Rollup, exactCols []string) {
 	}
 	cols = append(cols, exactCols...)
 	p.ExactSQL = "SELECT " + strings.Join(cols, ", ") + " FROM " + m.sourceSQL() + " AS t"
-	if m.s.where != nil {
-		p.ExactSQL += " WHERE " + m.side(m.s.where, false)
+	if m.s.Where != nil {
+		p.ExactSQL += " WHERE " + m.side(m.s.Where, false)
 	}
 	if len(gb) > 0 {
 		p.ExactSQL += " GROUP BY " + strings.Join(gb, ", ")

@@ -1,6 +1,9 @@
 package rewrite
 
-import "github.com/pgsketch/pgsketch/rewrite/plan"
+import (
+	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
+)
 
 // The plan types live in package plan, which the executor imports without
 // linking the SQL parser; the rewriter refers to them by their short names.
@@ -67,7 +70,7 @@ func (b *built) substitute() *plan.Substitute {
 // read from.
 type bound struct {
 	plan.Bound
-	expr expr
+	expr syntax.Expr
 }
 
 func planBounds(bs []bound) []plan.Bound {

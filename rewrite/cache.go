@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // cacheability says whether the rows a fetch's rollup arm returns are
@@ -16,15 +17,15 @@ import (
 // the settings the cache's scope holds (current_setting, the role, a
 // catalog function, money's and to_char's locale), a subquery, or a
 // literal naming a relative time ('today') keeps it from the cache.
-func cacheability(exprs []expr) plan.Cacheability {
+func cacheability(exprs []syntax.Expr) plan.Cacheability {
 	var c plan.Cacheability
 	for _, e := range exprs {
-		walk(e, func(x expr) bool {
+		syntax.Walk(e, func(x syntax.Expr) bool {
 			if why := uncacheable(x); why != "" && c.Why == "" {
 				c.Why = why
 			}
-			if p, ok := x.(*paramRef); ok && !slices.Contains(c.Params, p.n) {
-				c.Params = append(c.Params, p.n)
+			if p, ok := x.(*syntax.Param); ok && !slices.Contains(c.Params, p.N) {
+				c.Params = append(c.Params, p.N)
 			}
 			return true
 		})
@@ -35,26 +36,26 @@ func cacheability(exprs []expr) plan.Cacheability {
 
 // uncacheable says why expression node x keeps a rollup arm from the
 // cache, or "".
-func uncacheable(x expr) string {
+func uncacheable(x syntax.Expr) string {
 	switch x := x.(type) {
-	case *funcCall:
-		if name := strings.ToLower(x.name[len(x.name)-1]); volatileCall(name) {
+	case *syntax.FuncCall:
+		if name := strings.ToLower(x.Name[len(x.Name)-1]); volatileCall(name) {
 			return "it calls " + name
 		}
-	case *varFunc:
-		if x.name != "coalesce" && x.name != "greatest" && x.name != "least" {
-			return "it reads " + x.name
+	case *syntax.VarFunc:
+		if x.Name != "coalesce" && x.Name != "greatest" && x.Name != "least" {
+			return "it reads " + x.Name
 		}
-	case *castExpr:
-		if t := strings.ToLower(strings.Join(x.typ.names, ".")); strings.Contains(t, "money") || strings.Contains(t, "reg") {
+	case *syntax.Cast:
+		if t := strings.ToLower(strings.Join(x.Type.Names, ".")); strings.Contains(t, "money") || strings.Contains(t, "reg") {
 			return "it casts to " + t
 		}
-	case *constExpr:
-		if x.kind == "str" && plan.NamesRelativeTime(x.val) {
+	case *syntax.Const:
+		if x.Type == "str" && plan.NamesRelativeTime(x.Val) {
 			return "it quotes a relative time"
 		}
-	case *unsupported:
-		if x.link != nil || x.what == "a subquery" {
+	case *syntax.Unsupported:
+		if x.Link != nil || x.What == "a subquery" {
 			return "it holds a subquery"
 		}
 	}

@@ -5,12 +5,12 @@
 // session's settings go in; a Result comes out, holding either a Plan or the
 // precise reason the query passes through untouched. It does no I/O.
 //
-// The steps are: a cheap byte scan (Prefilter) so that only SQL that could be
-// rewritten is parsed at all; caps on length, nesting depth and the number
-// of operators and words, checked before parsing because the C parser
-// exhausts the stack on pathological input and kills the process;
-// parsing with the real PostgreSQL parser (parse.go is the only file that
-// imports it) into a small AST of this package (ast.go); resolving the
+// The steps are: a cheap byte scan (syntax.Prefilter) so that only SQL that
+// could be rewritten is parsed at all; caps on length, nesting depth and the
+// number of operators and words, checked before parsing
+// (syntax.CheckLimits); parsing with the real PostgreSQL parser into the
+// syntax tree of package syntax (the only importer of the parser);
+// resolving the
 // table on the session's search_path and checking the functions and
 // clauses the rewriter must evaluate (resolve.go); matching against every
 // rollup over the queried table (match.go: the WHERE clause, the time
@@ -23,7 +23,7 @@
 // query (pullUp), and aggregate subqueries planSelect answers, in a WITH
 // clause, in FROM or as a set operation's arm, become the arms of a
 // Nested plan, whose outer statement is the parser's deparse of the
-// client's tree with those subqueries cut out (parse.go, outerText).
+// client's tree with those subqueries cut out (syntax.Parsed.OuterText).
 // starjoin.go (reading the statement: joins.go) plans a join of a
 // rollup's table to dimension tables (one,
 // or several as the leaves of a join tree printed as written), and
@@ -32,17 +32,18 @@
 // the table's dimensions, as a Nested plan too: the table aggregated from
 // the rollup per value of the columns the rest reads, merged sketches and
 // all, which PostgreSQL joins and regroups (hll_union_agg), evaluating
-// windows and subqueries as written. The AST keeps those two constructs as
-// unsupported nodes that carry what the regrouping prints (a window's
-// parts; a subquery's deparsed text and what it reads of the statement
-// around it), so that every other planner still refuses them; regroup.go
-// checks them.
+// windows and subqueries as written. The syntax tree keeps those two
+// constructs as Unsupported nodes that carry what the regrouping prints (a
+// window's parts; a subquery's deparsed text and what it reads of the
+// statement around it), so that every other planner still refuses them;
+// regroup.go checks them.
 //
 // A statement calling APPROX_COUNT_DISTINCT that no planner answers is
-// counted exactly instead (a Substitute plan): reprinted from the AST
-// (shape.go, substitutePlan), or, for what the AST does not model (joins,
-// subqueries, set operations, ordered aggregates), from the parser's tree
-// with each call replaced by COUNT(DISTINCT ...) (parse.go, exactText). A
+// counted exactly instead (a Substitute plan): reprinted from the syntax
+// tree (shape.go, substitutePlan), or, for what the tree does not model
+// (joins, subqueries, set operations, ordered aggregates), from the
+// parser's tree with each call replaced by COUNT(DISTINCT ...)
+// (syntax.Parsed.Exact). A
 // form with no exact equivalent (a window function, *, several
 // arguments, a statement other than SELECT) is named in
 // Result.Unsupported, for the caller to refuse.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // The fetch statement reads, in one statement (one snapshot, one
@@ -30,14 +31,14 @@ func (m *matcher) boundsRef(col string) string {
 // the parameters the fetch binds after the statement's own (m.lift,
 // p.Lifted).
 func (m *matcher) liftBounds(p *plan.Rollup) {
-	m.lift = map[*constExpr]int{}
+	m.lift = map[*syntax.Const]int{}
 	for _, b := range slices.Concat(m.lower, m.upper) {
-		c, ok := b.expr.(*constExpr)
-		if !ok || c.kind != "str" {
+		c, ok := b.expr.(*syntax.Const)
+		if !ok || c.Type != "str" {
 			continue
 		}
 		if _, done := m.lift[c]; !done {
-			p.Lifted = append(p.Lifted, c.val)
+			p.Lifted = append(p.Lifted, c.Val)
 			m.lift[c] = m.sess.params + len(p.Lifted)
 		}
 	}
@@ -46,7 +47,7 @@ func (m *matcher) liftBounds(p *plan.Rollup) {
 // boundSQL is bound b as the fetch writes it: a lifted literal as its
 // parameter.
 func (m *matcher) boundSQL(b bound) string {
-	if c, ok := b.expr.(*constExpr); ok && m.lift[c] > 0 {
+	if c, ok := b.expr.(*syntax.Const); ok && m.lift[c] > 0 {
 		return "$" + strconv.Itoa(m.lift[c])
 	}
 	return b.SQL
@@ -77,10 +78,10 @@ func timeTypes(t catalog.TimeType) (typ, colType string, ok bool) {
 func (m *matcher) typedBound(b bound, typ, colType string) string {
 	x := m.boundSQL(b)
 	switch c := b.expr.(type) {
-	case *paramRef:
+	case *syntax.Param:
 		x = "CAST(" + x + " AS " + colType + ")"
-	case *constExpr:
-		if c.kind == "str" || c.kind == "null" {
+	case *syntax.Const:
+		if c.Type == "str" || c.Type == "null" {
 			x = "CAST(" + x + " AS " + colType + ")"
 		}
 	}
@@ -420,7 +421,7 @@ func (m *matcher) toLog(x string) string {
 
 func (m *matcher) sourceSQL() string {
 	s := m.r.Source.String()
-	if m.fi.only {
+	if m.fi.Only {
 		return "ONLY " + s
 	}
 	return s

@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // FuzzRewrite checks that no input panics, that the caps hold (the parser
-// only ever sees texts within MaxQueryBytes whose trees nest far less deep
+// only ever sees texts within syntax.MaxQueryBytes whose trees nest far less deep
 // than the depth that overflows its stack, measured on the parser's own
 // tree) and that whatever is planned parses again. The seed corpus is every
 // golden case plus testdata/fuzz/FuzzRewrite.
@@ -23,8 +25,8 @@ func FuzzRewrite(f *testing.F) {
 	}
 	snap := testCatalog()
 	var parsed []string
-	parseHook = func(sql string) { parsed = append(parsed, sql) }
-	f.Cleanup(func() { parseHook = nil })
+	syntax.ParseHook = func(sql string) { parsed = append(parsed, sql) }
+	f.Cleanup(func() { syntax.ParseHook = nil })
 	f.Fuzz(func(t *testing.T, sql, tz string, approx bool) {
 		parsed = parsed[:0]
 		r := Rewrite(sql, snap, Session{TimeZone: tz, Approx: approx})
@@ -35,7 +37,7 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatalf("panic inside Rewrite for %q: %s", sql, r.Reason)
 		}
 		if r.Multi {
-			stmts, err := Split(sql)
+			stmts, err := syntax.Split(sql)
 			if err != nil || len(stmts) < 2 {
 				t.Fatalf("Split of a text Rewrite found several statements in: %d statements, %v\n%q", len(stmts), err, sql)
 			}
@@ -46,12 +48,12 @@ func FuzzRewrite(f *testing.F) {
 			}
 		}
 		for _, p := range parsed {
-			if len(p) > MaxQueryBytes {
+			if len(p) > syntax.MaxQueryBytes {
 				t.Fatalf("parsed a text of %d bytes", len(p))
 			}
 			// A tree level is a few JSON levels; the parser dies near
 			// 25,000 tree levels.
-			if d, err := treeDepth(p); err == nil && d > 4*(MaxNestingDepth+MaxTokens)+100 {
+			if d, err := syntax.TreeDepth(p); err == nil && d > 4*(syntax.MaxNestingDepth+syntax.MaxTokens)+100 {
 				t.Fatalf("parsed a tree %d deep: %q", d, p)
 			}
 		}
@@ -92,7 +94,7 @@ func TestCaps(t *testing.T) {
 		sql := dangerousInputs()[name]
 		if os.Getenv("PGSKETCH_REWRITE_CAPS_PARSE") != "" {
 			// Straight into the parser, past the caps.
-			_, err := parseSQL(sql)
+			_, err := syntax.Parse(sql)
 			fmt.Println("parsed, error:", err != nil)
 			return
 		}
@@ -103,12 +105,12 @@ func TestCaps(t *testing.T) {
 	snap := testCatalog()
 	for name, sql := range dangerousInputs() {
 		r := Rewrite(sql, snap, Session{TimeZone: "UTC", Approx: true})
-		var le *LimitError
+		var le *syntax.LimitError
 		if !errors.As(r.Err, &le) || r.Plan != nil {
 			t.Errorf("%s: want a LimitError, got %+v", name, r)
 		}
 	}
-	long := "SELECT count(DISTINCT user_id) FROM events WHERE country IN ('" + strings.Repeat("x", MaxQueryBytes) + "')"
+	long := "SELECT count(DISTINCT user_id) FROM events WHERE country IN ('" + strings.Repeat("x", syntax.MaxQueryBytes) + "')"
 	if r := Rewrite(long, snap, Session{Approx: true}); r.Err == nil || r.Plan != nil {
 		t.Errorf("long text: want a LimitError, got %+v", r)
 	}
@@ -148,98 +150,6 @@ func TestCaps(t *testing.T) {
 		if err != nil || !strings.Contains(out, "survived:") {
 			t.Errorf("%s: Rewrite in a child process: %v\n%.500s", name, err, out)
 		}
-	}
-}
-
-// TestScan checks the lexing of the depth and token scanner.
-func TestScan(t *testing.T) {
-	for _, c := range []struct {
-		sql    string
-		depth  int
-		params []int
-	}{
-		{"SELECT ((1))", 2, nil},
-		{"SELECT '(('", 0, nil},
-		{"SELECT 'it''s ((' , ($1)", 1, []int{1}},
-		{`SELECT E'\'((' , ($2)`, 1, []int{2}},
-		{`SELECT e'\\' , (($1))`, 2, []int{1}},
-		{`SELECT '\' , ((1))`, 2, nil},
-		{"SELECT $$(($1$$, ($3)", 1, []int{3}},
-		{"SELECT $tag$ (( $$ (( $tag$, [$2]", 1, []int{2}},
-		{"SELECT a$b$c, ((1))", 2, nil},
-		{"SELECT \"((\" , (1)", 1, nil},
-		{"SELECT 1 -- ((\n, (1)", 1, nil},
-		{"SELECT /* (( /* (( */ (( */ (1)", 1, nil},
-		{"SELECT x'((', b'((' , date '((', ($10)", 1, []int{10}},
-		{"SELECT somee'((' , (1)", 1, nil},
-	} {
-		st := scan(c.sql, 100, 1000, true)
-		if st.depth != c.depth || fmt.Sprint(st.params) != fmt.Sprint(c.params) {
-			t.Errorf("scan(%q) = depth %d, params %v; want %d, %v", c.sql, st.depth, st.params, c.depth, c.params)
-		}
-	}
-}
-
-func TestPrefilter(t *testing.T) {
-	for sql, want := range map[string]bool{
-		"SELECT count(DISTINCT x) FROM t":                                    true,
-		"select COUNT ( distinct x ) from t":                                 true,
-		"SELECT APPROX_COUNT_DISTINCT(x)":                                    true,
-		"SELECT pgsketch.rollups()":                                          true,
-		"SELECT * FROM users WHERE id = $1":                                  false,
-		"SELECT count(*) FROM t":                                             false,
-		"SELECT DISTINCT x FROM t":                                           false,
-		"SELECT count(*) FROM (SELECT a FROM t INTERSECT SELECT a FROM u) x": true,
-		"SELECT a FROM t EXCEPT SELECT a FROM u":                             false,
-		"":                                                                   false,
-		"BEGIN":                                                              false,
-		"UPDATE accounts SET n = n + 1 WHERE id = $1":                        false,
-	} {
-		if got := Prefilter(sql); got != want {
-			t.Errorf("Prefilter(%q) = %v, want %v", sql, got, want)
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { sink = Prefilter("SELECT * FROM users WHERE id = $1") }); n != 0 {
-		t.Errorf("Prefilter allocates %v times", n)
-	}
-}
-
-var sink bool
-
-// FuzzPrefilter checks the one-pass prefilter against its rule written
-// plainly: each word searched for on its own in an ASCII-lowered copy.
-func FuzzPrefilter(f *testing.F) {
-	for _, s := range []string{
-		"SELECT count(DISTINCT x) FROM t", "SELECT APPROX_COUNT_DISTINCT(x)", "select pgsketch.refresh()",
-		"SELECT abalance FROM pgbench_accounts WHERE aid = 1;", "SELECT a, count(*) FROM t GROUP BY a LIMIT 5",
-		"SELECT a, COUNT(*) FROM t GROUP BY a HAVING count(*) > 1", "SELECT count(*) FROM (SELECT 1 EXCEPT SELECT 2) x",
-		"cOuNt dIsTiNcT", "coun", "pgsketc", "\xc3count\x80distinct",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, sql string) {
-		lower := []byte(sql)
-		for i, c := range lower {
-			if c >= 'A' && c <= 'Z' {
-				lower[i] = c + 'a' - 'A'
-			}
-		}
-		has := func(w string) bool { return strings.Contains(string(lower), w) }
-		want := has("count") && (has("distinct") || has("intersect") || has("except") ||
-			has("group") && (has("limit") || has("having"))) || has("pgsketch")
-		if got := Prefilter(sql); got != want {
-			t.Errorf("Prefilter(%q) = %v, want %v", sql, got, want)
-		}
-	})
-}
-
-// BenchmarkPrefilter: the relay asks it of every simple-protocol query
-// (pgbench -S's here, which holds "count" inside "accounts").
-func BenchmarkPrefilter(b *testing.B) {
-	sql := "SELECT abalance FROM pgbench_accounts WHERE aid = 123456;"
-	b.SetBytes(int64(len(sql)))
-	for b.Loop() {
-		sink = Prefilter(sql)
 	}
 }
 

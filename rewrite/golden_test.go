@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // The golden files in testdata/*.txt hold cases of the form
@@ -144,7 +145,7 @@ func checkParses(t testing.TB, where string, r Result) {
 		return
 	}
 	for _, s := range r.Plan.Statements() {
-		if err := parseCheck(s); err != nil {
+		if err := syntax.Check(s); err != nil {
 			t.Errorf("%s: emitted SQL does not parse: %v\n%s", where, err, s)
 		}
 		if missing := unboundColumns(s); len(missing) > 0 {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // Reading a statement as a star join (starjoin.go): its tables, the fact
@@ -17,7 +18,7 @@ const notAJoin = "not one table joined to another"
 
 // readStarJoin reads s as a fact table joined to dimension tables (or
 // alone, regrouped).
-func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess env) (starJoin, string) {
+func readStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (starJoin, string) {
 	sj, items, why := joinTables(s)
 	if why != "" {
 		return sj, why
@@ -50,38 +51,38 @@ func readStarJoin(s *selectStmt, snap *catalog.Snapshot, sess env) (starJoin, st
 
 // joinTables reads s's FROM clause: one table, two joined (sj's kind and
 // on) or listed, or the leaves of a join tree of more (sj's ons).
-func joinTables(s *selectStmt) (sj starJoin, items []fromItem, why string) {
-	if s.unsupported != "" && s.unsupported != groupingSetsWhat || s.with != nil {
+func joinTables(s *syntax.Select) (sj starJoin, items []syntax.FromItem, why string) {
+	if s.Unsupported != "" && s.Unsupported != syntax.GroupingSetsWhat || s.With != nil {
 		// A WITH clause, say, whose names the FROM items could mean.
 		return sj, nil, notAJoin
 	}
 	switch {
-	case len(s.from) == 1 && (s.unsupported == groupingSetsWhat || hasFilter(s) || hasRegrouped(s)) && s.from[0].name != "":
+	case len(s.From) == 1 && (s.Unsupported == syntax.GroupingSetsWhat || hasFilter(s) || hasRegrouped(s)) && s.From[0].Name != "":
 		// One table, grouped by grouping sets, aggregated with FILTER,
 		// with window functions over its groups or subqueries reading its
 		// dimensions: its rows regrouped as a join's are, with no
 		// dimension table.
-		items = s.from
-	case len(s.from) == 1 && onJoin(s.from[0]) != nil:
-		j := onJoin(s.from[0])
-		sj.kind, sj.on = j.typ, j.on
-		items = []fromItem{j.l, j.r}
-	case len(s.from) >= 2:
-		items = s.from
+		items = s.From
+	case len(s.From) == 1 && onJoin(s.From[0]) != nil:
+		j := onJoin(s.From[0])
+		sj.kind, sj.on = j.Type, j.On
+		items = []syntax.FromItem{j.Left, j.Right}
+	case len(s.From) >= 2:
+		items = s.From
 	default:
 		return sj, nil, notAJoin
 	}
-	if len(items) > 2 || items[0].join != nil || len(items) == 2 && items[1].join != nil {
+	if len(items) > 2 || items[0].Join != nil || len(items) == 2 && items[1].Join != nil {
 		// Three tables or more: the leaves of the join tree, and its ON
 		// conditions.
 		var ok bool
-		if items, sj.ons, ok = joinLeaves(s.from); !ok {
+		if items, sj.ons, ok = joinLeaves(s.From); !ok {
 			return sj, nil, notAJoin
 		}
 		sj.kind, sj.on = "", nil
 	}
 	for _, it := range items {
-		if it.name == "" || it.unsupported != "" || it.only {
+		if it.Name == "" || it.Unsupported != "" || it.Only {
 			if len(items) == 2 {
 				return sj, nil, "a join of other than two plain tables"
 			}
@@ -93,14 +94,14 @@ func joinTables(s *selectStmt) (sj starJoin, items []fromItem, why string) {
 
 // regroupable says why PostgreSQL cannot evaluate s over the arm's rows as
 // it would over the fact table's, or "".
-func regroupable(s *selectStmt, sj starJoin) string {
-	for _, t := range s.targets {
-		if t.star {
+func regroupable(s *syntax.Select, sj starJoin) string {
+	for _, t := range s.Targets {
+		if t.Star {
 			return "select list has *"
 		}
 	}
-	for _, o := range s.orderBy {
-		if o.dir == "USING" {
+	for _, o := range s.OrderBy {
+		if o.Dir == "USING" {
 			return "ORDER BY ... USING"
 		}
 	}
@@ -110,8 +111,8 @@ func regroupable(s *selectStmt, sj starJoin) string {
 	if why := unknownFunctions(s); why != "" {
 		return why
 	}
-	for _, on := range append([]expr{sj.on}, sj.ons...) {
-		if why := unknownFunctions(&selectStmt{where: on}); why != "" {
+	for _, on := range append([]syntax.Expr{sj.on}, sj.ons...) {
+		if why := unknownFunctions(&syntax.Select{Where: on}); why != "" {
 			return why
 		}
 	}
@@ -120,7 +121,7 @@ func regroupable(s *selectStmt, sj starJoin) string {
 
 // findFact finds the fact table among the join's tables, the one a rollup
 // reads, and the dimension tables.
-func (sj *starJoin) findFact(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess env) string {
+func (sj *starJoin) findFact(s *syntax.Select, items []syntax.FromItem, snap *catalog.Snapshot, sess env) string {
 	switch {
 	case len(items) == 1:
 		_, r := resolveTable(items[0], snap, sess)
@@ -153,36 +154,36 @@ func (sj *starJoin) findFact(s *selectStmt, items []fromItem, snap *catalog.Snap
 // groupKeys makes keys of the GROUP BY items (or the select-list items
 // their positions name) that read fact columns only and are not one (a
 // time bucket, say), as a whole.
-func (sj *starJoin) groupKeys(s *selectStmt) {
-	for _, g := range s.groupBy {
-		if c, ok := g.(*constExpr); ok && c.kind == "int" {
-			n, err := strconv.Atoi(c.val)
-			if err != nil || n < 1 || n > len(s.targets) || s.targets[n-1].star {
+func (sj *starJoin) groupKeys(s *syntax.Select) {
+	for _, g := range s.GroupBy {
+		if c, ok := g.(*syntax.Const); ok && c.Type == "int" {
+			n, err := strconv.Atoi(c.Val)
+			if err != nil || n < 1 || n > len(s.Targets) || s.Targets[n-1].Star {
 				continue
 			}
-			g = s.targets[n-1].e
+			g = s.Targets[n-1].Expr
 		}
-		if _, isRef := g.(*colRef); isRef || sj.exprKey(g) != "" {
+		if _, isRef := g.(*syntax.ColRef); isRef || sj.exprKey(g) != "" {
 			continue
 		}
-		if _, isSets := g.(*groupingSet); isSets {
+		if _, isSets := g.(*syntax.GroupingSet); isSets {
 			continue // their columns are keys
 		}
 		factOnly, any := true, false
-		walk(g, func(x expr) bool {
+		syntax.Walk(g, func(x syntax.Expr) bool {
 			switch x := x.(type) {
-			case *colRef:
+			case *syntax.ColRef:
 				any = true
 				factOnly = factOnly && sj.side(x) == "fact"
-			case *funcCall:
+			case *syntax.FuncCall:
 				factOnly = factOnly && classifyAgg(x) == notAgg
-			case *unsupported:
+			case *syntax.Unsupported:
 				factOnly = false
 			}
 			return true
 		})
 		if factOnly && any {
-			sj.exprKeys = append(sj.exprKeys, sqlOf(g, nil))
+			sj.exprKeys = append(sj.exprKeys, syntax.SQL(g, nil))
 			sj.exprs = append(sj.exprs, g)
 		}
 	}
@@ -193,15 +194,15 @@ func (sj *starJoin) groupKeys(s *selectStmt) {
 // clause's, or under a LEFT JOIN that keeps the dimension table the ON
 // clause's (its WHERE clause drops the rows a filter on facts would leave
 // without facts). The others PostgreSQL evaluates over the arm's rows.
-func (sj *starJoin) splitConditions(s *selectStmt, rr *refReader) {
-	pushed, kept := s.where, sj.on
+func (sj *starJoin) splitConditions(s *syntax.Select, rr *refReader) {
+	pushed, kept := s.Where, sj.on
 	if sj.dimKept {
-		pushed, kept = sj.on, s.where
+		pushed, kept = sj.on, s.Where
 	}
-	var left []expr
+	var left []syntax.Expr
 	for _, c := range conjuncts(pushed) {
 		fact, dim := rr.read(c, false)
-		if fact && !dim && !hasRegrouped(&selectStmt{where: c}) {
+		if fact && !dim && !hasRegrouped(&syntax.Select{Where: c}) {
 			sj.inner = append(sj.inner, c)
 		} else {
 			rr.read(c, true)
@@ -217,7 +218,7 @@ func (sj *starJoin) splitConditions(s *selectStmt, rr *refReader) {
 	if sj.dimKept {
 		sj.on, sj.outer = andOf(left), conjuncts(kept)
 		if sj.on == nil {
-			sj.on = &constExpr{kind: "bool", val: "true"}
+			sj.on = &syntax.Const{Type: "bool", Val: "true"}
 		}
 	} else {
 		sj.outer = left
@@ -235,26 +236,26 @@ type refReader struct {
 
 // read reads e outside aggregates, making its fact columns keys when key
 // is set, and reports whether it reads the fact table, a dimension table.
-func (rr *refReader) read(e expr, key bool) (fact, dim bool) {
+func (rr *refReader) read(e syntax.Expr, key bool) (fact, dim bool) {
 	sj := rr.sj
-	walk(e, func(x expr) bool {
+	syntax.Walk(e, func(x syntax.Expr) bool {
 		if key && sj.exprKey(x) != "" {
 			fact = true
 			return false // the arm's column
 		}
 		switch x := x.(type) {
-		case *unsupported:
+		case *syntax.Unsupported:
 			switch why := sj.readRegrouped(x, rr.keys, key); {
 			case why != "" && rr.bad == "":
 				rr.bad = why
 			case why == "":
 				return true // its expressions are read below it
 			}
-		case *funcCall:
+		case *syntax.FuncCall:
 			if isAggregate(x) {
 				return false
 			}
-		case *colRef:
+		case *syntax.ColRef:
 			if sj.timeRefs[x] {
 				fact = true // the bucket key stands for it
 				return false
@@ -263,12 +264,12 @@ func (rr *refReader) read(e expr, key bool) (fact, dim bool) {
 			case "fact":
 				fact = true
 				if key {
-					rr.keys[x.parts[len(x.parts)-1]] = true
+					rr.keys[x.Parts[len(x.Parts)-1]] = true
 				}
 			case "dim":
 				dim = true
 			default:
-				rr.fail("column reference " + sqlOf(x, nil) + " does not name its table in a join")
+				rr.fail("column reference " + syntax.SQL(x, nil) + " does not name its table in a join")
 			}
 		}
 		return true
@@ -286,42 +287,42 @@ func (rr *refReader) fail(why string) {
 // readClauses reads the select list, GROUP BY, HAVING, ORDER BY, LIMIT and
 // OFFSET, and the aggregates' FILTER conditions; aggregates must read
 // fact columns only.
-func (rr *refReader) readClauses(s *selectStmt) {
-	for _, t := range s.targets {
-		rr.read(t.e, true)
-		if t.name == "" && figureColname(t.e) == "?column?" && hasRegrouped(&selectStmt{where: t.e}) {
+func (rr *refReader) readClauses(s *syntax.Select) {
+	for _, t := range s.Targets {
+		rr.read(t.Expr, true)
+		if t.Name == "" && syntax.ColumnName(t.Expr) == "?column?" && hasRegrouped(&syntax.Select{Where: t.Expr}) {
 			// A subquery's column name PostgreSQL would figure from
 			// its select list: give it an alias.
 			rr.fail("a select-list subquery or window call without an alias whose name the rewriter cannot tell")
 		}
 	}
-	for _, g := range s.groupBy {
+	for _, g := range s.GroupBy {
 		rr.read(g, true)
 	}
-	rr.read(s.having, true)
-	for _, o := range s.orderBy {
-		if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && outputName(s, c.parts[0]) {
+	rr.read(s.Having, true)
+	for _, o := range s.OrderBy {
+		if c, ok := o.Expr.(*syntax.ColRef); ok && len(c.Parts) == 1 && outputName(s, c.Parts[0]) {
 			continue // an output column (ORDER BY prefers those to input columns)
 		}
-		rr.read(o.e, true)
+		rr.read(o.Expr, true)
 	}
-	rr.read(s.limit, true)
-	rr.read(s.offset, true)
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			f, ok := x.(*funcCall)
+	rr.read(s.Limit, true)
+	rr.read(s.Offset, true)
+	s.EachExpr(func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			f, ok := x.(*syntax.FuncCall)
 			if !ok || !isAggregate(f) {
 				return true
 			}
-			rr.read(f.filter, true) // evaluated per arm row: its fact columns are keys
-			walk(unfiltered(f), func(y expr) bool {
-				c, ok := y.(*colRef)
+			rr.read(f.Filter, true) // evaluated per arm row: its fact columns are keys
+			syntax.Walk(unfiltered(f), func(y syntax.Expr) bool {
+				c, ok := y.(*syntax.ColRef)
 				switch {
 				case !ok:
 				case rr.sj.side(c) == "":
-					rr.fail("column reference " + sqlOf(c, nil) + " does not name its table in a join")
+					rr.fail("column reference " + syntax.SQL(c, nil) + " does not name its table in a join")
 				case rr.sj.side(c) != "fact":
-					rr.fail("an aggregate reads " + sqlOf(c, nil) + ", not a column of the fact table")
+					rr.fail("an aggregate reads " + syntax.SQL(c, nil) + ", not a column of the fact table")
 				}
 				return true
 			})
@@ -332,9 +333,9 @@ func (rr *refReader) readClauses(s *selectStmt) {
 
 // side says which table of the join a column reference names: "fact",
 // "dim", or "" when it does not name one.
-func (sj starJoin) side(c *colRef) string {
+func (sj starJoin) side(c *syntax.ColRef) string {
 	switch {
-	case len(c.parts) == 1 && len(sj.dims) == 0:
+	case len(c.Parts) == 1 && len(sj.dims) == 0:
 		return "fact" // one table: unambiguous
 	case qualifiedFor(c, sj.fact):
 		return "fact"
@@ -350,8 +351,8 @@ func (sj starJoin) side(c *colRef) string {
 // onJoin is fi when it is an inner or left join with ON (neither NATURAL
 // nor USING, and no alias), the joins the star-join planner reads; nil
 // otherwise.
-func onJoin(fi fromItem) *joinItem {
-	if j := fi.join; j != nil && j.plain && j.on != nil && (j.typ == "JOIN" || j.typ == "LEFT JOIN") {
+func onJoin(fi syntax.FromItem) *syntax.Join {
+	if j := fi.Join; j != nil && j.Plain && j.On != nil && (j.Type == "JOIN" || j.Type == "LEFT JOIN") {
 		return j
 	}
 	return nil
@@ -359,8 +360,8 @@ func onJoin(fi fromItem) *joinItem {
 
 // innerJoin is fi when it is an inner join (with ON or none, neither
 // NATURAL nor USING, and no alias); nil otherwise.
-func innerJoin(fi fromItem) *joinItem {
-	if j := fi.join; j != nil && j.plain && j.typ == "JOIN" {
+func innerJoin(fi syntax.FromItem) *syntax.Join {
+	if j := fi.Join; j != nil && j.Plain && j.Type == "JOIN" {
 		return j
 	}
 	return nil
@@ -368,20 +369,20 @@ func innerJoin(fi fromItem) *joinItem {
 
 // plainQuery is fi's subquery when its alias does not rename its
 // columns; nil otherwise.
-func plainQuery(fi fromItem) *selectStmt {
-	if fi.colAliases {
+func plainQuery(fi syntax.FromItem) *syntax.Select {
+	if fi.ColAliases {
 		return nil
 	}
-	return fi.query
+	return fi.Query
 }
 
 // joinLeaves lists the tables of a FROM clause's join trees, left to
 // right, and their ON conditions; ok is false for any FROM item but a
 // plain table or an inner or left join with ON.
-func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
-	var visit func(fi fromItem) bool
-	visit = func(fi fromItem) bool {
-		if fi.join == nil {
+func joinLeaves(from []syntax.FromItem) (leaves []syntax.FromItem, ons []syntax.Expr, ok bool) {
+	var visit func(fi syntax.FromItem) bool
+	visit = func(fi syntax.FromItem) bool {
+		if fi.Join == nil {
 			leaves = append(leaves, fi)
 			return true
 		}
@@ -389,8 +390,8 @@ func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
 		if j == nil {
 			return false
 		}
-		ons = append(ons, j.on)
-		return visit(j.l) && visit(j.r)
+		ons = append(ons, j.On)
+		return visit(j.Left) && visit(j.Right)
 	}
 	for _, fi := range from {
 		if !visit(fi) {
@@ -403,7 +404,7 @@ func joinLeaves(from []fromItem) (leaves []fromItem, ons []expr, ok bool) {
 // readLeaves finds the fact table among the tables of a join of three or
 // more: the one table a rollup reads, never on the side a LEFT JOIN fills
 // with NULLs (its conditions would then not filter facts alone).
-func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Snapshot, sess env) string {
+func (sj *starJoin) readLeaves(s *syntax.Select, items []syntax.FromItem, snap *catalog.Snapshot, sess env) string {
 	names := map[string]bool{}
 	for _, it := range items {
 		if names[refName(it)] {
@@ -414,24 +415,24 @@ func (sj *starJoin) readLeaves(s *selectStmt, items []fromItem, snap *catalog.Sn
 		switch {
 		case len(r) == 0:
 			sj.dims = append(sj.dims, it)
-		case sj.fact.name != "":
+		case sj.fact.Name != "":
 			return "two tables of the join are read by rollups"
 		default:
 			sj.fact, sj.factCols, sj.rollup = it, r[0].SourceColumns, r[0]
 		}
 	}
-	if sj.fact.name == "" {
+	if sj.fact.Name == "" {
 		return "no one table of the join is the fact table of a rollup"
 	}
-	var nullable func(fi fromItem, filled bool) bool
-	nullable = func(fi fromItem, filled bool) bool {
-		if fi.join == nil {
+	var nullable func(fi syntax.FromItem, filled bool) bool
+	nullable = func(fi syntax.FromItem, filled bool) bool {
+		if fi.Join == nil {
 			return filled && refName(fi) == refName(sj.fact)
 		}
-		j := fi.join
-		return nullable(j.l, filled) || nullable(j.r, filled || onJoin(fi) != nil && j.typ == "LEFT JOIN")
+		j := fi.Join
+		return nullable(j.Left, filled) || nullable(j.Right, filled || onJoin(fi) != nil && j.Type == "LEFT JOIN")
 	}
-	for _, fi := range s.from {
+	for _, fi := range s.From {
 		if nullable(fi, false) {
 			return "the fact table is on the side a LEFT JOIN fills with NULLs, in a join of three tables or more"
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // aggregate names the rewriter knows to be aggregates it cannot answer.
@@ -81,13 +82,13 @@ func (k aggCall) String() string {
 }
 
 // classifyAgg says what aggregate call f is.
-func classifyAgg(f *funcCall) aggCall {
-	if f.filter != nil {
+func classifyAgg(f *syntax.FuncCall) aggCall {
+	if f.Filter != nil {
 		return otherAgg // the star-join planner reads unfiltered(f)
 	}
-	name, ok := f.builtin()
+	name, ok := f.Builtin()
 	if !ok {
-		if len(f.name) == 2 && f.name[0] == "pgsketch" && f.name[1] == "approx_count_distinct" {
+		if len(f.Name) == 2 && f.Name[0] == "pgsketch" && f.Name[1] == "approx_count_distinct" {
 			return approxCountDistinct
 		}
 		return notAgg
@@ -95,21 +96,21 @@ func classifyAgg(f *funcCall) aggCall {
 	switch name {
 	case "count":
 		switch {
-		case f.star:
+		case f.Star:
 			return countRows
-		case len(f.args) != 1:
+		case len(f.Args) != 1:
 			return otherAgg
-		case f.distinct:
+		case f.Distinct:
 			return countDistinct
 		}
-		if c, ok := f.args[0].(*constExpr); ok && c.kind != "null" {
+		if c, ok := f.Args[0].(*syntax.Const); ok && c.Type != "null" {
 			return countRows
 		}
 		return countValues
 	case "approx_count_distinct":
 		return approxCountDistinct
 	case "sum", "min", "max", "avg":
-		if f.distinct || f.star || len(f.args) != 1 || name == "avg" {
+		if f.Distinct || f.Star || len(f.Args) != 1 || name == "avg" {
 			return otherAgg
 		}
 		return map[string]aggCall{"sum": sumOf, "min": minOf, "max": maxOf}[name]
@@ -121,16 +122,16 @@ func classifyAgg(f *funcCall) aggCall {
 }
 
 type aggInfo struct {
-	f       *funcCall
+	f       *syntax.FuncCall
 	canon   string
 	kind    aggCall
 	measure catalog.Measure
-	arg     expr
+	arg     syntax.Expr
 	name    string
 	exact   bool
 }
 
-func matchRollup(s *selectStmt, sketch catalog.Aggregate, fi fromItem, r *catalog.Rollup, sess env) (*built, string) {
+func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem, r *catalog.Rollup, sess env) (*built, string) {
 	m := &matcher{s: s, sketch: sketch, fi: fi, r: r, sess: sess}
 	switch {
 	case !r.Refreshed():
@@ -149,7 +150,7 @@ func matchRollup(s *selectStmt, sketch catalog.Aggregate, fi fromItem, r *catalo
 		return nil, why
 	}
 	// GROUP BY.
-	for _, g := range s.groupBy {
+	for _, g := range s.GroupBy {
 		e, why := m.resolveGroupItem(g)
 		if e == nil {
 			return nil, why
@@ -173,57 +174,57 @@ func matchRollup(s *selectStmt, sketch catalog.Aggregate, fi fromItem, r *catalo
 		}
 	}
 	// WHERE.
-	for _, c := range conjuncts(s.where) {
+	for _, c := range conjuncts(s.Where) {
 		if why := m.where(c); why != "" {
 			return nil, why
 		}
 	}
 	// Aggregates.
-	for _, t := range s.targets {
-		if why := m.collectAggs(t.e); why != "" {
+	for _, t := range s.Targets {
+		if why := m.collectAggs(t.Expr); why != "" {
 			return nil, why
 		}
 	}
-	if why := m.collectAggs(s.having); why != "" {
+	if why := m.collectAggs(s.Having); why != "" {
 		return nil, why
 	}
-	for _, o := range s.orderBy {
-		if why := m.collectAggs(o.e); why != "" {
+	for _, o := range s.OrderBy {
+		if why := m.collectAggs(o.Expr); why != "" {
 			return nil, why
 		}
 	}
 	return m.build()
 }
 
-func conjuncts(e expr) []expr {
+func conjuncts(e syntax.Expr) []syntax.Expr {
 	if e == nil {
 		return nil
 	}
-	if b, ok := e.(*boolExpr); ok && b.op == "AND" {
-		var out []expr
-		for _, a := range b.args {
+	if b, ok := e.(*syntax.BoolExpr); ok && b.Op == "AND" {
+		var out []syntax.Expr
+		for _, a := range b.Args {
 			out = append(out, conjuncts(a)...)
 		}
 		return out
 	}
-	return []expr{e}
+	return []syntax.Expr{e}
 }
 
 // resolveGroupItem turns a GROUP BY item into the expression it groups by.
-func (m *matcher) resolveGroupItem(g expr) (expr, string) {
-	if c, ok := g.(*constExpr); ok && c.kind == "int" {
-		n, err := strconv.Atoi(c.val)
-		if err != nil || n < 1 || n > len(m.s.targets) {
-			return nil, "GROUP BY position " + c.val + " is not in the select list"
+func (m *matcher) resolveGroupItem(g syntax.Expr) (syntax.Expr, string) {
+	if c, ok := g.(*syntax.Const); ok && c.Type == "int" {
+		n, err := strconv.Atoi(c.Val)
+		if err != nil || n < 1 || n > len(m.s.Targets) {
+			return nil, "GROUP BY position " + c.Val + " is not in the select list"
 		}
-		return m.s.targets[n-1].e, ""
+		return m.s.Targets[n-1].Expr, ""
 	}
-	if c, ok := g.(*colRef); ok && len(c.parts) == 1 {
-		name := c.parts[0]
+	if c, ok := g.(*syntax.ColRef); ok && len(c.Parts) == 1 {
+		name := c.Parts[0]
 		if name != m.r.TimeColumn {
 			if _, isDim := m.r.Dimension(name); !isDim {
-				for _, t := range m.s.targets {
-					if t.name == name {
+				for _, t := range m.s.Targets {
+					if t.Name == name {
 						return nil, "GROUP BY " + catalog.QuoteIdent(name) + " names a select-list alias; without the table's column list the rewriter cannot rule out a column of that name"
 					}
 				}
@@ -235,8 +236,8 @@ func (m *matcher) resolveGroupItem(g expr) (expr, string) {
 
 // column resolves a column reference against the FROM item: it returns the
 // column name, or a reason.
-func (m *matcher) column(c *colRef) (string, string) {
-	parts := c.parts
+func (m *matcher) column(c *syntax.ColRef) (string, string) {
+	parts := c.Parts
 	name := parts[len(parts)-1]
 	if name == "*" {
 		return "", "a whole-row reference"
@@ -247,16 +248,16 @@ func (m *matcher) column(c *colRef) (string, string) {
 	case 0:
 		ok = true
 	case 1:
-		if m.fi.alias != "" {
-			ok = q[0] == m.fi.alias
+		if m.fi.Alias != "" {
+			ok = q[0] == m.fi.Alias
 		} else {
-			ok = q[0] == m.fi.name
+			ok = q[0] == m.fi.Name
 		}
 	case 2:
-		ok = m.fi.alias == "" && q[1] == m.fi.name && (q[0] == m.fi.schema || (m.fi.schema == "" && q[0] == m.r.Source.Schema))
+		ok = m.fi.Alias == "" && q[1] == m.fi.Name && (q[0] == m.fi.Schema || (m.fi.Schema == "" && q[0] == m.r.Source.Schema))
 	}
 	if !ok {
-		return "", "column reference " + sqlOf(c, nil) + " does not name the queried table"
+		return "", "column reference " + syntax.SQL(c, nil) + " does not name the queried table"
 	}
 	return name, ""
 }
@@ -264,9 +265,9 @@ func (m *matcher) column(c *colRef) (string, string) {
 // canon prints e with column references reduced to the bare column name, so
 // that the same expression written with and without qualification compares
 // equal.
-func (m *matcher) canon(e expr) string {
-	return sqlOf(e, func(x expr) (string, bool) {
-		if c, ok := x.(*colRef); ok {
+func (m *matcher) canon(e syntax.Expr) string {
+	return syntax.SQL(e, func(x syntax.Expr) (string, bool) {
+		if c, ok := x.(*syntax.ColRef); ok {
 			if name, why := m.column(c); why == "" {
 				return catalog.QuoteIdent(name), true
 			}
@@ -277,12 +278,12 @@ func (m *matcher) canon(e expr) string {
 
 // side prints e for one half of the fetch: over the rollup table (alias r,
 // the time column becoming the bucket) or over the base table (alias t).
-func (m *matcher) side(e expr, rollup bool) string {
-	return sqlOf(e, func(x expr) (string, bool) {
-		if c, ok := x.(*constExpr); ok && m.lift[c] > 0 {
+func (m *matcher) side(e syntax.Expr, rollup bool) string {
+	return syntax.SQL(e, func(x syntax.Expr) (string, bool) {
+		if c, ok := x.(*syntax.Const); ok && m.lift[c] > 0 {
 			return "$" + strconv.Itoa(m.lift[c]), true
 		}
-		if c, ok := x.(*colRef); ok {
+		if c, ok := x.(*syntax.ColRef); ok {
 			name, _ := m.column(c)
 			if rollup {
 				if name == m.r.TimeColumn {
@@ -297,16 +298,16 @@ func (m *matcher) side(e expr, rollup bool) string {
 }
 
 // where classifies one WHERE conjunct.
-func (m *matcher) where(e expr) string {
-	if nt, ok := e.(*nullTest); ok && nt.not {
-		if c := m.classify(nt.arg); c.k == kTime && c.v.raw {
+func (m *matcher) where(e syntax.Expr) string {
+	if nt, ok := e.(*syntax.NullTest); ok && nt.Not {
+		if c := m.classify(nt.Arg); c.k == kTime && c.v.raw {
 			// time IS NOT NULL: true of every row a rollup holds; the base
 			// half applies it.
 			m.ranges = append(m.ranges, e)
 			return ""
 		}
 	}
-	if nt, ok := e.(*nullTest); ok && !nt.not && m.usesTime(nt.arg) {
+	if nt, ok := e.(*syntax.NullTest); ok && !nt.Not && m.usesTime(nt.Arg) {
 		// Only rows whose time is NULL can pass (or none), and no rollup
 		// holds those.
 		return "WHERE " + m.canon(e) + ": tests an expression of " + catalog.QuoteIdent(m.r.TimeColumn) + " for NULL; rollup buckets are never NULL"
@@ -329,10 +330,10 @@ func (m *matcher) where(e expr) string {
 }
 
 // usesTime reports whether e references the time column.
-func (m *matcher) usesTime(e expr) bool {
+func (m *matcher) usesTime(e syntax.Expr) bool {
 	found := false
-	walk(e, func(x expr) bool {
-		if c, ok := x.(*colRef); ok {
+	syntax.Walk(e, func(x syntax.Expr) bool {
+		if c, ok := x.(*syntax.ColRef); ok {
 			if name, why := m.column(c); why == "" && name == m.r.TimeColumn {
 				found = true
 			}
@@ -346,26 +347,26 @@ type bounds struct{ lower, upper []bound }
 
 // timeRange recognizes a range on the raw time column: time op constant,
 // constant op time, time BETWEEN constant AND constant.
-func (m *matcher) timeRange(e expr) (bounds, bool) {
-	isTime := func(x expr) bool {
+func (m *matcher) timeRange(e syntax.Expr) (bounds, bool) {
+	isTime := func(x syntax.Expr) bool {
 		c := m.classify(x)
 		return c.k == kTime && c.v.raw
 	}
-	isConst := func(x expr) bool { return m.classify(x).k == kConst }
+	isConst := func(x syntax.Expr) bool { return m.classify(x).k == kConst }
 	switch e := e.(type) {
-	case *opExpr:
-		if e.schema != "" || e.l == nil {
+	case *syntax.OpExpr:
+		if e.Schema != "" || e.Left == nil {
 			return bounds{}, false
 		}
-		op, col, val := e.op, e.l, e.r
+		op, col, val := e.Op, e.Left, e.Right
 		if !isTime(col) {
-			col, val = e.r, e.l
+			col, val = e.Right, e.Left
 			op = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]
 		}
 		if !isTime(col) || !isConst(val) {
 			return bounds{}, false
 		}
-		v := sqlOf(val, nil)
+		v := syntax.SQL(val, nil)
 		switch op {
 		case ">=":
 			return bounds{lower: []bound{{plan.Bound{SQL: v, Inclusive: true}, val}}}, true
@@ -378,26 +379,26 @@ func (m *matcher) timeRange(e expr) (bounds, bool) {
 		case "=":
 			return bounds{lower: []bound{{plan.Bound{SQL: v, Inclusive: true}, val}}, upper: []bound{{plan.Bound{SQL: v, Inclusive: true}, val}}}, true
 		}
-	case *betweenExpr:
-		if e.not || e.symmetric || !isTime(e.arg) || !isConst(e.lo) || !isConst(e.hi) {
+	case *syntax.Between:
+		if e.Not || e.Symmetric || !isTime(e.Arg) || !isConst(e.Lo) || !isConst(e.Hi) {
 			return bounds{}, false
 		}
 		return bounds{
-			lower: []bound{{plan.Bound{SQL: sqlOf(e.lo, nil), Inclusive: true}, e.lo}},
-			upper: []bound{{plan.Bound{SQL: sqlOf(e.hi, nil), Inclusive: true}, e.hi}},
+			lower: []bound{{plan.Bound{SQL: syntax.SQL(e.Lo, nil), Inclusive: true}, e.Lo}},
+			upper: []bound{{plan.Bound{SQL: syntax.SQL(e.Hi, nil), Inclusive: true}, e.Hi}},
 		}, true
 	}
 	return bounds{}, false
 }
 
 // collectAggs finds the aggregates in e and maps each to stored measures.
-func (m *matcher) collectAggs(e expr) string {
+func (m *matcher) collectAggs(e syntax.Expr) string {
 	var why string
-	walk(e, func(x expr) bool {
+	syntax.Walk(e, func(x syntax.Expr) bool {
 		if why != "" {
 			return false
 		}
-		f, ok := x.(*funcCall)
+		f, ok := x.(*syntax.FuncCall)
 		if !ok {
 			return true
 		}
@@ -414,7 +415,7 @@ func (m *matcher) collectAggs(e expr) string {
 // addAgg records aggregate call f, of the given kind, with the rollup
 // measure that answers it, unless an equal call is recorded already. It
 // returns why no measure answers it, "" if one does.
-func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
+func (m *matcher) addAgg(f *syntax.FuncCall, kind aggCall) string {
 	canon := m.canon(f)
 	for _, a := range m.aggs {
 		if a.canon == canon {
@@ -422,8 +423,8 @@ func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 		}
 	}
 	a := &aggInfo{f: f, canon: canon, kind: kind, name: "pgsketch_a" + strconv.Itoa(len(m.aggs)+1)}
-	if len(f.args) == 1 {
-		a.arg = f.args[0]
+	if len(f.Args) == 1 {
+		a.arg = f.Args[0]
 		if holdsAgg(a.arg) {
 			return canon + ": aggregate inside an aggregate"
 		}
@@ -436,10 +437,10 @@ func (m *matcher) addAgg(f *funcCall, kind aggCall) string {
 }
 
 // holdsAgg reports whether e holds an aggregate call.
-func holdsAgg(e expr) bool {
+func holdsAgg(e syntax.Expr) bool {
 	var nested bool
-	walk(e, func(x expr) bool {
-		if g, ok := x.(*funcCall); ok && classifyAgg(g) != notAgg {
+	syntax.Walk(e, func(x syntax.Expr) bool {
+		if g, ok := x.(*syntax.FuncCall); ok && classifyAgg(g) != notAgg {
 			nested = true
 		}
 		return !nested
@@ -523,7 +524,7 @@ func (m *matcher) measurePartial(a *aggInfo) string {
 // aggColumn returns the rollup column that a's argument, a plain column,
 // is, or why it is none.
 func (m *matcher) aggColumn(a *aggInfo) (string, string) {
-	c, ok := a.arg.(*colRef)
+	c, ok := a.arg.(*syntax.ColRef)
 	if !ok {
 		return "", a.canon + ": the rewriter answers aggregates of plain columns only"
 	}

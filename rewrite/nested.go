@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // Statements whose distinct counts sit in subqueries: a FROM subquery that
@@ -19,18 +20,18 @@ import (
 // with the subquery's, its column references made bare column names. It
 // reports false, leaving s as it was, when the subquery does anything
 // else or s refers to what the subquery does not pass on by name.
-func pullUp(s *selectStmt) bool {
-	if len(s.from) != 1 || s.unsupported != "" || holdsSubLink(s) {
+func pullUp(s *syntax.Select) bool {
+	if len(s.From) != 1 || s.Unsupported != "" || holdsSubLink(s) {
 		// A subquery expression's unqualified names would resolve against
 		// the table instead of the subquery's output columns.
 		return false
 	}
-	outer := s.from[0]
+	outer := s.From[0]
 	sub := plainQuery(outer)
-	if sub == nil || outer.alias == "" || !filtersOnly(sub) {
+	if sub == nil || outer.Alias == "" || !filtersOnly(sub) {
 		return false
 	}
-	inner := sub.from[0]
+	inner := sub.From[0]
 	out, ok := outputsOf(sub, inner)
 	if !ok {
 		return false
@@ -44,28 +45,28 @@ func pullUp(s *selectStmt) bool {
 		return false
 	}
 	// Resolve every reference first: nothing changes unless all resolve.
-	refs, ok := resolveInner(sub.where, inner, nil)
+	refs, ok := resolveInner(sub.Where, inner, nil)
 	if !ok {
 		return false
 	}
-	if refs, ok = out.resolveOuter(s, outer.alias, refs); !ok {
+	if refs, ok = out.resolveOuter(s, outer.Alias, refs); !ok {
 		return false
 	}
 	for _, r := range refs {
-		r.c.parts = []string{r.col}
+		r.c.Parts = []string{r.col}
 	}
 	for i, n := range names {
 		if n != "" {
-			s.targets[i].name = n
+			s.Targets[i].Name = n
 		}
 	}
-	s.from = []fromItem{{schema: inner.schema, name: inner.name, only: inner.only}}
+	s.From = []syntax.FromItem{{Schema: inner.Schema, Name: inner.Name, Only: inner.Only}}
 	switch {
-	case sub.where == nil:
-	case s.where == nil:
-		s.where = sub.where
+	case sub.Where == nil:
+	case s.Where == nil:
+		s.Where = sub.Where
 	default:
-		s.where = &boolExpr{op: "AND", args: []expr{sub.where, s.where}}
+		s.Where = &syntax.BoolExpr{Op: "AND", Args: []syntax.Expr{sub.Where, s.Where}}
 	}
 	return true
 }
@@ -82,19 +83,19 @@ type subOutputs struct {
 // outputsOf reads the output columns of sub, a subquery that only filters
 // and projects table inner. It reports false when an output column
 // reference names no column of inner.
-func outputsOf(sub *selectStmt, inner fromItem) (subOutputs, bool) {
+func outputsOf(sub *syntax.Select, inner syntax.FromItem) (subOutputs, bool) {
 	out := subOutputs{cols: map[string]string{}, seen: map[string]int{}, computed: map[string]bool{}}
-	for _, t := range sub.targets {
-		if t.star {
+	for _, t := range sub.Targets {
+		if t.Star {
 			out.star = true
 			continue
 		}
-		name := t.name
+		name := t.Name
 		if name == "" {
-			name = figureColname(t.e)
+			name = syntax.ColumnName(t.Expr)
 		}
 		out.seen[name]++
-		c, isRef := t.e.(*colRef)
+		c, isRef := t.Expr.(*syntax.ColRef)
 		if !isRef {
 			// A computed column: PostgreSQL computes it only for a
 			// reference, which then fails to resolve (resolveOuter).
@@ -120,17 +121,17 @@ func outputsOf(sub *selectStmt, inner fromItem) (subOutputs, bool) {
 // pulledRef is a column reference of a statement pullUp merges and the
 // bare column name it becomes.
 type pulledRef struct {
-	c   *colRef
+	c   *syntax.ColRef
 	col string
 }
 
 // resolveInner appends to refs each column reference in e, an expression
 // of the subquery, with the column of its table inner that it names. It
 // reports false when one names no column of inner.
-func resolveInner(e expr, inner fromItem, refs []pulledRef) ([]pulledRef, bool) {
+func resolveInner(e syntax.Expr, inner syntax.FromItem, refs []pulledRef) ([]pulledRef, bool) {
 	ok := true
-	walk(e, func(x expr) bool {
-		if c, isRef := x.(*colRef); isRef {
+	syntax.Walk(e, func(x syntax.Expr) bool {
+		if c, isRef := x.(*syntax.ColRef); isRef {
 			col, good := bareColumn(c, inner)
 			ok = ok && good
 			refs = append(refs, pulledRef{c, col})
@@ -145,17 +146,17 @@ func resolveInner(e expr, inner fromItem, refs []pulledRef) ([]pulledRef, bool) 
 // there), with the column of the subquery's table that it names through
 // the outputs. It reports false when one is qualified by another name,
 // names an output ambiguously or a computed one, or names no output.
-func (out subOutputs) resolveOuter(s *selectStmt, alias string, refs []pulledRef) ([]pulledRef, bool) {
+func (out subOutputs) resolveOuter(s *syntax.Select, alias string, refs []pulledRef) ([]pulledRef, bool) {
 	ok := true
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			c, isRef := x.(*colRef)
+	s.EachExpr(func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			c, isRef := x.(*syntax.ColRef)
 			if !isRef {
 				return ok
 			}
-			name := c.parts[len(c.parts)-1]
+			name := c.Parts[len(c.Parts)-1]
 			switch {
-			case len(c.parts) > 2, len(c.parts) == 2 && c.parts[0] != alias, name == "*":
+			case len(c.Parts) > 2, len(c.Parts) == 2 && c.Parts[0] != alias, name == "*":
 				ok = false
 			case out.seen[name] > 1 || out.computed[name]:
 				ok = false // ambiguous in PostgreSQL too, or computed
@@ -175,36 +176,36 @@ func (out subOutputs) resolveOuter(s *selectStmt, alias string, refs []pulledRef
 // outputNames returns the name PostgreSQL gives each of s's output
 // columns that has no alias ("" for those that have one), for the merged
 // statement to keep. It reports false when s selects *.
-func outputNames(s *selectStmt) ([]string, bool) {
-	names := make([]string, len(s.targets))
-	for i, t := range s.targets {
-		if t.star {
+func outputNames(s *syntax.Select) ([]string, bool) {
+	names := make([]string, len(s.Targets))
+	for i, t := range s.Targets {
+		if t.Star {
 			return nil, false
 		}
-		if t.name == "" {
-			names[i] = figureColname(t.e)
+		if t.Name == "" {
+			names[i] = syntax.ColumnName(t.Expr)
 		}
 	}
 	return names, true
 }
 
 // holdsSubLink reports whether s holds a subquery expression.
-func holdsSubLink(s *selectStmt) bool {
-	return s.anyExpr(func(x expr) bool {
-		u, ok := x.(*unsupported)
-		return ok && u.link != nil
+func holdsSubLink(s *syntax.Select) bool {
+	return s.AnyExpr(func(x syntax.Expr) bool {
+		u, ok := x.(*syntax.Unsupported)
+		return ok && u.Link != nil
 	})
 }
 
 // filtersOnly reports whether sub only filters and projects one table.
-func filtersOnly(sub *selectStmt) bool {
-	if sub.unsupported != "" || sub.setOp != "" || sub.with != nil || sub.distinct ||
-		len(sub.groupBy) > 0 || sub.having != nil || len(sub.orderBy) > 0 || sub.limit != nil || sub.offset != nil ||
-		len(sub.from) != 1 {
+func filtersOnly(sub *syntax.Select) bool {
+	if sub.Unsupported != "" || sub.SetOp != "" || sub.With != nil || sub.Distinct ||
+		len(sub.GroupBy) > 0 || sub.Having != nil || len(sub.OrderBy) > 0 || sub.Limit != nil || sub.Offset != nil ||
+		len(sub.From) != 1 {
 		return false
 	}
-	fi := sub.from[0]
-	if fi.unsupported != "" || fi.name == "" {
+	fi := sub.From[0]
+	if fi.Unsupported != "" || fi.Name == "" {
 		return false
 	}
 	if why := unknownFunctions(sub); why != "" {
@@ -214,9 +215,9 @@ func filtersOnly(sub *selectStmt) bool {
 		return false
 	}
 	agg := false
-	sub.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			if f, ok := x.(*funcCall); ok && classifyAgg(f) != notAgg {
+	sub.EachExpr(func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			if f, ok := x.(*syntax.FuncCall); ok && classifyAgg(f) != notAgg {
 				agg = true
 			}
 			return !agg
@@ -228,22 +229,22 @@ func filtersOnly(sub *selectStmt) bool {
 // bareColumn is the column a reference names in table fi (unqualified,
 // or qualified by fi's reference name, or by its schema and name when it
 // has no alias).
-func bareColumn(c *colRef, fi fromItem) (string, bool) {
-	name := c.parts[len(c.parts)-1]
+func bareColumn(c *syntax.ColRef, fi syntax.FromItem) (string, bool) {
+	name := c.Parts[len(c.Parts)-1]
 	if name == "*" {
 		return "", false
 	}
-	return name, len(c.parts) == 1 || qualifiedFor(c, fi)
+	return name, len(c.Parts) == 1 || qualifiedFor(c, fi)
 }
 
 // qualifiedFor reports whether c is qualified by fi's reference name, or
 // by its schema and name when it has no alias.
-func qualifiedFor(c *colRef, fi fromItem) bool {
-	switch q := c.parts[:len(c.parts)-1]; len(q) {
+func qualifiedFor(c *syntax.ColRef, fi syntax.FromItem) bool {
+	switch q := c.Parts[:len(c.Parts)-1]; len(q) {
 	case 1:
 		return q[0] == refName(fi)
 	case 2:
-		return fi.alias == "" && fi.schema != "" && q[0] == fi.schema && q[1] == fi.name
+		return fi.Alias == "" && fi.Schema != "" && q[0] == fi.Schema && q[1] == fi.Name
 	}
 	return false
 }
@@ -253,23 +254,23 @@ func qualifiedFor(c *colRef, fi fromItem) bool {
 // arms, at any depth along those. Each subquery planSelect answers from a
 // rollup becomes an arm; the statement around them runs in PostgreSQL
 // as it was written.
-func planNested(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
-	s := p.sel
+func planNested(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, string) {
+	s := p.Select
 	if !nestable(s) {
 		return nil, noSubquery // the reason already given is the statement's
 	}
-	if s.with != nil && s.with.recursive {
+	if s.With != nil && s.With.Recursive {
 		return nil, "a recursive WITH clause"
 	}
 	if modifies(s) {
 		return nil, "a data-modifying WITH clause"
 	}
 	ctes := cteNames(s, nil)
-	var subs []*selectStmt
+	var subs []*syntax.Select
 	var arms []*built
 	var reasons []string
-	var visit func(*selectStmt)
-	visit = func(s *selectStmt) {
+	var visit func(*syntax.Select)
+	visit = func(s *syntax.Select) {
 		for _, c := range subqueries(s) {
 			if !nestable(c) {
 				continue // INTO, FOR UPDATE, ...: not read
@@ -295,7 +296,7 @@ func planNested(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
 		}
 		return nil, "no subquery answered: " + reasons[0]
 	}
-	text, err := p.outerText(subs)
+	text, err := p.OuterText(subs)
 	if err != nil {
 		return nil, "the statement around its subqueries cannot be printed: " + err.Error()
 	}
@@ -345,20 +346,20 @@ func spliceArms(arms []*built, text []string) *plan.Nested {
 const noSubquery = "no subquery"
 
 // planArm plans subquery c on its own: a FromRollup plan, or why not.
-func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess env) (*built, string) {
+func planArm(c *syntax.Select, ctes []string, snap *catalog.Snapshot, sess env) (*built, string) {
 	readsCTE := func() string {
 		var why string
-		var read func(f fromItem)
-		read = func(f fromItem) {
-			if f.name != "" && f.schema == "" && slices.Contains(ctes, f.name) && why == "" {
-				why = "a subquery reads the common table expression " + catalog.QuoteIdent(f.name)
+		var read func(f syntax.FromItem)
+		read = func(f syntax.FromItem) {
+			if f.Name != "" && f.Schema == "" && slices.Contains(ctes, f.Name) && why == "" {
+				why = "a subquery reads the common table expression " + catalog.QuoteIdent(f.Name)
 			}
-			if f.join != nil {
-				read(f.join.l)
-				read(f.join.r)
+			if f.Join != nil {
+				read(f.Join.Left)
+				read(f.Join.Right)
 			}
 		}
-		for _, f := range c.from {
+		for _, f := range c.From {
 			read(f)
 		}
 		return why
@@ -396,25 +397,25 @@ func planArm(c *selectStmt, ctes []string, snap *catalog.Snapshot, sess env) (*b
 // without reference to s's rows: its WITH clause's SELECTs, the
 // subqueries in FROM (not LATERAL, also inside joins), a set operation's
 // arms.
-func subqueries(s *selectStmt) []*selectStmt {
-	var out []*selectStmt
-	if s.with != nil {
-		out = append(out, s.with.bodies...)
+func subqueries(s *syntax.Select) []*syntax.Select {
+	var out []*syntax.Select
+	if s.With != nil {
+		out = append(out, s.With.Bodies...)
 	}
-	if s.setOp != "" {
-		return append(out, s.larg, s.rarg)
+	if s.SetOp != "" {
+		return append(out, s.Left, s.Right)
 	}
-	var from func(fi fromItem)
-	from = func(fi fromItem) {
-		if fi.query != nil && fi.query.raw != nil {
-			out = append(out, fi.query)
+	var from func(fi syntax.FromItem)
+	from = func(fi syntax.FromItem) {
+		if fi.Query != nil && fi.Query.Placed() {
+			out = append(out, fi.Query)
 		}
-		if fi.join != nil {
-			from(fi.join.l)
-			from(fi.join.r)
+		if fi.Join != nil {
+			from(fi.Join.Left)
+			from(fi.Join.Right)
 		}
 	}
-	for _, fi := range s.from {
+	for _, fi := range s.From {
 		from(fi)
 	}
 	return out
@@ -422,12 +423,12 @@ func subqueries(s *selectStmt) []*selectStmt {
 
 // cteNames adds the names of every WITH clause in s, at any depth, to
 // names: a table name in a subquery may mean one of them.
-func cteNames(s *selectStmt, names []string) []string {
+func cteNames(s *syntax.Select, names []string) []string {
 	if s == nil {
 		return names
 	}
-	if s.with != nil {
-		names = append(names, s.with.names...)
+	if s.With != nil {
+		names = append(names, s.With.Names...)
 	}
 	for _, c := range subqueries(s) {
 		names = cteNames(c, names)
@@ -437,8 +438,8 @@ func cteNames(s *selectStmt, names []string) []string {
 
 // modifies reports whether s holds a data-modifying WITH clause: its
 // effects and its snapshot are PostgreSQL's business alone.
-func modifies(s *selectStmt) bool {
-	if s.with != nil && s.with.modifying {
+func modifies(s *syntax.Select) bool {
+	if s.With != nil && s.With.Modifying {
 		return true
 	}
 	for _, c := range subqueries(s) {
@@ -453,9 +454,9 @@ func modifies(s *selectStmt) bool {
 // be one: nothing it does beyond what PostgreSQL runs the same around the
 // arms (a WITH clause, a set operation, grouping sets). SELECT INTO, FOR
 // UPDATE and the like keep the whole statement PostgreSQL's.
-func nestable(s *selectStmt) bool {
-	switch s.unsupported {
-	case "", "a WITH clause", "a set operation (UNION, INTERSECT, EXCEPT)", groupingSetsWhat:
+func nestable(s *syntax.Select) bool {
+	switch s.Unsupported {
+	case "", "a WITH clause", "a set operation (UNION, INTERSECT, EXCEPT)", syntax.GroupingSetsWhat:
 		return true
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // Overlaps: the number of distinct values two sets of one column share
@@ -37,19 +38,19 @@ import (
 // whatever its sets: count(*) alone over one subquery in FROM holding a set
 // operation, or a distinct count over one table filtered by a subquery.
 // Only then does planOverlap decide.
-func overlapShape(s *selectStmt) bool {
-	if len(s.targets) != 1 || s.targets[0].star || len(s.from) != 1 {
+func overlapShape(s *syntax.Select) bool {
+	if len(s.Targets) != 1 || s.Targets[0].Star || len(s.From) != 1 {
 		return false
 	}
-	f, ok := s.targets[0].e.(*funcCall)
+	f, ok := s.Targets[0].Expr.(*syntax.FuncCall)
 	if !ok {
 		return false
 	}
 	switch classifyAgg(f) {
 	case countRows:
-		return f.star && plainQuery(s.from[0]) != nil && plainQuery(s.from[0]).setOp != ""
+		return f.Star && plainQuery(s.From[0]) != nil && plainQuery(s.From[0]).SetOp != ""
 	case countDistinct:
-		_, sub, _ := subqueryFilter(s.where)
+		_, sub, _ := subqueryFilter(s.Where)
 		return sub != nil
 	}
 	return false
@@ -60,19 +61,19 @@ func overlapShape(s *selectStmt) bool {
 type overlap struct {
 	op   string // INTERSECT or EXCEPT
 	col  string
-	arms [2]*selectStmt
+	arms [2]*syntax.Select
 }
 
 // planOverlap plans an overlap statement (overlapShape holds), or says
 // why it is not answered.
-func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
-	if s.unsupported != "" {
+func planOverlap(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
+	if s.Unsupported != "" {
 		// A WITH clause, say, whose names the sets' FROM could mean.
-		return nil, "query uses " + s.unsupported
+		return nil, "query uses " + s.Unsupported
 	}
 	var ov overlap
 	var why string
-	if plainQuery(s.from[0]) != nil {
+	if plainQuery(s.From[0]) != nil {
 		ov, why = setOperation(s)
 	} else {
 		ov, why = filteredBySubquery(s)
@@ -87,9 +88,9 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, strin
 	var rows int64
 	guard := ""
 	for i, arm := range ov.arms {
-		q := &selectStmt{
-			targets: []target{{e: &funcCall{name: []string{"count"}, args: []expr{&colRef{parts: []string{ov.col}}}, distinct: true}}},
-			from:    arm.from, where: arm.where,
+		q := &syntax.Select{
+			Targets: []syntax.Target{{Expr: &syntax.FuncCall{Name: []string{"count"}, Args: []syntax.Expr{&syntax.ColRef{Parts: []string{ov.col}}}, Distinct: true}}},
+			From:    arm.From, Where: arm.Where,
 		}
 		b, why := planSketched(q, catalog.Theta, snap, sess)
 		a := b.rollup()
@@ -108,7 +109,7 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, strin
 		}
 		arms[i], rows = a, rows+b.rows
 	}
-	name := s.targets[0].name
+	name := s.Targets[0].Name
 	if name == "" {
 		name = "count"
 	}
@@ -118,26 +119,26 @@ func planOverlap(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, strin
 }
 
 // setOperation reads count(*) over (a INTERSECT|EXCEPT b).
-func setOperation(s *selectStmt) (overlap, string) {
-	sub := plainQuery(s.from[0])
+func setOperation(s *syntax.Select) (overlap, string) {
+	sub := plainQuery(s.From[0])
 	switch {
-	case s.where != nil || len(s.groupBy) > 0 || s.having != nil || len(s.orderBy) > 0 || s.limit != nil || s.offset != nil || s.distinct:
+	case s.Where != nil || len(s.GroupBy) > 0 || s.Having != nil || len(s.OrderBy) > 0 || s.Limit != nil || s.Offset != nil || s.Distinct:
 		return overlap{}, "an overlap count with WHERE, GROUP BY, HAVING, ORDER BY, LIMIT or DISTINCT around it"
-	case sub.setOp == "UNION":
+	case sub.SetOp == "UNION":
 		return overlap{}, "a count over UNION: a distinct count of a union is answered as COUNT(DISTINCT ...) with OR"
-	case sub.setAll:
-		return overlap{}, sub.setOp + " ALL counts duplicates, which no sketch holds"
-	case sub.setExtra != "":
-		return overlap{}, "the " + sub.setOp + " has " + sub.setExtra
+	case sub.SetAll:
+		return overlap{}, sub.SetOp + " ALL counts duplicates, which no sketch holds"
+	case sub.SetExtra != "":
+		return overlap{}, "the " + sub.SetOp + " has " + sub.SetExtra
 	}
-	ov := overlap{op: sub.setOp, arms: [2]*selectStmt{sub.larg, sub.rarg}}
+	ov := overlap{op: sub.SetOp, arms: [2]*syntax.Select{sub.Left, sub.Right}}
 	for i, arm := range ov.arms {
 		c, why := armColumn(arm)
 		if why != "" {
-			return overlap{}, "arm " + string(rune('1'+i)) + " of the " + sub.setOp + ": " + why
+			return overlap{}, "arm " + string(rune('1'+i)) + " of the " + sub.SetOp + ": " + why
 		}
 		if i > 0 && c != ov.col {
-			return overlap{}, "the arms of the " + sub.setOp + " select different columns"
+			return overlap{}, "the arms of the " + sub.SetOp + " select different columns"
 		}
 		ov.col = c
 	}
@@ -146,22 +147,22 @@ func setOperation(s *selectStmt) (overlap, string) {
 
 // filteredBySubquery reads count(DISTINCT col) FROM t WHERE b AND col [NOT]
 // IN (SELECT col ...) or [NOT] EXISTS (SELECT ... WHERE u.col = t.col ...).
-func filteredBySubquery(s *selectStmt) (overlap, string) {
-	f := s.targets[0].e.(*funcCall)
-	outer, ok := f.args[0].(*colRef)
+func filteredBySubquery(s *syntax.Select) (overlap, string) {
+	f := s.Targets[0].Expr.(*syntax.FuncCall)
+	outer, ok := f.Args[0].(*syntax.ColRef)
 	switch {
-	case len(s.groupBy) > 0 || s.having != nil || len(s.orderBy) > 0 || s.limit != nil || s.offset != nil || s.distinct:
+	case len(s.GroupBy) > 0 || s.Having != nil || len(s.OrderBy) > 0 || s.Limit != nil || s.Offset != nil || s.Distinct:
 		return overlap{}, "a distinct count filtered by a subquery, with GROUP BY, HAVING, ORDER BY, LIMIT or DISTINCT"
-	case s.from[0].unsupported != "":
-		return overlap{}, "a distinct count filtered by a subquery, over " + s.from[0].unsupported
+	case s.From[0].Unsupported != "":
+		return overlap{}, "a distinct count filtered by a subquery, over " + s.From[0].Unsupported
 	case !ok:
 		return overlap{}, "a distinct count of an expression filtered by a subquery"
 	}
-	col, why := ownColumn(outer, s.from[0])
+	col, why := ownColumn(outer, s.From[0])
 	if why != "" {
 		return overlap{}, why
 	}
-	rest, sq, not := subqueryFilter(s.where)
+	rest, sq, not := subqueryFilter(s.Where)
 	op := "INTERSECT"
 	if not {
 		op = "EXCEPT"
@@ -169,37 +170,37 @@ func filteredBySubquery(s *selectStmt) (overlap, string) {
 	inner := sq.sel
 	var innerCol string
 	if sq.test != nil {
-		test, ok := sq.test.(*colRef)
+		test, ok := sq.test.(*syntax.ColRef)
 		if !ok {
 			return overlap{}, "IN tests an expression, not the counted column"
 		}
-		if c, why := ownColumn(test, s.from[0]); why != "" || c != col {
+		if c, why := ownColumn(test, s.From[0]); why != "" || c != col {
 			return overlap{}, "IN tests another column than the one counted"
 		}
 		if innerCol, why = armColumn(inner); why != "" {
 			return overlap{}, "the IN subquery: " + why
 		}
 	} else {
-		if inner, innerCol, why = correlated(inner, s.from[0], col); why != "" {
+		if inner, innerCol, why = correlated(inner, s.From[0], col); why != "" {
 			return overlap{}, "the EXISTS subquery: " + why
 		}
 	}
 	if innerCol != col {
 		return overlap{}, "the subquery selects another column than the one counted"
 	}
-	b := &selectStmt{from: s.from, where: andOf(rest)}
-	return overlap{op: op, col: col, arms: [2]*selectStmt{b, inner}}, ""
+	b := &syntax.Select{From: s.From, Where: andOf(rest)}
+	return overlap{op: op, col: col, arms: [2]*syntax.Select{b, inner}}, ""
 }
 
 // subqueryFilter finds, among the conjuncts of a WHERE clause, the one
 // subquery test (x IN (SELECT ...), EXISTS (...), or NOT of either) and
 // returns the other conjuncts; sub is nil when there is not exactly one.
-func subqueryFilter(where expr) (rest []expr, sub *subquery, not bool) {
+func subqueryFilter(where syntax.Expr) (rest []syntax.Expr, sub *subquery, not bool) {
 	for _, c := range conjuncts(where) {
-		u, _ := c.(*unsupported)
+		u, _ := c.(*syntax.Unsupported)
 		n := false
-		if b, ok := c.(*boolExpr); ok && b.op == "NOT" && len(b.args) == 1 {
-			u, _ = b.args[0].(*unsupported)
+		if b, ok := c.(*syntax.BoolExpr); ok && b.Op == "NOT" && len(b.Args) == 1 {
+			u, _ = b.Args[0].(*syntax.Unsupported)
 			n = true
 		}
 		sq := inSubquery(u)
@@ -218,21 +219,21 @@ func subqueryFilter(where expr) (rest []expr, sub *subquery, not bool) {
 // subquery is x IN (SELECT ...) (test set) or EXISTS (SELECT ...) (test
 // nil).
 type subquery struct {
-	test expr
-	sel  *selectStmt
+	test syntax.Expr
+	sel  *syntax.Select
 }
 
 // inSubquery reads u as x IN (SELECT ...) or EXISTS (SELECT ...); nil for
 // any other construct.
-func inSubquery(u *unsupported) *subquery {
-	if u == nil || u.link == nil || u.link.sel == nil {
+func inSubquery(u *syntax.Unsupported) *subquery {
+	if u == nil || u.Link == nil || u.Link.Select == nil {
 		return nil
 	}
-	switch l := u.link; {
-	case l.kind == "EXISTS":
-		return &subquery{sel: l.sel}
-	case l.kind == "ANY" && l.op == "=":
-		return &subquery{test: l.test, sel: l.sel}
+	switch l := u.Link; {
+	case l.Form == "EXISTS":
+		return &subquery{sel: l.Select}
+	case l.Form == "ANY" && l.Op == "=":
+		return &subquery{test: l.Test, sel: l.Select}
 	}
 	return nil
 }
@@ -240,38 +241,38 @@ func inSubquery(u *unsupported) *subquery {
 // correlated reads EXISTS (SELECT ... FROM t u WHERE u.col = outer.col AND
 // a): the arm SELECT col FROM t u WHERE a, and col. The correlation must
 // name the outer table by its alias (or name) and the inner one by its own.
-func correlated(s *selectStmt, outer fromItem, col string) (*selectStmt, string, string) {
+func correlated(s *syntax.Select, outer syntax.FromItem, col string) (*syntax.Select, string, string) {
 	switch {
-	case s.setOp != "" || s.unsupported != "":
+	case s.SetOp != "" || s.Unsupported != "":
 		return nil, "", "it is not a plain SELECT"
-	case len(s.from) != 1 || s.from[0].unsupported != "":
+	case len(s.From) != 1 || s.From[0].Unsupported != "":
 		return nil, "", "it reads other than one table"
-	case len(s.groupBy) > 0 || s.having != nil || s.limit != nil || s.offset != nil || len(s.orderBy) > 0:
+	case len(s.GroupBy) > 0 || s.Having != nil || s.Limit != nil || s.Offset != nil || len(s.OrderBy) > 0:
 		return nil, "", "it has GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET"
 	}
 	// An aggregate or a set-returning function in the select list would
 	// make EXISTS always true or always false: only constants and columns.
-	for _, t := range s.targets {
-		switch t.e.(type) {
-		case *constExpr, *colRef:
+	for _, t := range s.Targets {
+		switch t.Expr.(type) {
+		case *syntax.Const, *syntax.ColRef:
 		default:
-			if !t.star {
+			if !t.Star {
 				return nil, "", "it selects other than constants and columns"
 			}
 		}
 	}
-	inner := s.from[0]
+	inner := s.From[0]
 	if refName(inner) == refName(outer) {
 		return nil, "", "the inner table has the outer table's name: alias one of them"
 	}
-	var rest []expr
+	var rest []syntax.Expr
 	found := false
-	for _, c := range conjuncts(s.where) {
-		if o, ok := c.(*opExpr); ok && o.op == "=" && o.schema == "" && !found {
-			l, lok := o.l.(*colRef)
-			r, rok := o.r.(*colRef)
+	for _, c := range conjuncts(s.Where) {
+		if o, ok := c.(*syntax.OpExpr); ok && o.Op == "=" && o.Schema == "" && !found {
+			l, lok := o.Left.(*syntax.ColRef)
+			r, rok := o.Right.(*syntax.ColRef)
 			if lok && rok {
-				for _, pair := range [][2]*colRef{{l, r}, {r, l}} {
+				for _, pair := range [][2]*syntax.ColRef{{l, r}, {r, l}} {
 					if qualifiedBy(pair[0], inner, col) && qualifiedBy(pair[1], outer, col) {
 						found = true
 					}
@@ -286,63 +287,63 @@ func correlated(s *selectStmt, outer fromItem, col string) (*selectStmt, string,
 	if !found {
 		return nil, "", "no condition " + refName(inner) + "." + col + " = " + refName(outer) + "." + col
 	}
-	return &selectStmt{from: s.from, where: andOf(rest)}, col, ""
+	return &syntax.Select{From: s.From, Where: andOf(rest)}, col, ""
 }
 
 // refName is how a FROM item is referred to: its alias, else its name.
-func refName(f fromItem) string {
-	if f.alias != "" {
-		return f.alias
+func refName(f syntax.FromItem) string {
+	if f.Alias != "" {
+		return f.Alias
 	}
-	return f.name
+	return f.Name
 }
 
 // qualifiedBy reports whether c is column col qualified by f's reference name.
-func qualifiedBy(c *colRef, f fromItem, col string) bool {
-	return len(c.parts) == 2 && c.parts[0] == refName(f) && c.parts[1] == col
+func qualifiedBy(c *syntax.ColRef, f syntax.FromItem, col string) bool {
+	return len(c.Parts) == 2 && c.Parts[0] == refName(f) && c.Parts[1] == col
 }
 
 // ownColumn returns the column c names of table f (unqualified, or
 // qualified by f's reference name).
-func ownColumn(c *colRef, f fromItem) (string, string) {
+func ownColumn(c *syntax.ColRef, f syntax.FromItem) (string, string) {
 	switch {
-	case len(c.parts) == 1:
-		return c.parts[0], ""
-	case len(c.parts) == 2 && c.parts[0] == refName(f):
-		return c.parts[1], ""
+	case len(c.Parts) == 1:
+		return c.Parts[0], ""
+	case len(c.Parts) == 2 && c.Parts[0] == refName(f):
+		return c.Parts[1], ""
 	}
 	return "", "a column qualified otherwise than by its table"
 }
 
 // andOf is the conjunction of es (nil for none).
-func andOf(es []expr) expr {
+func andOf(es []syntax.Expr) syntax.Expr {
 	switch len(es) {
 	case 0:
 		return nil
 	case 1:
 		return es[0]
 	}
-	return &boolExpr{op: "AND", args: es}
+	return &syntax.BoolExpr{Op: "AND", Args: es}
 }
 
 // armColumn returns the column an arm of an overlap selects, or why the
 // arm is not one: SELECT [DISTINCT] col FROM one table [WHERE ...].
-func armColumn(s *selectStmt) (string, string) {
+func armColumn(s *syntax.Select) (string, string) {
 	switch {
-	case s == nil || s.setOp != "":
+	case s == nil || s.SetOp != "":
 		return "", "a nested set operation"
-	case s.unsupported != "":
-		return "", "uses " + s.unsupported
-	case len(s.targets) != 1 || s.targets[0].star:
+	case s.Unsupported != "":
+		return "", "uses " + s.Unsupported
+	case len(s.Targets) != 1 || s.Targets[0].Star:
 		return "", "selects other than one column"
-	case len(s.from) != 1 || s.from[0].unsupported != "":
+	case len(s.From) != 1 || s.From[0].Unsupported != "":
 		return "", "reads other than one table"
-	case len(s.groupBy) > 0 || s.having != nil || len(s.orderBy) > 0 || s.limit != nil || s.offset != nil:
+	case len(s.GroupBy) > 0 || s.Having != nil || len(s.OrderBy) > 0 || s.Limit != nil || s.Offset != nil:
 		return "", "has GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET"
 	}
-	c, ok := s.targets[0].e.(*colRef)
+	c, ok := s.Targets[0].Expr.(*syntax.ColRef)
 	if !ok {
 		return "", "selects an expression, not a column"
 	}
-	return ownColumn(c, s.from[0])
+	return ownColumn(c, s.From[0])
 }

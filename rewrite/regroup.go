@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // What the regrouping (starjoin.go) lets PostgreSQL evaluate as written
@@ -17,10 +18,10 @@ import (
 
 // hasRegrouped reports whether s holds a window function call or a
 // subquery expression that only the regrouping reads.
-func hasRegrouped(s *selectStmt) bool {
-	return s.anyExpr(func(x expr) bool {
-		u, ok := x.(*unsupported)
-		return ok && (u.window != nil || u.link != nil)
+func hasRegrouped(s *syntax.Select) bool {
+	return s.AnyExpr(func(x syntax.Expr) bool {
+		u, ok := x.(*syntax.Unsupported)
+		return ok && (u.Window != nil || u.Link != nil)
 	})
 }
 
@@ -33,37 +34,37 @@ var windowFuncs = map[string]bool{"row_number": true, "rank": true, "dense_rank"
 // arm's rows as written: a window function call over the groups, or a
 // subquery expression whose references to the fact table are to arm keys
 // (added to keys when key is set). It says why not, or "" when it may be.
-func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool) string {
+func (sj starJoin) readRegrouped(u *syntax.Unsupported, keys map[string]bool, key bool) string {
 	switch {
-	case u.window != nil:
-		f := unfiltered(u.window.f)
-		name, builtin := f.builtin()
-		if !builtin || !windowFuncs[name] && (classifyAgg(f) == notAgg || f.isGrouping()) {
-			return "window function " + sqlOfName(f.name) + "() is not one the rewriter knows"
+	case u.Window != nil:
+		f := unfiltered(u.Window.Func)
+		name, builtin := f.Builtin()
+		if !builtin || !windowFuncs[name] && (classifyAgg(f) == notAgg || f.IsGrouping()) {
+			return "window function " + syntax.NameSQL(f.Name) + "() is not one the rewriter knows"
 		}
 		return ""
-	case u.link == nil:
-		return "the statement uses " + u.what
+	case u.Link == nil:
+		return "the statement uses " + u.What
 	}
-	l := u.link
-	if l.other != "" {
-		return "the statement uses " + l.other
+	l := u.Link
+	if l.Other != "" {
+		return "the statement uses " + l.Other
 	}
 	var aggFree [][]string
-	for _, c := range l.calls {
-		f := &funcCall{name: c.name}
+	for _, c := range l.Calls {
+		f := &syntax.FuncCall{Name: c.Name}
 		scalar := scalarCall(f)
 		if !scalar && classifyAgg(f) == notAgg {
-			return "a subquery calls " + sqlOfName(c.name) + "(), not a function the rewriter knows to be an immutable or stable scalar function or an aggregate"
+			return "a subquery calls " + syntax.NameSQL(c.Name) + "(), not a function the rewriter knows to be an immutable or stable scalar function or an aggregate"
 		}
-		if !scalar && !c.over {
+		if !scalar && !c.Over {
 			// Any call but a scalar function's may be an aggregate; one
 			// over columns of the outer statement is its aggregate, not
 			// the subquery's.
-			aggFree = append(aggFree, c.free...)
+			aggFree = append(aggFree, c.Free...)
 		}
 	}
-	for _, op := range l.ops {
+	for _, op := range l.Ops {
 		if len(op) > 1 && op[0] != "pg_catalog" || !builtinOperators[op[len(op)-1]] {
 			return "a subquery uses operator " + strings.Join(op, ".") + ", not one the rewriter knows to be built in"
 		}
@@ -74,11 +75,11 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 		dims[refName(d)] = true
 	}
 	for _, n := range append([]string{fact}, slices.Collect(maps.Keys(dims))...) {
-		if l.locals[n] {
+		if l.Locals[n] {
 			return "a subquery names a table of its own " + catalog.QuoteIdent(n) + ", as the statement does"
 		}
 	}
-	for _, p := range l.free { // aggFree's are among them
+	for _, p := range l.Free { // aggFree's are among them
 		if len(p) == 1 && p[0] == fact && !slices.Contains(sj.factCols, p[0]) {
 			// The table's whole row, which over the arm would be the
 			// arm's.
@@ -91,7 +92,7 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 			return "an aggregate inside a subquery reads " + strings.Join(p, ".") + ", which may be a column of the statement's tables"
 		}
 	}
-	for _, p := range l.free {
+	for _, p := range l.Free {
 		col := p[len(p)-1]
 		switch {
 		case len(p) == 1 && len(sj.factCols) == 0:
@@ -122,26 +123,26 @@ func (sj starJoin) readRegrouped(u *unsupported, keys map[string]bool, key bool)
 // those, the bucket date_trunc(grain, time) becomes a key of the arm, and
 // PostgreSQL compares it instead (the arm's planner refuses the key
 // unless the session's time zone cuts the rollup's buckets).
-func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, zone string) {
+func (sj *starJoin) bucketFilters(s *syntax.Select, r *catalog.Rollup, zone string) {
 	loc, err := time.LoadLocation(zone)
 	if err != nil {
 		return // a zone Go does not know: no literal is known to start a bucket
 	}
 	utc := sameZone(zone, "UTC")
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			f, ok := x.(*funcCall)
-			if !ok || !isAggregate(f) || f.filter == nil {
+	s.EachExpr(func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			f, ok := x.(*syntax.FuncCall)
+			if !ok || !isAggregate(f) || f.Filter == nil {
 				return true
 			}
-			walk(f.filter, func(y expr) bool {
-				o, ok := y.(*opExpr)
-				if !ok || o.schema != "" || o.op != ">=" && o.op != "<" {
+			syntax.Walk(f.Filter, func(y syntax.Expr) bool {
+				o, ok := y.(*syntax.OpExpr)
+				if !ok || o.Schema != "" || o.Op != ">=" && o.Op != "<" {
 					return true
 				}
-				if c, ok := o.l.(*colRef); ok && sj.side(c) == "fact" && c.parts[len(c.parts)-1] == r.TimeColumn && bucketStart(o.r, r.Grain, loc, utc) {
+				if c, ok := o.Left.(*syntax.ColRef); ok && sj.side(c) == "fact" && c.Parts[len(c.Parts)-1] == r.TimeColumn && bucketStart(o.Right, r.Grain, loc, utc) {
 					if sj.timeRefs == nil {
-						sj.timeRefs = map[*colRef]bool{}
+						sj.timeRefs = map[*syntax.ColRef]bool{}
 					}
 					sj.timeRefs[c] = true
 				}
@@ -153,15 +154,15 @@ func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, zone string)
 	if len(sj.timeRefs) == 0 {
 		return
 	}
-	col := &colRef{parts: []string{r.TimeColumn}}
+	col := &syntax.ColRef{Parts: []string{r.TimeColumn}}
 	if len(sj.dims) > 0 {
 		// Named by its table, as every column of a join must be: an
 		// unqualified one elsewhere may be another table's.
-		col.parts = []string{refName(sj.fact), r.TimeColumn}
+		col.Parts = []string{refName(sj.fact), r.TimeColumn}
 	}
-	key := &funcCall{name: []string{"date_trunc"}, args: []expr{&constExpr{kind: "str", val: string(r.Grain)}, col}}
+	key := &syntax.FuncCall{Name: []string{"date_trunc"}, Args: []syntax.Expr{&syntax.Const{Type: "str", Val: string(r.Grain)}, col}}
 	if sj.exprKey(key) == "" {
-		sj.exprKeys = append(sj.exprKeys, sqlOf(key, nil))
+		sj.exprKeys = append(sj.exprKeys, syntax.SQL(key, nil))
 		sj.exprs = append(sj.exprs, key)
 	}
 	sj.timeKey = sj.exprKey(key)
@@ -172,23 +173,23 @@ func (sj *starJoin) bucketFilters(s *selectStmt, r *catalog.Rollup, zone string)
 // without a zone, or with UTC's when utc (the session's zone, loc, is UTC).
 // A time near which loc's offset changes is refused: where midnight
 // happens twice, a bucket can start after some of its rows.
-func bucketStart(e expr, g catalog.Grain, loc *time.Location, utc bool) bool {
-	if c, ok := e.(*castExpr); ok {
-		switch c.typ.names[len(c.typ.names)-1] {
+func bucketStart(e syntax.Expr, g catalog.Grain, loc *time.Location, utc bool) bool {
+	if c, ok := e.(*syntax.Cast); ok {
+		switch c.Type.Names[len(c.Type.Names)-1] {
 		case "date", "timestamp", "timestamptz":
 		default:
 			return false
 		}
-		if len(c.typ.mods) > 0 || c.typ.array > 0 {
+		if len(c.Type.Mods) > 0 || c.Type.Array > 0 {
 			return false
 		}
-		e = c.arg
+		e = c.Arg
 	}
-	c, ok := e.(*constExpr)
-	if !ok || c.kind != "str" {
+	c, ok := e.(*syntax.Const)
+	if !ok || c.Type != "str" {
 		return false
 	}
-	v := strings.TrimSpace(c.val)
+	v := strings.TrimSpace(c.Val)
 	if utc {
 		for _, z := range []string{"Z", "z", "+00:00", "+0000", "+00"} {
 			if cut, ok := strings.CutSuffix(v, z); ok {

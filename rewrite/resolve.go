@@ -4,23 +4,24 @@ import (
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // constantClause checks a LIMIT or OFFSET expression: the shaping SQL
 // evaluates it as written, so it may hold only literals, parameters and
 // scalar functions of them.
-func constantClause(e expr) string {
+func constantClause(e syntax.Expr) string {
 	var why string
-	walk(e, func(x expr) bool {
+	syntax.Walk(e, func(x syntax.Expr) bool {
 		if why != "" {
 			return false
 		}
 		switch x := x.(type) {
-		case *unsupported:
-			why = "uses " + x.what
-		case *colRef:
+		case *syntax.Unsupported:
+			why = "uses " + x.What
+		case *syntax.ColRef:
 			why = "references a column"
-		case *funcCall:
+		case *syntax.FuncCall:
 			if classifyAgg(x) != notAgg {
 				why = "uses an aggregate"
 			}
@@ -34,42 +35,42 @@ func constantClause(e expr) string {
 // aggregate the rewriter knows nor a scalar function of scalarFuncs, or
 // the first operator that is not a built-in's (a user's operator may call a
 // volatile function, which a rollup's rows would call once per group).
-func unknownFunctions(s *selectStmt) string {
+func unknownFunctions(s *syntax.Select) string {
 	var why string
-	check := func(e expr) {
-		walk(e, func(x expr) bool {
+	check := func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
 			if why != "" {
 				return false
 			}
 			op := ""
 			switch x := x.(type) {
-			case *opExpr:
-				if x.schema != "" && x.schema != "pg_catalog" {
-					op = x.schema + "." + x.op
-				} else if !builtinOperators[x.op] {
-					op = x.op
+			case *syntax.OpExpr:
+				if x.Schema != "" && x.Schema != "pg_catalog" {
+					op = x.Schema + "." + x.Op
+				} else if !builtinOperators[x.Op] {
+					op = x.Op
 				}
-			case *kwExpr:
-				if (x.fn == "ANY" || x.fn == "ALL") && !builtinOperators[x.kw] {
-					op = x.kw
+			case *syntax.KeywordExpr:
+				if (x.Fn == "ANY" || x.Fn == "ALL") && !builtinOperators[x.Kw] {
+					op = x.Kw
 				}
 			}
 			if op != "" {
 				why = "operator " + op + " is not one the rewriter knows to be built in"
 				return false
 			}
-			f, ok := x.(*funcCall)
+			f, ok := x.(*syntax.FuncCall)
 			if !ok || classifyAgg(f) != notAgg {
 				return true
 			}
-			if name, builtin := f.builtin(); builtin && scalarFuncs[name] {
+			if name, builtin := f.Builtin(); builtin && scalarFuncs[name] {
 				return true
 			}
-			why = "function " + sqlOfName(f.name) + "() is not one the rewriter knows to be an immutable or stable scalar function"
+			why = "function " + syntax.NameSQL(f.Name) + "() is not one the rewriter knows to be an immutable or stable scalar function"
 			return false
 		})
 	}
-	s.eachExpr(check)
+	s.EachExpr(check)
 	return why
 }
 
@@ -88,18 +89,18 @@ func pgCatalogFirst(sess env) string {
 // resolveTable finds the rollups of the table a FROM item names, resolving
 // an unqualified name along the session's search_path. It returns the table
 // as printed in reasons.
-func resolveTable(fi fromItem, snap *catalog.Snapshot, sess env) (string, []*catalog.Rollup) {
-	if fi.schema != "" {
-		t := catalog.Table{Schema: fi.schema, Name: fi.name}
+func resolveTable(fi syntax.FromItem, snap *catalog.Snapshot, sess env) (string, []*catalog.Rollup) {
+	if fi.Schema != "" {
+		t := catalog.Table{Schema: fi.Schema, Name: fi.Name}
 		return t.String(), snap.ForSource(t)
 	}
 	for _, schema := range searchPath(sess) {
-		t := catalog.Table{Schema: schema, Name: fi.name}
+		t := catalog.Table{Schema: schema, Name: fi.Name}
 		if rs := snap.ForSource(t); len(rs) > 0 {
 			return t.String(), rs
 		}
 	}
-	return catalog.QuoteIdent(fi.name) + " (search_path " + strings.Join(searchPath(sess), ", ") + ")", nil
+	return catalog.QuoteIdent(fi.Name) + " (search_path " + strings.Join(searchPath(sess), ", ") + ")", nil
 }
 
 // searchPath splits a search_path setting into schema names.
@@ -133,41 +134,41 @@ func searchPath(sess env) []string {
 
 // matcher holds the state of matching one query against one rollup.
 type matcher struct {
-	s *selectStmt
+	s *syntax.Select
 	// sketch is the kind of sketch that answers the distinct counts: HLL,
 	// Theta for an overlap's arms, top-k for a top-k's summaries.
 	sketch catalog.Aggregate
-	fi     fromItem
+	fi     syntax.FromItem
 	r      *catalog.Rollup
 	sess   env
 	// lift numbers the string literals of the time bounds the fetch binds
 	// as parameters, while it is printed (see liftBounds); lo and hi are
 	// the bucket range's bounds as plan.BoundsRelation computes them.
-	lift   map[*constExpr]int
+	lift   map[*syntax.Const]int
 	lo, hi string
 	// bounds are the columns of plan.BoundsRelation the fetch reads.
 	bounds map[string]bool
 	keys   []*keyInfo
 	aggs   []*aggInfo
 	// pushed are WHERE conjuncts answered on both halves.
-	pushed []expr
+	pushed []syntax.Expr
 	// ranges are the WHERE conjuncts that bound the raw time column.
-	ranges []expr
+	ranges []syntax.Expr
 	lower  []bound
 	upper  []bound
 	exact  bool
 }
 
 type keyInfo struct {
-	e     expr
+	e     syntax.Expr
 	canon string
 	name  string
 }
 
 // scalarCall reports whether f calls a built-in scalar function the
 // rewriter knows to be immutable or stable.
-func scalarCall(f *funcCall) bool {
-	name, builtin := f.builtin()
+func scalarCall(f *syntax.FuncCall) bool {
+	name, builtin := f.Builtin()
 	return builtin && scalarFuncs[name] && classifyAgg(f) == notAgg
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // Retention grids: how many of one period's users were active in another,
@@ -31,96 +32,96 @@ import (
 
 // pairedSets is a join of two FROM items and the conditions that join them.
 type pairedSets struct {
-	items [2]fromItem
-	conds []expr
+	items [2]syntax.FromItem
+	conds []syntax.Expr
 }
 
 // joinedPair reads the FROM clause of s as two items joined (JOIN ... ON,
 // or a comma join), with the ON and WHERE conjuncts.
-func joinedPair(s *selectStmt) (pairedSets, bool) {
+func joinedPair(s *syntax.Select) (pairedSets, bool) {
 	var ps pairedSets
 	switch {
-	case len(s.from) == 1 && innerJoin(s.from[0]) != nil:
-		j := innerJoin(s.from[0])
-		ps.items = [2]fromItem{j.l, j.r}
-		ps.conds = conjuncts(j.on)
-	case len(s.from) == 2:
-		ps.items = [2]fromItem{s.from[0], s.from[1]}
+	case len(s.From) == 1 && innerJoin(s.From[0]) != nil:
+		j := innerJoin(s.From[0])
+		ps.items = [2]syntax.FromItem{j.Left, j.Right}
+		ps.conds = conjuncts(j.On)
+	case len(s.From) == 2:
+		ps.items = [2]syntax.FromItem{s.From[0], s.From[1]}
 	default:
 		return ps, false
 	}
 	for _, it := range ps.items {
-		if it.join != nil {
+		if it.Join != nil {
 			return ps, false
 		}
 	}
-	ps.conds = append(ps.conds, conjuncts(s.where)...)
+	ps.conds = append(ps.conds, conjuncts(s.Where)...)
 	return ps, true
 }
 
 // cteBodies are a WITH clause's common table expressions by name, or nil
 // unless it is plain and not recursive.
-func cteBodies(w *withClause) map[string]*selectStmt {
-	if w == nil || w.recursive || !w.plain {
+func cteBodies(w *syntax.With) map[string]*syntax.Select {
+	if w == nil || w.Recursive || !w.Plain {
 		return nil
 	}
-	out := make(map[string]*selectStmt, len(w.names))
-	for i, n := range w.names {
-		out[n] = w.bodies[i]
+	out := make(map[string]*syntax.Select, len(w.Names))
+	for i, n := range w.Names {
+		out[n] = w.Bodies[i]
 	}
 	return out
 }
 
 // retentionShape reports whether s looks like a retention grid: two FROM
 // items joined, grouped. Only then does planRetention decide.
-func retentionShape(s *selectStmt) bool {
+func retentionShape(s *syntax.Select) bool {
 	ps, ok := joinedPair(s)
-	return ok && len(s.groupBy) > 0 && (plainQuery(ps.items[0]) != nil || cteBodies(s.with)[ps.items[0].name] != nil)
+	return ok && len(s.GroupBy) > 0 && (plainQuery(ps.items[0]) != nil || cteBodies(s.With)[ps.items[0].Name] != nil)
 }
 
 // periodSet is one side of a retention grid: SELECT DISTINCT period, col
 // FROM t WHERE ..., referred to as ref.
 type periodSet struct {
 	ref        string
-	sel        *selectStmt
-	period     expr
+	sel        *syntax.Select
+	period     syntax.Expr
 	periodName string
 	col        string
 }
 
 // readPeriodSet reads a FROM item of a grid as a period set.
-func readPeriodSet(it fromItem, ctes map[string]*selectStmt) (periodSet, string) {
+func readPeriodSet(it syntax.FromItem, ctes map[string]*syntax.Select) (periodSet, string) {
 	ps := periodSet{ref: refName(it), sel: plainQuery(it)}
-	if ps.sel == nil && it.schema == "" {
-		ps.sel = ctes[it.name]
+	if ps.sel == nil && it.Schema == "" {
+		ps.sel = ctes[it.Name]
 	}
 	s := ps.sel
 	switch {
 	case s == nil:
 		return ps, refName(it) + " is not a subquery or a common table expression"
-	case len(s.from) == 1 && s.from[0].schema == "" && ctes[s.from[0].name] != nil:
-		return ps, refName(it) + " reads the common table expression " + s.from[0].name + ", not a table"
-	case s.unsupported != "" || s.setOp != "":
-		return ps, refName(it) + " uses " + s.unsupported
-	case !s.distinct:
+	case len(s.From) == 1 && s.From[0].Schema == "" && ctes[s.From[0].Name] != nil:
+		return ps, refName(it) + " reads the common table expression " + s.From[0].Name + ", not a table"
+	case s.Unsupported != "" || s.SetOp != "":
+		return ps, refName(it) + " uses " + s.Unsupported
+	case !s.Distinct:
 		return ps, refName(it) + " is not SELECT DISTINCT: the join would count a user once per row"
-	case len(s.targets) != 2 || len(s.from) != 1 || s.from[0].unsupported != "":
+	case len(s.Targets) != 2 || len(s.From) != 1 || s.From[0].Unsupported != "":
 		return ps, refName(it) + " selects other than a period and a column of one table"
-	case len(s.groupBy) > 0 || s.having != nil || s.limit != nil || s.offset != nil:
+	case len(s.GroupBy) > 0 || s.Having != nil || s.Limit != nil || s.Offset != nil:
 		return ps, refName(it) + " has GROUP BY, HAVING, LIMIT or OFFSET"
 	}
-	for _, t := range s.targets {
-		if c, ok := t.e.(*colRef); ok && ps.col == "" && (t.name == "" || t.name == c.parts[len(c.parts)-1]) {
-			col, why := ownColumn(c, s.from[0])
+	for _, t := range s.Targets {
+		if c, ok := t.Expr.(*syntax.ColRef); ok && ps.col == "" && (t.Name == "" || t.Name == c.Parts[len(c.Parts)-1]) {
+			col, why := ownColumn(c, s.From[0])
 			if why != "" {
 				return ps, refName(it) + ": " + why
 			}
 			ps.col = col
 			continue
 		}
-		ps.period, ps.periodName = t.e, t.name
+		ps.period, ps.periodName = t.Expr, t.Name
 		if ps.periodName == "" {
-			ps.periodName = figureColname(t.e)
+			ps.periodName = syntax.ColumnName(t.Expr)
 		}
 	}
 	if ps.col == "" || ps.period == nil {
@@ -131,16 +132,16 @@ func readPeriodSet(it fromItem, ctes map[string]*selectStmt) (periodSet, string)
 
 // gridRef says what a column reference of the outer query names: the
 // period (0 or 1 for set 1 or 2), the counted column (2 or 3), or -1.
-func gridRef(c *colRef, sets [2]periodSet) int {
-	if len(c.parts) != 2 {
+func gridRef(c *syntax.ColRef, sets [2]periodSet) int {
+	if len(c.Parts) != 2 {
 		return -1
 	}
 	for i, ps := range sets {
 		switch {
-		case c.parts[0] != ps.ref:
-		case c.parts[1] == ps.periodName:
+		case c.Parts[0] != ps.ref:
+		case c.Parts[1] == ps.periodName:
 			return i
-		case c.parts[1] == ps.col:
+		case c.Parts[1] == ps.col:
 			return 2 + i
 		}
 	}
@@ -153,14 +154,14 @@ var gridColumns = [3]string{"pgsketch_a", "pgsketch_b", "pgsketch_n"}
 
 // planRetention plans a retention grid (retentionShape holds), or says why
 // it is not answered.
-func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
+func planRetention(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
 	pair, _ := joinedPair(s)
-	ctes := cteBodies(s.with)
-	if s.unsupported != "" && (s.unsupported != "a WITH clause" || ctes == nil) {
+	ctes := cteBodies(s.With)
+	if s.Unsupported != "" && (s.Unsupported != "a WITH clause" || ctes == nil) {
 		// A WITH clause the parser could not read (RECURSIVE, say), whose
 		// names the sets' FROM could mean, or another construct (grouping
 		// sets, a window clause, ...).
-		return nil, "retention grid: query uses " + s.unsupported
+		return nil, "retention grid: query uses " + s.Unsupported
 	}
 	var sets [2]periodSet
 	for i, it := range pair.items {
@@ -175,7 +176,7 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, str
 		return nil, "retention grid: both sets are called " + sets[0].ref
 	case sets[0].col != sets[1].col:
 		return nil, "retention grid: the sets select different columns"
-	case s.having != nil || s.distinct:
+	case s.Having != nil || s.Distinct:
 		return nil, "retention grid with HAVING or DISTINCT"
 	case !sess.Approx:
 		return nil, "pgsketch.approx is off"
@@ -194,9 +195,9 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, str
 	var rows int64
 	guard := ""
 	for i, ps := range sets {
-		q := &selectStmt{
-			targets: []target{{e: ps.period}, {e: &funcCall{name: []string{"count"}, args: []expr{&colRef{parts: []string{ps.col}}}, distinct: true}}},
-			from:    ps.sel.from, where: ps.sel.where, groupBy: []expr{&constExpr{kind: "int", val: "1"}},
+		q := &syntax.Select{
+			Targets: []syntax.Target{{Expr: ps.period}, {Expr: &syntax.FuncCall{Name: []string{"count"}, Args: []syntax.Expr{&syntax.ColRef{Parts: []string{ps.col}}}, Distinct: true}}},
+			From:    ps.sel.From, Where: ps.sel.Where, GroupBy: []syntax.Expr{&syntax.Const{Type: "int", Val: "1"}},
 		}
 		b, why := planSketched(q, catalog.Theta, snap, sess)
 		a := b.rollup()
@@ -227,13 +228,13 @@ func planRetention(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, str
 // gridConditions finds the join on the counted column among conds and
 // prints the others, which may name only the two periods, over
 // CellsRelation's columns ("true" for none).
-func gridConditions(conds []expr, sets [2]periodSet) (string, string) {
+func gridConditions(conds []syntax.Expr, sets [2]periodSet) (string, string) {
 	var rest []string
 	joined := false
 	for _, c := range conds {
-		if o, ok := c.(*opExpr); ok && o.op == "=" && o.schema == "" && !joined {
-			l, lok := o.l.(*colRef)
-			r, rok := o.r.(*colRef)
+		if o, ok := c.(*syntax.OpExpr); ok && o.Op == "=" && o.Schema == "" && !joined {
+			l, lok := o.Left.(*syntax.ColRef)
+			r, rok := o.Right.(*syntax.ColRef)
 			if lok && rok {
 				a, b := gridRef(l, sets), gridRef(r, sets)
 				if a == 2 && b == 3 || a == 3 && b == 2 {
@@ -244,7 +245,7 @@ func gridConditions(conds []expr, sets [2]periodSet) (string, string) {
 		}
 		sql, ok := overCells(c, sets)
 		if !ok {
-			return "", "a join condition names more than the two periods: " + sqlOf(c, nil)
+			return "", "a join condition names more than the two periods: " + syntax.SQL(c, nil)
 		}
 		rest = append(rest, "("+sql+")")
 	}
@@ -260,15 +261,15 @@ func gridConditions(conds []expr, sets [2]periodSet) (string, string) {
 // overCells prints e with the periods as CellsRelation's columns; false
 // when e names another column, a subquery or a parameter (the statement
 // that evaluates it binds none).
-func overCells(e expr, sets [2]periodSet) (string, bool) {
+func overCells(e syntax.Expr, sets [2]periodSet) (string, bool) {
 	ok := true
-	walk(e, func(x expr) bool {
+	syntax.Walk(e, func(x syntax.Expr) bool {
 		switch x := x.(type) {
-		case *colRef:
+		case *syntax.ColRef:
 			if n := gridRef(x, sets); n != 0 && n != 1 {
 				ok = false
 			}
-		case *unsupported, *paramRef:
+		case *syntax.Unsupported, *syntax.Param:
 			ok = false
 		}
 		return ok
@@ -276,8 +277,8 @@ func overCells(e expr, sets [2]periodSet) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return sqlOf(e, func(x expr) (string, bool) {
-		if c, isRef := x.(*colRef); isRef {
+	return syntax.SQL(e, func(x syntax.Expr) (string, bool) {
+		if c, isRef := x.(*syntax.ColRef); isRef {
 			return CellsRelation + "." + gridColumns[gridRef(c, sets)], true
 		}
 		return "", false
@@ -287,44 +288,44 @@ func overCells(e expr, sets [2]periodSet) (string, bool) {
 // gridShapeSQL prints the outer query over CellsRelation: its select list
 // (the two periods and the count, in any order), GROUP BY of both periods,
 // ORDER BY and LIMIT.
-func gridShapeSQL(s *selectStmt, sets [2]periodSet) (string, string) {
+func gridShapeSQL(s *syntax.Select, sets [2]periodSet) (string, string) {
 	var cols []string
 	var outs []int // which of gridColumns each select-list item is
 	counts := 0
-	for _, t := range s.targets {
+	for _, t := range s.Targets {
 		n := -1
-		switch e := t.e.(type) {
-		case *colRef:
+		switch e := t.Expr.(type) {
+		case *syntax.ColRef:
 			if g := gridRef(e, sets); g == 0 || g == 1 {
 				n = g
 			}
-		case *funcCall:
+		case *syntax.FuncCall:
 			k := classifyAgg(e)
-			if k == countRows && e.star || k == countDistinct && len(e.args) == 1 && isCounted(e.args[0], sets) {
+			if k == countRows && e.Star || k == countDistinct && len(e.Args) == 1 && isCounted(e.Args[0], sets) {
 				n, counts = 2, counts+1
 			}
 		}
-		if t.star || n < 0 {
+		if t.Star || n < 0 {
 			return "", "the select list holds other than the two periods and the count"
 		}
-		name := t.name
+		name := t.Name
 		if name == "" {
-			name = figureColname(t.e)
+			name = syntax.ColumnName(t.Expr)
 		}
-		cols = append(cols, CellsRelation+"."+gridColumns[n]+" AS "+quoteName(name))
+		cols = append(cols, CellsRelation+"."+gridColumns[n]+" AS "+syntax.QuoteIdent(name))
 		outs = append(outs, n)
 	}
 	if counts != 1 {
 		return "", "the select list has other than one count"
 	}
 	grouped := map[int]bool{}
-	for _, g := range s.groupBy {
+	for _, g := range s.GroupBy {
 		n := -1
 		switch e := g.(type) {
-		case *colRef:
+		case *syntax.ColRef:
 			n = gridRef(e, sets)
-		case *constExpr:
-			if i, err := strconv.Atoi(e.val); err == nil && e.kind == "int" && i >= 1 && i <= len(outs) {
+		case *syntax.Const:
+			if i, err := strconv.Atoi(e.Val); err == nil && e.Type == "int" && i >= 1 && i <= len(outs) {
 				n = outs[i-1]
 			}
 		}
@@ -338,7 +339,7 @@ func gridShapeSQL(s *selectStmt, sets [2]periodSet) (string, string) {
 	}
 	sql := "SELECT " + strings.Join(cols, ", ") + " FROM " + CellsRelation
 	var order []string
-	for _, o := range s.orderBy {
+	for _, o := range s.OrderBy {
 		item, ok := orderItem(o, s, sets)
 		if !ok {
 			return "", "ORDER BY holds other than output columns and the periods"
@@ -350,51 +351,51 @@ func gridShapeSQL(s *selectStmt, sets [2]periodSet) (string, string) {
 	}
 	for _, l := range []struct {
 		kw string
-		e  expr
-	}{{" LIMIT ", s.limit}, {" OFFSET ", s.offset}} {
+		e  syntax.Expr
+	}{{" LIMIT ", s.Limit}, {" OFFSET ", s.Offset}} {
 		if l.e == nil {
 			continue
 		}
-		c, ok := l.e.(*constExpr)
-		if !ok || c.kind != "int" && c.kind != "null" {
+		c, ok := l.e.(*syntax.Const)
+		if !ok || c.Type != "int" && c.Type != "null" {
 			return "", "LIMIT or OFFSET is not a constant"
 		}
-		sql += l.kw + constSQL(c)
+		sql += l.kw + syntax.ConstSQL(c)
 	}
 	return sql, ""
 }
 
 // isCounted reports whether e is one set's counted column.
-func isCounted(e expr, sets [2]periodSet) bool {
-	c, ok := e.(*colRef)
+func isCounted(e syntax.Expr, sets [2]periodSet) bool {
+	c, ok := e.(*syntax.ColRef)
 	return ok && gridRef(c, sets) >= 2
 }
 
 // orderItem prints one ORDER BY item over the shaped query: a position or
 // an output name as written, a period as its cells column.
-func orderItem(o sortItem, s *selectStmt, sets [2]periodSet) (string, bool) {
-	if strings.HasPrefix(o.dir, "USING") {
+func orderItem(o syntax.SortItem, s *syntax.Select, sets [2]periodSet) (string, bool) {
+	if strings.HasPrefix(o.Dir, "USING") {
 		return "", false
 	}
 	var e string
-	switch x := o.e.(type) {
-	case *constExpr:
-		if x.kind != "int" {
+	switch x := o.Expr.(type) {
+	case *syntax.Const:
+		if x.Type != "int" {
 			return "", false
 		}
-		e = x.val
-	case *colRef:
+		e = x.Val
+	case *syntax.ColRef:
 		if g := gridRef(x, sets); g == 0 || g == 1 {
 			e = CellsRelation + "." + gridColumns[g]
-		} else if len(x.parts) == 1 && slices.ContainsFunc(s.targets, func(t target) bool { return t.name == x.parts[0] }) {
-			e = quoteName(x.parts[0])
+		} else if len(x.Parts) == 1 && slices.ContainsFunc(s.Targets, func(t syntax.Target) bool { return t.Name == x.Parts[0] }) {
+			e = syntax.QuoteIdent(x.Parts[0])
 		} else {
 			return "", false
 		}
 	default:
 		return "", false
 	}
-	for _, w := range []string{o.dir, o.nulls} {
+	for _, w := range []string{o.Dir, o.Nulls} {
 		if w != "" {
 			e += " " + w
 		}
@@ -409,27 +410,27 @@ func orderItem(o sortItem, s *selectStmt, sets [2]periodSet) (string, bool) {
 // expression decides).
 func cellSQL(sets [2]periodSet, src catalog.Table) string {
 	arm := func(ps periodSet, x string) string {
-		over := func(e expr) string {
-			return sqlOf(e, func(y expr) (string, bool) {
-				if c, ok := y.(*colRef); ok {
-					return "t." + catalog.QuoteIdent(c.parts[len(c.parts)-1]), true
+		over := func(e syntax.Expr) string {
+			return syntax.SQL(e, func(y syntax.Expr) (string, bool) {
+				if c, ok := y.(*syntax.ColRef); ok {
+					return "t." + catalog.QuoteIdent(c.Parts[len(c.Parts)-1]), true
 				}
 				return "", false
 			})
 		}
 		w := over(ps.period) + " = " + x
-		if f, ok := ps.period.(*funcCall); ok && len(f.args) >= 2 {
+		if f, ok := ps.period.(*syntax.FuncCall); ok && len(f.Args) >= 2 {
 			// date_trunc('unit', time[, zone]): the period's rows lie
 			// within a unit of its start, give or take a day of zone offset.
-			if n, _ := f.builtin(); n == "date_trunc" {
-				if u, isConst := f.args[0].(*constExpr); isConst && u.kind == "str" && validUnit(u.val) {
-					t := over(f.args[1])
-					w = t + " >= " + x + " - interval '1 day' AND " + t + " < " + x + " + interval '1 " + u.val + "' + interval '1 day' AND " + w
+			if n, _ := f.Builtin(); n == "date_trunc" {
+				if u, isConst := f.Args[0].(*syntax.Const); isConst && u.Type == "str" && validUnit(u.Val) {
+					t := over(f.Args[1])
+					w = t + " >= " + x + " - interval '1 day' AND " + t + " < " + x + " + interval '1 " + u.Val + "' + interval '1 day' AND " + w
 				}
 			}
 		}
-		if ps.sel.where != nil {
-			w = "(" + over(ps.sel.where) + ") AND " + w
+		if ps.sel.Where != nil {
+			w = "(" + over(ps.sel.Where) + ") AND " + w
 		}
 		return "SELECT t." + catalog.QuoteIdent(ps.col) + " FROM " + src.String() + " AS t WHERE " + w
 	}
@@ -448,11 +449,11 @@ func validUnit(u string) bool {
 }
 
 // nullableColumn returns a column e uses that is not in notNull, or "".
-func nullableColumn(e expr, notNull []string) string {
+func nullableColumn(e syntax.Expr, notNull []string) string {
 	bad := ""
-	walk(e, func(x expr) bool {
-		if c, ok := x.(*colRef); ok && bad == "" && !slices.Contains(notNull, c.parts[len(c.parts)-1]) {
-			bad = c.parts[len(c.parts)-1]
+	syntax.Walk(e, func(x syntax.Expr) bool {
+		if c, ok := x.(*syntax.ColRef); ok && bad == "" && !slices.Contains(notNull, c.Parts[len(c.Parts)-1]) {
+			bad = c.Parts[len(c.Parts)-1]
 		}
 		return bad == ""
 	})

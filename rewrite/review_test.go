@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // TestRecover checks Rewrite's promise never to panic.
@@ -92,7 +93,7 @@ func TestApproxUnanswered(t *testing.T) {
 		case isSubstitute(r.Plan):
 			got = "substitute"
 			sub := r.Plan.(*plan.Substitute)
-			if p, err := parseSQL(sub.SQL); err != nil || p.approx {
+			if p, err := syntax.Parse(sub.SQL); err != nil || p.Approx {
 				t.Errorf("%s: the substitute calls APPROX_COUNT_DISTINCT: %s", sql, sub.SQL)
 			}
 		case r.Plan != nil:
@@ -112,24 +113,6 @@ func TestApproxUnanswered(t *testing.T) {
 		if exact, ok := ExactEquivalent(sql); ok != (want == "substitute" || want == "plan" && strings.Contains(sql, "approx")) {
 			t.Errorf("%s: ExactEquivalent = %q, %v", sql, exact, ok)
 		}
-	}
-}
-
-func TestSplit(t *testing.T) {
-	stmts, err := Split("SELECT 1; /* a; */ SELECT count(DISTINCT user_id) FROM events WHERE note = 'a;b' ;BEGIN;COPY t FROM STDIN; select 2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Statement{{SQL: "SELECT 1"}, {SQL: "/* a; */ SELECT count(DISTINCT user_id) FROM events WHERE note = 'a;b'"},
-		{SQL: "BEGIN", Control: true}, {SQL: "COPY t FROM STDIN", Control: true}, {SQL: "select 2"}}
-	if fmt.Sprint(stmts) != fmt.Sprint(want) {
-		t.Errorf("Split:\n got %+v\nwant %+v", stmts, want)
-	}
-	if _, err := Split("SELECT (("); err == nil {
-		t.Error("Split of a syntax error: no error")
-	}
-	if _, err := Split(strings.Repeat("(", MaxNestingDepth+1)); err == nil {
-		t.Error("Split past the nesting cap: no error")
 	}
 }
 

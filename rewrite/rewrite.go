@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // Result is what Rewrite decides for one SQL text: a Plan, or the reason the
@@ -17,7 +18,7 @@ type Result struct {
 	// Reason says why the text passes through; empty when Plan is set.
 	Reason string
 	// Err is set when the text could not be analysed at all: a
-	// *ParseError or a *LimitError. Reason says so too.
+	// *syntax.ParseError or a *LimitError. Reason says so too.
 	Err error
 	// ApproxUnanswered is set on a passthrough whose statement calls
 	// APPROX_COUNT_DISTINCT (see Unsupported), or whose text mentions it
@@ -43,7 +44,7 @@ var panicHook func(sql string)
 // sess. It never panics: a panic inside the planner becomes a passthrough
 // with reason "internal error: ...".
 func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
-	if !Prefilter(sql) {
+	if !syntax.Prefilter(sql) {
 		return Result{Reason: "no COUNT(DISTINCT ...), APPROX_COUNT_DISTINCT, count over INTERSECT or EXCEPT, count with GROUP BY and LIMIT or HAVING, or pgsketch in the text"}
 	}
 	// calls: the text may call APPROX_COUNT_DISTINCT; once parsed, the
@@ -53,7 +54,7 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		if v := recover(); v != nil {
 			res = Result{Reason: fmt.Sprintf("internal error: %v", v)}
 		}
-		if res.Plan == nil && calls && containsFold(sql, "approx_count_distinct") {
+		if res.Plan == nil && calls && syntax.ContainsFold(sql, "approx_count_distinct") {
 			res.ApproxUnanswered = true
 			res.Reason += "; APPROX_COUNT_DISTINCT is left unanswered (PostgreSQL has no such function)"
 		}
@@ -64,45 +65,45 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if r, over := overLimits(sql); over {
 		return r
 	}
-	p, err := parseSQL(sql)
+	p, err := syntax.Parse(sql)
 	if err != nil {
-		return Result{Reason: "does not parse: " + err.(*ParseError).Msg, Err: err}
+		return Result{Reason: "does not parse: " + err.(*syntax.ParseError).Msg, Err: err}
 	}
-	if p.multi {
-		return Result{Reason: "the text holds " + p.other, Multi: true}
+	if p.Multi {
+		return Result{Reason: "the text holds " + p.Other, Multi: true}
 	}
-	calls = p.approx
-	if p.other != "" {
-		return Result{Reason: "statement is " + p.other + ", not a single SELECT", Unsupported: p.approxWhy}
+	calls = p.Approx
+	if p.Other != "" {
+		return Result{Reason: "statement is " + p.Other + ", not a single SELECT", Unsupported: p.ApproxWhy}
 	}
 	// Every $n of the text, also where the AST does not reach (a LATERAL
 	// subquery, VALUES, a window's frame), that the statement may bind.
-	params := maxParam(p.sel)
+	params := maxParam(p.Select)
 	if ps := paramsIn(sql); len(ps) > 0 {
 		params = max(params, ps[len(ps)-1])
 	}
 	b, reason := planParsed(p, snap, env{Session: sess, params: params})
-	if b == nil && p.approx {
+	if b == nil && p.Approx {
 		// No planner answered, nor could reprint the statement with its
 		// APPROX_COUNT_DISTINCT counted exactly: the parser's tree can
 		// (a join, a subquery, a set operation, FILTER), or says why not.
-		if p.approxWhy != "" {
-			return Result{Reason: reason, Unsupported: p.approxWhy}
+		if p.ApproxWhy != "" {
+			return Result{Reason: reason, Unsupported: p.ApproxWhy}
 		}
-		b = &built{Plan: &plan.Substitute{SQL: p.exact,
+		b = &built{Plan: &plan.Substitute{SQL: p.Exact,
 			Head: plan.Head{Notice: "pgsketch: APPROX_COUNT_DISTINCT counted exactly: " + reason}}}
-	} else if sub := b.substitute(); sub != nil && p.explain {
+	} else if sub := b.substitute(); sub != nil && p.Explain {
 		// The statement the substitute runs is the EXPLAIN the client
 		// asked for (the tree's text has it already).
 		sub.SQL = "EXPLAIN " + sub.SQL
-		if p.verbose {
+		if p.Verbose {
 			sub.SQL = "EXPLAIN (VERBOSE) " + strings.TrimPrefix(sub.SQL, "EXPLAIN ")
 		}
 	}
 	if b == nil {
 		return Result{Reason: reason}
 	}
-	b.Header().Explain, b.Header().Verbose = p.explain, p.verbose
+	b.Header().Explain, b.Header().Verbose = p.Explain, p.Verbose
 	finish(b.Plan, params, quotesRelativeTime(sql), snap, sess)
 	return Result{Plan: b.Plan}
 }
@@ -118,8 +119,8 @@ type env struct {
 // overLimits checks sql against the caps on its size, nesting and tokens,
 // before the parser sees it.
 func overLimits(sql string) (Result, bool) {
-	if err := checkLimits(sql); err != nil {
-		return Result{Reason: err.reason(), Err: err}, true
+	if err := syntax.CheckLimits(sql); err != nil {
+		return Result{Reason: err.Reason(), Err: err}, true
 	}
 	return Result{}, false
 }
@@ -130,24 +131,24 @@ func overLimits(sql string) (Result, bool) {
 // then, when none answered the statement whole (or its
 // APPROX_COUNT_DISTINCT would be counted exactly), the star join and the
 // nested subqueries. A substitute plan comes back without a reason.
-func planParsed(p *parsed, snap *catalog.Snapshot, sess env) (*built, string) {
+func planParsed(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, string) {
 	var b *built
 	var reason string
 	switch {
-	case overlapShape(p.sel):
-		b, reason = planOverlap(p.sel, snap, sess)
-	case retentionShape(p.sel):
-		b, reason = planRetention(p.sel, snap, sess)
-	case topkShape(p.sel):
-		b, reason = planTopK(p.sel, snap, sess)
+	case overlapShape(p.Select):
+		b, reason = planOverlap(p.Select, snap, sess)
+	case retentionShape(p.Select):
+		b, reason = planRetention(p.Select, snap, sess)
+	case topkShape(p.Select):
+		b, reason = planTopK(p.Select, snap, sess)
 	default:
-		b, reason = planSelect(p.sel, snap, sess)
-		if b == nil && pullUp(p.sel) {
-			b, reason = planSelect(p.sel, snap, sess)
+		b, reason = planSelect(p.Select, snap, sess)
+		if b == nil && pullUp(p.Select) {
+			b, reason = planSelect(p.Select, snap, sess)
 		}
 	}
 	if b == nil || b.substitute() != nil {
-		if sb, why := planStarJoin(p.sel, snap, sess); sb != nil {
+		if sb, why := planStarJoin(p.Select, snap, sess); sb != nil {
 			b = sb
 		} else if why != notAJoin {
 			reason += "; as a join: " + why
@@ -195,7 +196,7 @@ func paramsIn(sql string) []int {
 	if sql == "" {
 		return nil
 	}
-	ps := scan(sql, int(^uint(0)>>1), int(^uint(0)>>1), true).params
+	ps := syntax.Scan(sql, int(^uint(0)>>1), int(^uint(0)>>1), true).Params
 	sort.Ints(ps)
 	var out []int
 	for i, n := range ps {
@@ -206,39 +207,39 @@ func paramsIn(sql string) []int {
 	return out
 }
 
-func maxParam(s *selectStmt) int {
+func maxParam(s *syntax.Select) int {
 	top := 0
 	// The statements of a set operation, of subqueries in FROM and in
 	// expressions, and of a WITH clause bind the same parameters.
-	subs := []*selectStmt{s.larg, s.rarg}
-	visit := func(e expr) {
-		walk(e, func(x expr) bool {
+	subs := []*syntax.Select{s.Left, s.Right}
+	visit := func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
 			switch x := x.(type) {
-			case *paramRef:
-				top = max(top, x.n)
-			case *unsupported:
-				if x.link != nil {
-					subs = append(subs, x.link.sel)
+			case *syntax.Param:
+				top = max(top, x.N)
+			case *syntax.Unsupported:
+				if x.Link != nil {
+					subs = append(subs, x.Link.Select)
 				}
 			}
 			return true
 		})
 	}
-	s.eachExpr(visit)
-	var from func(f fromItem)
-	from = func(f fromItem) {
-		subs = append(subs, f.query)
-		if f.join != nil {
-			from(f.join.l)
-			from(f.join.r)
-			visit(f.join.on)
+	s.EachExpr(visit)
+	var from func(f syntax.FromItem)
+	from = func(f syntax.FromItem) {
+		subs = append(subs, f.Query)
+		if f.Join != nil {
+			from(f.Join.Left)
+			from(f.Join.Right)
+			visit(f.Join.On)
 		}
 	}
-	for _, f := range s.from {
+	for _, f := range s.From {
 		from(f)
 	}
-	if s.with != nil {
-		subs = append(subs, s.with.bodies...)
+	if s.With != nil {
+		subs = append(subs, s.With.Bodies...)
 	}
 	for _, sub := range subs {
 		if sub != nil {
@@ -249,15 +250,15 @@ func maxParam(s *selectStmt) int {
 }
 
 // planSelect matches a SELECT against the rollups of its table.
-func planSelect(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
+func planSelect(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
 	return planSketched(s, catalog.HLL, snap, sess)
 }
 
 // planSketched plans s as planSelect does, answering its distinct counts
 // with sketches of the given kind (Theta for an overlap's arms).
-func planSketched(s *selectStmt, sketch catalog.Aggregate, snap *catalog.Snapshot, sess env) (*built, string) {
-	if s.unsupported != "" {
-		return nil, "query uses " + s.unsupported
+func planSketched(s *syntax.Select, sketch catalog.Aggregate, snap *catalog.Snapshot, sess env) (*built, string) {
+	if s.Unsupported != "" {
+		return nil, "query uses " + s.Unsupported
 	}
 	// Find the aggregates first: a query without an approximable one is
 	// not the rewriter's business, whatever else it does.
@@ -289,7 +290,7 @@ func planSketched(s *selectStmt, sketch catalog.Aggregate, snap *catalog.Snapsho
 	if why := unanswerable(s, sess); why != "" {
 		return fallback(why)
 	}
-	fi := s.from[0]
+	fi := s.From[0]
 	table, rollups := resolveTable(fi, snap, sess)
 	if len(rollups) == 0 {
 		return fallback("no rollup reads table " + table)
@@ -305,34 +306,34 @@ func planSketched(s *selectStmt, sketch catalog.Aggregate, snap *catalog.Snapsho
 // guard is the query a plan's Guard runs for FROM item fi answered from
 // a rollup of source: whether its unqualified name resolves to source in
 // the session; none when the name is qualified.
-func guard(fi fromItem, source catalog.Table) string {
-	if fi.schema != "" {
+func guard(fi syntax.FromItem, source catalog.Table) string {
+	if fi.Schema != "" {
 		return ""
 	}
 	return fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
-		catalog.QuoteLiteral(catalog.QuoteIdent(fi.name)), catalog.QuoteLiteral(source.String()))
+		catalog.QuoteLiteral(catalog.QuoteIdent(fi.Name)), catalog.QuoteLiteral(source.String()))
 }
 
 // findAggs reports whether the select list, HAVING or ORDER BY call
 // APPROX_COUNT_DISTINCT (acd) or COUNT(DISTINCT ...) (cd), and names the
 // first construct there the rewriter does not handle (bad).
-func findAggs(s *selectStmt) (acd, cd bool, bad string) {
-	var allExprs []expr
-	for _, t := range s.targets {
-		if !t.star {
-			allExprs = append(allExprs, t.e)
+func findAggs(s *syntax.Select) (acd, cd bool, bad string) {
+	var allExprs []syntax.Expr
+	for _, t := range s.Targets {
+		if !t.Star {
+			allExprs = append(allExprs, t.Expr)
 		}
 	}
-	allExprs = append(allExprs, s.having)
-	for _, o := range s.orderBy {
-		allExprs = append(allExprs, o.e)
+	allExprs = append(allExprs, s.Having)
+	for _, o := range s.OrderBy {
+		allExprs = append(allExprs, o.Expr)
 	}
 	for _, e := range allExprs {
-		walk(e, func(x expr) bool {
-			if f, ok := x.(*funcCall); ok && f.filter != nil && bad == "" {
-				bad = "an aggregate FILTER clause on " + strings.ToLower(f.name[len(f.name)-1]) + "()"
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			if f, ok := x.(*syntax.FuncCall); ok && f.Filter != nil && bad == "" {
+				bad = "an aggregate FILTER clause on " + strings.ToLower(f.Name[len(f.Name)-1]) + "()"
 			}
-			if f, ok := x.(*funcCall); ok {
+			if f, ok := x.(*syntax.FuncCall); ok {
 				switch classifyAgg(f) {
 				case approxCountDistinct:
 					acd = true
@@ -341,14 +342,14 @@ func findAggs(s *selectStmt) (acd, cd bool, bad string) {
 				}
 				// Behind FILTER too: no rollup answers it here, but the
 				// query is then counted exactly (substitutePlan).
-				if f.filter != nil && classifyAgg(unfiltered(f)) == approxCountDistinct {
+				if f.Filter != nil && classifyAgg(unfiltered(f)) == approxCountDistinct {
 					acd = true
 				}
 			}
-			if u, ok := x.(*unsupported); ok && bad == "" {
-				bad = u.what
-				if u.fn != "" {
-					bad += " on " + u.fn + "()"
+			if u, ok := x.(*syntax.Unsupported); ok && bad == "" {
+				bad = u.What
+				if u.Fn != "" {
+					bad += " on " + u.Fn + "()"
 				}
 			}
 			return true
@@ -361,16 +362,16 @@ func findAggs(s *selectStmt) (acd, cd bool, bad string) {
 // (a *, LIMIT or OFFSET not constant, a function the rewriter does not
 // know, pg_catalog not first on the search_path, not one plain table), or
 // "".
-func unanswerable(s *selectStmt, sess env) string {
-	for _, t := range s.targets {
-		if t.star {
+func unanswerable(s *syntax.Select, sess env) string {
+	for _, t := range s.Targets {
+		if t.Star {
 			return "select list has *"
 		}
 	}
 	for _, c := range []struct {
 		what string
-		e    expr
-	}{{"LIMIT", s.limit}, {"OFFSET", s.offset}} {
+		e    syntax.Expr
+	}{{"LIMIT", s.Limit}, {"OFFSET", s.Offset}} {
 		if why := constantClause(c.e); why != "" {
 			return c.what + " " + why
 		}
@@ -381,18 +382,18 @@ func unanswerable(s *selectStmt, sess env) string {
 	if why := pgCatalogFirst(sess); why != "" {
 		return why
 	}
-	switch len(s.from) {
+	switch len(s.From) {
 	case 0:
 		return "query has no FROM clause"
 	case 1:
 	default:
-		return fmt.Sprintf("FROM lists %d tables; joins are not rewritten", len(s.from))
+		return fmt.Sprintf("FROM lists %d tables; joins are not rewritten", len(s.From))
 	}
-	fi := s.from[0]
-	if fi.unsupported != "" {
-		return "FROM has " + fi.unsupported
+	fi := s.From[0]
+	if fi.Unsupported != "" {
+		return "FROM has " + fi.Unsupported
 	}
-	if fi.only {
+	if fi.Only {
 		return "FROM ONLY reads the table without its inheritance children and partitions, which its rollups include"
 	}
 	return ""

@@ -5,25 +5,26 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // selectSQL prints a SELECT: targets always with explicit aliases (the names
 // PostgreSQL would give them), the given FROM text, and the other clauses
 // printed with hook.
-func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) (string, bool)) string {
+func selectSQL(s *syntax.Select, from, where string, groupBy bool, hook func(syntax.Expr) (string, bool)) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
-	if s.distinct {
+	if s.Distinct {
 		b.WriteString("DISTINCT ")
 	}
-	for i, t := range s.targets {
+	for i, t := range s.Targets {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(sqlOf(t.e, hook))
-		name := t.name
+		b.WriteString(syntax.SQL(t.Expr, hook))
+		name := t.Name
 		if name == "" {
-			name = figureColname(t.e)
+			name = syntax.ColumnName(t.Expr)
 		}
 		b.WriteString(" AS " + catalog.QuoteIdent(name))
 	}
@@ -33,50 +34,50 @@ func selectSQL(s *selectStmt, from, where string, groupBy bool, hook func(expr) 
 	if where != "" {
 		b.WriteString(" WHERE " + where)
 	}
-	if groupBy && len(s.groupBy) > 0 {
+	if groupBy && len(s.GroupBy) > 0 {
 		b.WriteString(" GROUP BY ")
-		for i, g := range s.groupBy {
+		for i, g := range s.GroupBy {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(sqlOf(g, hook))
+			b.WriteString(syntax.SQL(g, hook))
 		}
 	}
-	if groupBy && s.having != nil {
-		b.WriteString(" HAVING " + sqlOf(s.having, hook))
+	if groupBy && s.Having != nil {
+		b.WriteString(" HAVING " + syntax.SQL(s.Having, hook))
 	}
-	if len(s.orderBy) > 0 {
+	if len(s.OrderBy) > 0 {
 		b.WriteString(" ORDER BY ")
-		for i, o := range s.orderBy {
+		for i, o := range s.OrderBy {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			if c, ok := o.e.(*colRef); ok && len(c.parts) == 1 && outputName(s, c.parts[0]) {
+			if c, ok := o.Expr.(*syntax.ColRef); ok && len(c.Parts) == 1 && outputName(s, c.Parts[0]) {
 				// An output column name: it still names one.
-				b.WriteString(catalog.QuoteIdent(c.parts[0]))
-			} else if c, ok := o.e.(*constExpr); ok && c.kind == "int" {
-				b.WriteString(c.val)
+				b.WriteString(catalog.QuoteIdent(c.Parts[0]))
+			} else if c, ok := o.Expr.(*syntax.Const); ok && c.Type == "int" {
+				b.WriteString(c.Val)
 			} else {
-				b.WriteString(sqlOf(o.e, hook))
+				b.WriteString(syntax.SQL(o.Expr, hook))
 			}
-			b.WriteString(o.suffix())
+			b.WriteString(o.Suffix())
 		}
 	}
-	if s.limit != nil {
-		b.WriteString(" LIMIT " + sqlOf(s.limit, hook))
+	if s.Limit != nil {
+		b.WriteString(" LIMIT " + syntax.SQL(s.Limit, hook))
 	}
-	if s.offset != nil {
-		b.WriteString(" OFFSET " + sqlOf(s.offset, hook))
+	if s.Offset != nil {
+		b.WriteString(" OFFSET " + syntax.SQL(s.Offset, hook))
 	}
 	return b.String()
 }
 
 // outputName reports whether name is the name of a select-list item.
-func outputName(s *selectStmt, name string) bool {
-	for _, t := range s.targets {
-		n := t.name
+func outputName(s *syntax.Select, name string) bool {
+	for _, t := range s.Targets {
+		n := t.Name
 		if n == "" {
-			n = figureColname(t.e)
+			n = syntax.ColumnName(t.Expr)
 		}
 		if n == name {
 			return true
@@ -89,17 +90,17 @@ func outputName(s *selectStmt, name string) bool {
 // aggregates become columns of GroupsRelation.
 func (m *matcher) shapeSQL() (string, string) {
 	s := m.s
-	for _, o := range s.orderBy {
-		if o.dir == "USING" {
+	for _, o := range s.OrderBy {
+		if o.Dir == "USING" {
 			return "", "ORDER BY ... USING is not supported"
 		}
 	}
 	var why string
-	hook := func(e expr) (string, bool) {
+	hook := func(e syntax.Expr) (string, bool) {
 		switch x := e.(type) {
-		case *constExpr, *paramRef:
+		case *syntax.Const, *syntax.Param:
 			return "", false
-		case *funcCall:
+		case *syntax.FuncCall:
 			if classifyAgg(x) != notAgg {
 				c := m.canon(x)
 				for _, a := range m.aggs {
@@ -121,7 +122,7 @@ func (m *matcher) shapeSQL() (string, string) {
 				}
 			}
 		}
-		if c, ok := e.(*colRef); ok {
+		if c, ok := e.(*syntax.ColRef); ok {
 			if why == "" {
 				why = "column " + m.canon(c) + " must appear in GROUP BY or be used in an aggregate"
 			}
@@ -130,8 +131,8 @@ func (m *matcher) shapeSQL() (string, string) {
 		return "", false
 	}
 	where := ""
-	if s.having != nil {
-		where = sqlOf(s.having, hook)
+	if s.Having != nil {
+		where = syntax.SQL(s.Having, hook)
 	}
 	out := selectSQL(s, GroupsRelation, where, false, hook)
 	if why != "" {
@@ -154,7 +155,7 @@ func ExactEquivalent(sql string) (exact string, ok bool) {
 // calls APPROX_COUNT_DISTINCT in a form that has none, why
 // (Result.Unsupported); both are empty when sql calls none.
 func ExactOrUnsupported(sql string) (exact, unsupported string) {
-	if !containsFold(sql, "approx_count_distinct") {
+	if !syntax.ContainsFold(sql, "approx_count_distinct") {
 		return "", ""
 	}
 	res := Rewrite(sql, noRollups, Session{})
@@ -173,77 +174,77 @@ var noRollups = catalog.NewSnapshot(nil)
 // APPROX_COUNT_DISTINCT: the query itself, with APPROX_COUNT_DISTINCT(x)
 // counted exactly as COUNT(DISTINCT x), so that the client never sees
 // "function does not exist".
-func substitutePlan(s *selectStmt, reason string) (*plan.Substitute, string) {
+func substitutePlan(s *syntax.Select, reason string) (*plan.Substitute, string) {
 	var from []string
-	for _, f := range s.from {
-		if f.unsupported != "" {
-			return nil, reason + "; and the query cannot be reprinted with an exact count (FROM has " + f.unsupported + ")"
+	for _, f := range s.From {
+		if f.Unsupported != "" {
+			return nil, reason + "; and the query cannot be reprinted with an exact count (FROM has " + f.Unsupported + ")"
 		}
 		t := ""
-		if f.only {
+		if f.Only {
 			t = "ONLY "
 		}
-		if f.schema != "" {
-			t += catalog.QuoteIdent(f.schema) + "."
+		if f.Schema != "" {
+			t += catalog.QuoteIdent(f.Schema) + "."
 		}
-		t += catalog.QuoteIdent(f.name)
-		if f.alias != "" {
-			t += " AS " + catalog.QuoteIdent(f.alias)
+		t += catalog.QuoteIdent(f.Name)
+		if f.Alias != "" {
+			t += " AS " + catalog.QuoteIdent(f.Alias)
 		}
 		from = append(from, t)
 	}
-	for _, o := range s.orderBy {
-		if o.dir == "USING" {
+	for _, o := range s.OrderBy {
+		if o.Dir == "USING" {
 			return nil, reason + "; and the query cannot be reprinted (ORDER BY ... USING)"
 		}
 	}
 	var bad string
-	check := func(e expr) {
-		walk(e, func(x expr) bool {
-			if u, ok := x.(*unsupported); ok && bad == "" {
-				bad = u.what
+	check := func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			if u, ok := x.(*syntax.Unsupported); ok && bad == "" {
+				bad = u.What
 			}
-			if f, ok := x.(*funcCall); ok && bad == "" && classifyAgg(unfiltered(f)) == approxCountDistinct && (f.star || len(f.args) != 1) {
-				bad = sqlOf(f, nil) // Rewrite says why none is counted exactly
+			if f, ok := x.(*syntax.FuncCall); ok && bad == "" && classifyAgg(unfiltered(f)) == approxCountDistinct && (f.Star || len(f.Args) != 1) {
+				bad = syntax.SQL(f, nil) // Rewrite says why none is counted exactly
 			}
 			return true
 		})
 	}
-	for _, t := range s.targets {
-		if t.star {
+	for _, t := range s.Targets {
+		if t.Star {
 			bad = "*"
 		}
-		check(t.e)
+		check(t.Expr)
 	}
-	check(s.where)
-	check(s.having)
-	for _, g := range s.groupBy {
+	check(s.Where)
+	check(s.Having)
+	for _, g := range s.GroupBy {
 		check(g)
 	}
-	for _, o := range s.orderBy {
-		check(o.e)
+	for _, o := range s.OrderBy {
+		check(o.Expr)
 	}
-	check(s.limit)
-	check(s.offset)
+	check(s.Limit)
+	check(s.Offset)
 	if bad != "" {
 		return nil, reason + "; and the query cannot be reprinted with an exact count (it uses " + bad + ")"
 	}
-	var hook func(expr) (string, bool)
-	hook = func(e expr) (string, bool) {
+	var hook func(syntax.Expr) (string, bool)
+	hook = func(e syntax.Expr) (string, bool) {
 		// APPROX_COUNT_DISTINCT(DISTINCT x) is APPROX_COUNT_DISTINCT(x);
 		// a FILTER stays.
-		if f, ok := e.(*funcCall); ok && classifyAgg(unfiltered(f)) == approxCountDistinct && len(f.args) == 1 && !f.star {
-			out := "count(DISTINCT " + sqlOf(f.args[0], hook) + ")"
-			if f.filter != nil {
-				out += " FILTER (WHERE " + sqlOf(f.filter, hook) + ")"
+		if f, ok := e.(*syntax.FuncCall); ok && classifyAgg(unfiltered(f)) == approxCountDistinct && len(f.Args) == 1 && !f.Star {
+			out := "count(DISTINCT " + syntax.SQL(f.Args[0], hook) + ")"
+			if f.Filter != nil {
+				out += " FILTER (WHERE " + syntax.SQL(f.Filter, hook) + ")"
 			}
 			return out, true
 		}
 		return "", false
 	}
 	where := ""
-	if s.where != nil {
-		where = sqlOf(s.where, hook)
+	if s.Where != nil {
+		where = syntax.SQL(s.Where, hook)
 	}
 	sql := selectSQL(s, strings.Join(from, ", "), where, true, hook)
 	return &plan.Substitute{SQL: sql,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // A star join: the fact table (the one a rollup reads) joined to a
@@ -29,7 +30,7 @@ import (
 // distinct counts are never summed, and counts and sums stay exact.
 
 // planStarJoin plans s as a star join, or says why not.
-func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
+func planStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
 	sj, why := readStarJoin(s, snap, sess)
 	if why != "" {
 		return nil, why
@@ -64,14 +65,14 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, stri
 	from, united := sj.outerFrom(s, hook)
 	var where []string
 	for _, c := range sj.outer {
-		where = append(where, sqlOf(c, hook))
+		where = append(where, syntax.SQL(c, hook))
 	}
 	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
-	if strings.Count(text, armMarker(0)) != 1 {
+	if strings.Count(text, syntax.ArmMarker(0)) != 1 {
 		// The statement spells the marker itself, in a literal say.
-		return nil, "the statement around the arm cannot be printed with its marker " + armMarker(0)
+		return nil, "the statement around the arm cannot be printed with its marker " + syntax.ArmMarker(0)
 	}
-	before, after, _ := strings.Cut(text, armMarker(0))
+	before, after, _ := strings.Cut(text, syntax.ArmMarker(0))
 	if per := strings.Join(append(slices.Clone(sj.keys), sj.exprKeys...), ", "); per != "" {
 		b.Notice += ", its sketches per " + per + united
 	} else {
@@ -87,22 +88,22 @@ func planStarJoin(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, stri
 // and fact columns as the arm's columns, by the fact table's name, and
 // aggregates as merges of the arm's (aggOf gives their columns; the plan's
 // own Agg names are internal to the arm).
-func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*funcCall]int, hll catalog.Extension) func(expr) (string, bool) {
+func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll catalog.Extension) func(syntax.Expr) (string, bool) {
 	q := catalog.QuoteIdent(refName(sj.fact)) + "."
 	hs := catalog.QuoteIdent(hll.Schema) + "."
-	var hook func(e expr) (string, bool)
-	hook = func(e expr) (string, bool) {
+	var hook func(e syntax.Expr) (string, bool)
+	hook = func(e syntax.Expr) (string, bool) {
 		if k := sj.exprKey(e); k != "" {
 			return q + k, true
 		}
-		if c, ok := e.(*colRef); ok && sj.timeRefs[c] {
+		if c, ok := e.(*syntax.ColRef); ok && sj.timeRefs[c] {
 			return q + sj.timeKey, true
 		}
-		if c, ok := e.(*colRef); ok && sj.side(c) == "fact" {
+		if c, ok := e.(*syntax.ColRef); ok && sj.side(c) == "fact" {
 			// The arm's column of that name, by the arm's alias.
-			return q + catalog.QuoteIdent(c.parts[len(c.parts)-1]), true
+			return q + catalog.QuoteIdent(c.Parts[len(c.Parts)-1]), true
 		}
-		f, ok := e.(*funcCall)
+		f, ok := e.(*syntax.FuncCall)
 		if !ok {
 			return "", false
 		}
@@ -112,8 +113,8 @@ func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*funcCall]int, hll catalo
 		}
 		col := q + catalog.QuoteIdent(armAggName(i))
 		filter := ""
-		if f.filter != nil {
-			filter = " FILTER (WHERE " + sqlOf(f.filter, hook) + ")"
+		if f.Filter != nil {
+			filter = " FILTER (WHERE " + syntax.SQL(f.Filter, hook) + ")"
 		}
 		switch classifyAgg(unfiltered(f)) {
 		case countDistinct, approxCountDistinct:
@@ -140,8 +141,8 @@ func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*funcCall]int, hll catalo
 
 // outerFrom prints the FROM clause around the arm (armMarker(0)), and how
 // the notice says the sketches are united.
-func (sj starJoin) outerFrom(s *selectStmt, hook func(expr) (string, bool)) (from, united string) {
-	from = armMarker(0) + " AS " + catalog.QuoteIdent(refName(sj.fact))
+func (sj starJoin) outerFrom(s *syntax.Select, hook func(syntax.Expr) (string, bool)) (from, united string) {
+	from = syntax.ArmMarker(0) + " AS " + catalog.QuoteIdent(refName(sj.fact))
 	united = " united across the join by PostgreSQL"
 	switch {
 	case len(sj.dims) == 0:
@@ -149,16 +150,16 @@ func (sj starJoin) outerFrom(s *selectStmt, hook func(expr) (string, bool)) (fro
 	case len(sj.dims) > 1:
 		// The join tree as written, the fact table's leaf the arm.
 		var items []string
-		for _, fi := range s.from {
+		for _, fi := range s.From {
 			items = append(items, sj.fromTree(fi, from, hook, true))
 		}
 		from = strings.Join(items, ", ")
 	case sj.kind == "":
 		from += ", " + fromSQL(sj.dims[0])
 	case sj.dimKept:
-		from = fromSQL(sj.dims[0]) + " LEFT JOIN " + from + " ON " + sqlOf(sj.on, hook)
+		from = fromSQL(sj.dims[0]) + " LEFT JOIN " + from + " ON " + syntax.SQL(sj.on, hook)
 	default:
-		from += " " + sj.kind + " " + fromSQL(sj.dims[0]) + " ON " + sqlOf(sj.on, hook)
+		from += " " + sj.kind + " " + fromSQL(sj.dims[0]) + " ON " + syntax.SQL(sj.on, hook)
 	}
 	return from, united
 }
@@ -168,10 +169,10 @@ func armAggName(i int) string { return "pgsketch_a" + strconv.Itoa(i+1) }
 
 // aggType is the SQL type of the arm's aggregate f (the plan's Aggs are
 // f's, written with bare column names).
-func aggType(b *plan.Rollup, f *funcCall) string {
-	bare := sqlOf(f, func(x expr) (string, bool) {
-		if c, ok := x.(*colRef); ok {
-			return catalog.QuoteIdent(c.parts[len(c.parts)-1]), true
+func aggType(b *plan.Rollup, f *syntax.FuncCall) string {
+	bare := syntax.SQL(f, func(x syntax.Expr) (string, bool) {
+		if c, ok := x.(*syntax.ColRef); ok {
+			return catalog.QuoteIdent(c.Parts[len(c.Parts)-1]), true
 		}
 		return "", false
 	})
@@ -185,27 +186,27 @@ func aggType(b *plan.Rollup, f *funcCall) string {
 
 // starJoin is a statement read as a star join.
 type starJoin struct {
-	fact fromItem
+	fact syntax.FromItem
 	// dims are the other tables of the join: one, or more when the join
 	// tree is printed as written around the arm.
-	dims []fromItem
+	dims []syntax.FromItem
 	// kind and on are the join's of two tables: "JOIN", "LEFT JOIN", or
 	// "" for a comma join.
 	kind string
 	// dimKept: the join is dimension LEFT JOIN fact.
 	dimKept bool
 	// ons are the ON conditions of a join of three tables or more.
-	ons []expr
-	on  expr
+	ons []syntax.Expr
+	on  syntax.Expr
 	// inner are the WHERE conjuncts on fact columns only (the arm's),
 	// outer the others.
-	inner, outer []expr
+	inner, outer []syntax.Expr
 	// keys are the fact columns read outside the aggregates and the
 	// inner conjuncts; exprKeys the GROUP BY items that read only fact
 	// columns and are not one (a time bucket, say), by their text.
 	keys     []string
 	exprKeys []string
-	exprs    []expr
+	exprs    []syntax.Expr
 	// factCols are the fact table's columns (as the catalog read them).
 	factCols []string
 	// rollup is one rollup over the fact table: its time column and
@@ -215,13 +216,13 @@ type starJoin struct {
 	// timeRefs are the references to the time column in FILTER
 	// conditions that compare it with a bucket boundary, and timeKey
 	// the bucket key that stands for them over the arm's rows.
-	timeRefs map[*colRef]bool
+	timeRefs map[*syntax.ColRef]bool
 	timeKey  string
 }
 
 // exprKey is the arm's column of a key expression, or "".
-func (sj starJoin) exprKey(e expr) string {
-	if i := slices.Index(sj.exprKeys, sqlOf(e, nil)); i >= 0 {
+func (sj starJoin) exprKey(e syntax.Expr) string {
+	if i := slices.Index(sj.exprKeys, syntax.SQL(e, nil)); i >= 0 {
 		return "pgsketch_g" + strconv.Itoa(i+1)
 	}
 	return ""
@@ -230,34 +231,34 @@ func (sj starJoin) exprKey(e expr) string {
 // arm is the statement over the fact table alone that the star join's
 // arm answers: per key, each aggregate of s (named armAggName(i)); aggOf
 // maps s's aggregate calls to their index.
-func (sj starJoin) arm(s *selectStmt) (*selectStmt, map[*funcCall]int, string) {
-	arm := &selectStmt{from: []fromItem{sj.fact}}
+func (sj starJoin) arm(s *syntax.Select) (*syntax.Select, map[*syntax.FuncCall]int, string) {
+	arm := &syntax.Select{From: []syntax.FromItem{sj.fact}}
 	q := refName(sj.fact)
 	for _, k := range sj.keys {
-		arm.targets = append(arm.targets, target{name: k, e: &colRef{parts: []string{q, k}}})
-		arm.groupBy = append(arm.groupBy, &colRef{parts: []string{q, k}})
+		arm.Targets = append(arm.Targets, syntax.Target{Name: k, Expr: &syntax.ColRef{Parts: []string{q, k}}})
+		arm.GroupBy = append(arm.GroupBy, &syntax.ColRef{Parts: []string{q, k}})
 	}
 	for _, e := range sj.exprs {
-		arm.targets = append(arm.targets, target{name: sj.exprKey(e), e: e})
-		arm.groupBy = append(arm.groupBy, e)
+		arm.Targets = append(arm.Targets, syntax.Target{Name: sj.exprKey(e), Expr: e})
+		arm.GroupBy = append(arm.GroupBy, e)
 	}
 	switch len(sj.inner) {
 	case 0:
 	case 1:
-		arm.where = sj.inner[0]
+		arm.Where = sj.inner[0]
 	default:
-		arm.where = &boolExpr{op: "AND", args: sj.inner}
+		arm.Where = &syntax.BoolExpr{Op: "AND", Args: sj.inner}
 	}
-	aggOf := map[*funcCall]int{}
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
-			f, ok := x.(*funcCall)
+	aggOf := map[*syntax.FuncCall]int{}
+	s.EachExpr(func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			f, ok := x.(*syntax.FuncCall)
 			if !ok || !isAggregate(f) {
 				return true
 			}
 			if _, seen := aggOf[f]; !seen {
 				aggOf[f] = len(aggOf)
-				arm.targets = append(arm.targets, target{name: armAggName(aggOf[f]), e: unfiltered(f)})
+				arm.Targets = append(arm.Targets, syntax.Target{Name: armAggName(aggOf[f]), Expr: unfiltered(f)})
 			}
 			return false
 		})
@@ -269,13 +270,13 @@ func (sj starJoin) arm(s *selectStmt) (*selectStmt, map[*funcCall]int, string) {
 }
 
 // fromSQL prints a plain table FROM item.
-func fromSQL(fi fromItem) string {
-	s := catalog.QuoteIdent(fi.name)
-	if fi.schema != "" {
-		s = catalog.QuoteIdent(fi.schema) + "." + s
+func fromSQL(fi syntax.FromItem) string {
+	s := catalog.QuoteIdent(fi.Name)
+	if fi.Schema != "" {
+		s = catalog.QuoteIdent(fi.Schema) + "." + s
 	}
-	if fi.alias != "" {
-		s += " AS " + catalog.QuoteIdent(fi.alias)
+	if fi.Alias != "" {
+		s += " AS " + catalog.QuoteIdent(fi.Alias)
 	}
 	return s
 }
@@ -283,31 +284,31 @@ func fromSQL(fi fromItem) string {
 // isAggregate reports whether f is an aggregate call the star join
 // reaggregates: GROUPING(...) is evaluated by PostgreSQL over the arm's
 // keys instead.
-func isAggregate(f *funcCall) bool {
-	return !f.isGrouping() && classifyAgg(f) != notAgg
+func isAggregate(f *syntax.FuncCall) bool {
+	return !f.IsGrouping() && classifyAgg(f) != notAgg
 }
 
 // unfiltered is aggregate call f without its FILTER clause.
-func unfiltered(f *funcCall) *funcCall {
-	if f.filter == nil {
+func unfiltered(f *syntax.FuncCall) *syntax.FuncCall {
+	if f.Filter == nil {
 		return f
 	}
 	g := *f
-	g.filter = nil
+	g.Filter = nil
 	return &g
 }
 
 // hasFilter reports whether an aggregate of s has a FILTER clause.
-func hasFilter(s *selectStmt) bool {
-	return s.anyExpr(func(x expr) bool {
-		f, ok := x.(*funcCall)
-		return ok && f.filter != nil
+func hasFilter(s *syntax.Select) bool {
+	return s.AnyExpr(func(x syntax.Expr) bool {
+		f, ok := x.(*syntax.FuncCall)
+		return ok && f.Filter != nil
 	})
 }
 
 // fromTree prints a join tree with the fact table's leaf as arm (its
 // text), parenthesizing joins below the top.
-func (sj starJoin) fromTree(fi fromItem, arm string, hook func(expr) (string, bool), top bool) string {
+func (sj starJoin) fromTree(fi syntax.FromItem, arm string, hook func(syntax.Expr) (string, bool), top bool) string {
 	j := onJoin(fi) // joinLeaves read no other join
 	if j == nil {
 		if refName(fi) == refName(sj.fact) {
@@ -315,8 +316,8 @@ func (sj starJoin) fromTree(fi fromItem, arm string, hook func(expr) (string, bo
 		}
 		return fromSQL(fi)
 	}
-	t := sj.fromTree(j.l, arm, hook, false) + " " + j.typ + " " + sj.fromTree(j.r, arm, hook, false) +
-		" ON " + sqlOf(j.on, hook)
+	t := sj.fromTree(j.Left, arm, hook, false) + " " + j.Type + " " + sj.fromTree(j.Right, arm, hook, false) +
+		" ON " + syntax.SQL(j.On, hook)
 	if !top {
 		t = "(" + t + ")"
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // The rule auto follows (documented in the README, "Where sketches are
@@ -143,17 +144,17 @@ func (m *matcher) rowsPerGroup(p *plan.Rollup) (float64, string) {
 
 // truncUnit returns u for a key date_trunc('u', time[, zone]), possibly
 // under casts.
-func (m *matcher) truncUnit(e expr) (string, bool) {
+func (m *matcher) truncUnit(e syntax.Expr) (string, bool) {
 	e = uncast(e)
-	f, ok := e.(*funcCall)
-	if !ok || len(f.name) == 0 || f.name[len(f.name)-1] != "date_trunc" || len(f.args) < 2 {
+	f, ok := e.(*syntax.FuncCall)
+	if !ok || len(f.Name) == 0 || f.Name[len(f.Name)-1] != "date_trunc" || len(f.Args) < 2 {
 		return "", false
 	}
-	unit, ok := f.args[0].(*constExpr)
-	if !ok || unit.kind != "str" || !m.isTime(f.args[1]) {
+	unit, ok := f.Args[0].(*syntax.Const)
+	if !ok || unit.Type != "str" || !m.isTime(f.Args[1]) {
 		return "", false
 	}
-	u := strings.ToLower(unit.val)
+	u := strings.ToLower(unit.Val)
 	_, known := grainHours[u]
 	return u, known
 }
@@ -203,7 +204,7 @@ func (m *matcher) rangeHours() (float64, bool) {
 
 // constTime reads a time literal ('2026-02-01', '2026-02-01 12:00', ...),
 // as UTC: a few hours' difference does not change an estimate of buckets.
-func constTime(e expr) (time.Time, bool) {
+func constTime(e syntax.Expr) (time.Time, bool) {
 	s, ok := constString(e)
 	if !ok {
 		return time.Time{}, false
@@ -221,17 +222,17 @@ func constTime(e expr) (time.Time, bool) {
 // keyedOrFixed reports whether dimension col is a GROUP BY key as it is,
 // or fixed to one value by a WHERE conjunct "col = constant".
 func (m *matcher) keyedOrFixed(col string) bool {
-	isCol := func(e expr) bool {
-		c, ok := e.(*colRef)
+	isCol := func(e syntax.Expr) bool {
+		c, ok := e.(*syntax.ColRef)
 		if !ok {
 			return false
 		}
 		name, why := m.column(c)
 		return why == "" && name == col
 	}
-	isConst := func(e expr) bool {
+	isConst := func(e syntax.Expr) bool {
 		switch e.(type) {
-		case *constExpr, *paramRef:
+		case *syntax.Const, *syntax.Param:
 			return true
 		}
 		return false
@@ -243,12 +244,12 @@ func (m *matcher) keyedOrFixed(col string) bool {
 	}
 	for _, f := range m.pushed {
 		switch f := f.(type) {
-		case *opExpr:
-			if f.op == "=" && f.schema == "" && (isCol(f.l) && isConst(f.r) || isConst(f.l) && isCol(f.r)) {
+		case *syntax.OpExpr:
+			if f.Op == "=" && f.Schema == "" && (isCol(f.Left) && isConst(f.Right) || isConst(f.Left) && isCol(f.Right)) {
 				return true
 			}
-		case *inExpr:
-			if !f.not && len(f.list) == 1 && isCol(f.arg) && isConst(f.list[0]) {
+		case *syntax.In:
+			if !f.Not && len(f.List) == 1 && isCol(f.Arg) && isConst(f.List[0]) {
 				return true
 			}
 		}
@@ -259,52 +260,52 @@ func (m *matcher) keyedOrFixed(col string) bool {
 // truncatesToGrain reports whether key e is date_trunc('<grain>', time)
 // (with the rollup's zone, if any), time::date on a daily rollup, or one
 // of those under casts: one value per bucket, a different one for each.
-func (m *matcher) truncatesToGrain(e expr) bool {
+func (m *matcher) truncatesToGrain(e syntax.Expr) bool {
 	toDate := false
 	for {
-		c, ok := e.(*castExpr)
+		c, ok := e.(*syntax.Cast)
 		if !ok {
 			break
 		}
-		if len(c.typ.names) > 0 && c.typ.names[len(c.typ.names)-1] == "date" && c.typ.array == 0 {
+		if len(c.Type.Names) > 0 && c.Type.Names[len(c.Type.Names)-1] == "date" && c.Type.Array == 0 {
 			toDate = true
 		}
-		e = c.arg
+		e = c.Arg
 	}
 	isTime := m.isTime
 	if isTime(e) {
 		return toDate && m.r.Grain == catalog.Day
 	}
-	f, ok := e.(*funcCall)
-	if !ok || len(f.name) == 0 || f.name[len(f.name)-1] != "date_trunc" || len(f.args) < 2 || len(f.args) > 3 {
+	f, ok := e.(*syntax.FuncCall)
+	if !ok || len(f.Name) == 0 || f.Name[len(f.Name)-1] != "date_trunc" || len(f.Args) < 2 || len(f.Args) > 3 {
 		return false
 	}
-	unit, ok := f.args[0].(*constExpr)
-	if !ok || unit.kind != "str" || !strings.EqualFold(unit.val, string(m.r.Grain)) || !isTime(f.args[1]) {
+	unit, ok := f.Args[0].(*syntax.Const)
+	if !ok || unit.Type != "str" || !strings.EqualFold(unit.Val, string(m.r.Grain)) || !isTime(f.Args[1]) {
 		return false
 	}
-	if len(f.args) == 3 {
-		zone, ok := f.args[2].(*constExpr)
-		return ok && zone.kind == "str" && zone.val == m.r.TimeZone
+	if len(f.Args) == 3 {
+		zone, ok := f.Args[2].(*syntax.Const)
+		return ok && zone.Type == "str" && zone.Val == m.r.TimeZone
 	}
 	return true
 }
 
 // uncast returns e without the casts around it.
-func uncast(e expr) expr {
+func uncast(e syntax.Expr) syntax.Expr {
 	for {
-		c, ok := e.(*castExpr)
+		c, ok := e.(*syntax.Cast)
 		if !ok {
 			return e
 		}
-		e = c.arg
+		e = c.Arg
 	}
 }
 
 // isTime reports whether e is the time column, possibly under casts.
-func (m *matcher) isTime(e expr) bool {
+func (m *matcher) isTime(e syntax.Expr) bool {
 	e = uncast(e)
-	c, ok := e.(*colRef)
+	c, ok := e.(*syntax.ColRef)
 	if !ok {
 		return false
 	}

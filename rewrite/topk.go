@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
 // Top-k: the most frequent values of a column that is not a rollup
@@ -37,12 +38,12 @@ import (
 // topkShape reports whether s has the outer shape of a top-k: GROUP BY,
 // LIMIT or HAVING, and no aggregate but count(*). Only then does planTopK
 // decide.
-func topkShape(s *selectStmt) bool {
-	if len(s.groupBy) == 0 || s.setOp != "" || (s.limit == nil && s.having == nil) {
+func topkShape(s *syntax.Select) bool {
+	if len(s.GroupBy) == 0 || s.SetOp != "" || (s.Limit == nil && s.Having == nil) {
 		return false
 	}
 	rows, other := false, false
-	eachAggCall(s, func(f *funcCall) {
+	eachAggCall(s, func(f *syntax.FuncCall) {
 		switch classifyAgg(f) {
 		case notAgg:
 		case countRows:
@@ -56,33 +57,33 @@ func topkShape(s *selectStmt) bool {
 
 // eachAggCall calls f on each function call where aggregates may be: in
 // the select list, HAVING and ORDER BY.
-func eachAggCall(s *selectStmt, f func(*funcCall)) {
-	visit := func(e expr) {
-		walk(e, func(x expr) bool {
-			if c, ok := x.(*funcCall); ok {
+func eachAggCall(s *syntax.Select, f func(*syntax.FuncCall)) {
+	visit := func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			if c, ok := x.(*syntax.FuncCall); ok {
 				f(c)
 			}
 			return true
 		})
 	}
-	for _, t := range s.targets {
-		visit(t.e)
+	for _, t := range s.Targets {
+		visit(t.Expr)
 	}
-	visit(s.having)
-	for _, o := range s.orderBy {
-		visit(o.e)
+	visit(s.Having)
+	for _, o := range s.OrderBy {
+		visit(o.Expr)
 	}
 }
 
 // planTopK plans a top-k statement (topkShape holds), or says why it is
 // not answered.
-func planTopK(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) {
+func planTopK(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
 	switch {
 	case sess.TopK == TopKOff:
 		return nil, "pgsketch.topk is off"
-	case s.unsupported != "":
-		return nil, "query uses " + s.unsupported
-	case s.distinct:
+	case s.Unsupported != "":
+		return nil, "query uses " + s.Unsupported
+	case s.Distinct:
 		return nil, "a top-k with SELECT DISTINCT"
 	}
 	if why := unanswerable(s, sess); why != "" {
@@ -92,7 +93,7 @@ func planTopK(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) 
 	if why != "" {
 		return nil, why
 	}
-	fi := s.from[0]
+	fi := s.From[0]
 	table, rollups := resolveTable(fi, snap, sess)
 	if len(rollups) == 0 {
 		return nil, "no rollup reads table " + table
@@ -107,54 +108,54 @@ func planTopK(s *selectStmt, snap *catalog.Snapshot, sess env) (*built, string) 
 
 // topkClauses reads the LIMIT, OFFSET, ORDER BY and HAVING of a top-k into
 // a spec's Limit, Threshold and TotalOrder.
-func topkClauses(s *selectStmt) (plan.TopKSpec, string) {
+func topkClauses(s *syntax.Select) (plan.TopKSpec, string) {
 	var spec plan.TopKSpec
-	if s.having != nil {
-		t, ok := countThreshold(s.having)
+	if s.Having != nil {
+		t, ok := countThreshold(s.Having)
 		if !ok {
 			return spec, "HAVING other than one threshold count(*) >= T or count(*) > T (T an integer constant of at least 1)"
 		}
 		spec.Threshold = t
 		return spec, ""
 	}
-	if len(s.orderBy) == 0 || s.orderBy[0].dir != "DESC" || !isCount(s, s.orderBy[0].e) {
+	if len(s.OrderBy) == 0 || s.OrderBy[0].Dir != "DESC" || !isCount(s, s.OrderBy[0].Expr) {
 		return spec, "a LIMIT without ORDER BY count(*) DESC first"
 	}
-	limit, ok := intConst(s.limit)
+	limit, ok := intConst(s.Limit)
 	if !ok || limit < 1 {
 		return spec, "LIMIT is not an integer constant of at least 1"
 	}
 	offset := int64(0)
-	if s.offset != nil {
-		if offset, ok = intConst(s.offset); !ok || offset < 0 {
+	if s.Offset != nil {
+		if offset, ok = intConst(s.Offset); !ok || offset < 0 {
 			return spec, "OFFSET is not a non-negative integer constant"
 		}
 	}
 	spec.Limit = limit + offset
-	spec.TotalOrder = len(s.orderBy) > 1
+	spec.TotalOrder = len(s.OrderBy) > 1
 	return spec, ""
 }
 
 // isCount reports whether an ORDER BY item is the count: count(*) itself,
 // the name of a select-list count(*), or its position.
-func isCount(s *selectStmt, e expr) bool {
-	isRows := func(e expr) bool {
-		f, ok := e.(*funcCall)
+func isCount(s *syntax.Select, e syntax.Expr) bool {
+	isRows := func(e syntax.Expr) bool {
+		f, ok := e.(*syntax.FuncCall)
 		return ok && classifyAgg(f) == countRows
 	}
 	switch x := e.(type) {
-	case *funcCall:
+	case *syntax.FuncCall:
 		return isRows(x)
-	case *constExpr:
-		n, err := strconv.Atoi(x.val)
-		return x.kind == "int" && err == nil && n >= 1 && n <= len(s.targets) && isRows(s.targets[n-1].e)
-	case *colRef:
-		if len(x.parts) != 1 {
+	case *syntax.Const:
+		n, err := strconv.Atoi(x.Val)
+		return x.Type == "int" && err == nil && n >= 1 && n <= len(s.Targets) && isRows(s.Targets[n-1].Expr)
+	case *syntax.ColRef:
+		if len(x.Parts) != 1 {
 			return false
 		}
-		for _, t := range s.targets {
-			if t.name == x.parts[0] {
-				return isRows(t.e)
+		for _, t := range s.Targets {
+			if t.Name == x.Parts[0] {
+				return isRows(t.Expr)
 			}
 		}
 	}
@@ -163,17 +164,17 @@ func isCount(s *selectStmt, e expr) bool {
 
 // countThreshold reads HAVING count(*) >= T, count(*) > T, T <= count(*)
 // or T < count(*), returning the least count kept.
-func countThreshold(e expr) (int64, bool) {
-	o, ok := e.(*opExpr)
-	if !ok || o.schema != "" || o.l == nil {
+func countThreshold(e syntax.Expr) (int64, bool) {
+	o, ok := e.(*syntax.OpExpr)
+	if !ok || o.Schema != "" || o.Left == nil {
 		return 0, false
 	}
-	op, agg, val := o.op, o.l, o.r
-	if _, isConst := o.l.(*constExpr); isConst {
-		agg, val = o.r, o.l
+	op, agg, val := o.Op, o.Left, o.Right
+	if _, isConst := o.Left.(*syntax.Const); isConst {
+		agg, val = o.Right, o.Left
 		op = map[string]string{"<=": ">=", "<": ">"}[op]
 	}
-	f, ok := agg.(*funcCall)
+	f, ok := agg.(*syntax.FuncCall)
 	if !ok || classifyAgg(f) != countRows {
 		return 0, false
 	}
@@ -190,12 +191,12 @@ func countThreshold(e expr) (int64, bool) {
 }
 
 // intConst reads an integer constant.
-func intConst(e expr) (int64, bool) {
-	c, ok := e.(*constExpr)
-	if !ok || c.kind != "int" {
+func intConst(e syntax.Expr) (int64, bool) {
+	c, ok := e.(*syntax.Const)
+	if !ok || c.Type != "int" {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(c.val, 10, 64)
+	n, err := strconv.ParseInt(c.Val, 10, 64)
 	return n, err == nil && n < 1<<40
 }
 
@@ -203,7 +204,7 @@ func intConst(e expr) (int64, bool) {
 // (the one column r keeps a TopK measure of and has no dimension for), plans
 // the summaries' arm over the other keys, and adds the exact count
 // statement and the shape.
-func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec plan.TopKSpec) (*built, string) {
+func matchTopK(s *syntax.Select, fi syntax.FromItem, r *catalog.Rollup, sess env, spec plan.TopKSpec) (*built, string) {
 	m := &matcher{s: s, fi: fi, r: r, sess: sess}
 	item, ms, others, why := m.topkKeys(&spec)
 	if item == nil {
@@ -250,8 +251,8 @@ func matchTopK(s *selectStmt, fi fromItem, r *catalog.Rollup, sess env, spec pla
 // finds the item among them: the first that is a column r keeps a TopK
 // measure of and has no dimension for. It returns the item, that measure
 // and the other keys, setting spec's ItemKey; or a nil item and why.
-func (m *matcher) topkKeys(spec *plan.TopKSpec) (item expr, ms catalog.Measure, others []expr, why string) {
-	for _, g := range m.s.groupBy {
+func (m *matcher) topkKeys(spec *plan.TopKSpec) (item syntax.Expr, ms catalog.Measure, others []syntax.Expr, why string) {
+	for _, g := range m.s.GroupBy {
 		e, why := m.resolveGroupItem(g)
 		if e == nil {
 			return nil, ms, nil, why
@@ -265,7 +266,7 @@ func (m *matcher) topkKeys(spec *plan.TopKSpec) (item expr, ms catalog.Measure, 
 			continue
 		}
 		m.keys = append(m.keys, &keyInfo{e: e, canon: canon, name: "pgsketch_k" + strconv.Itoa(len(m.keys)+1)})
-		if c, ok := e.(*colRef); ok && item == nil {
+		if c, ok := e.(*syntax.ColRef); ok && item == nil {
 			if col, why := m.column(c); why == "" {
 				if _, dim := m.r.Dimension(col); !dim {
 					if x, ok := m.r.Measure(catalog.TopK, col); ok {
@@ -285,12 +286,12 @@ func (m *matcher) topkKeys(spec *plan.TopKSpec) (item expr, ms catalog.Measure, 
 
 // summaryArm is the statement whose rollup plan gives a top-k's summaries:
 // SELECT others, <summary of item> FROM t WHERE ... GROUP BY others.
-func summaryArm(s *selectStmt, others []expr, item expr) *selectStmt {
-	arm := &selectStmt{from: s.from, where: s.where, groupBy: others}
+func summaryArm(s *syntax.Select, others []syntax.Expr, item syntax.Expr) *syntax.Select {
+	arm := &syntax.Select{From: s.From, Where: s.Where, GroupBy: others}
 	for _, e := range others {
-		arm.targets = append(arm.targets, target{e: e})
+		arm.Targets = append(arm.Targets, syntax.Target{Expr: e})
 	}
-	arm.targets = append(arm.targets, target{e: &funcCall{name: []string{"pgsketch", "approx_count_distinct"}, args: []expr{item}}})
+	arm.Targets = append(arm.Targets, syntax.Target{Expr: &syntax.FuncCall{Name: []string{"pgsketch", "approx_count_distinct"}, Args: []syntax.Expr{item}}})
 	return arm
 }
 
@@ -298,7 +299,7 @@ func summaryArm(s *selectStmt, others []expr, item expr) *selectStmt {
 // summaries given) and the exact count of candidates: its statement, the
 // array type the candidates are bound as and the query's parameters it
 // reads.
-func (m *matcher) countSpec(spec *plan.TopKSpec, item expr, itemType, itemForm string) {
+func (m *matcher) countSpec(spec *plan.TopKSpec, item syntax.Expr, itemType, itemForm string) {
 	s := m.s
 	spec.Item, spec.ItemType, spec.ItemForm = m.canon(item), itemType, itemForm
 	spec.ArrayType = "text[]"
@@ -314,11 +315,11 @@ func (m *matcher) countSpec(spec *plan.TopKSpec, item expr, itemType, itemForm s
 }
 
 // countCalls lists the query's count(*) calls, one per distinct spelling.
-func countCalls(s *selectStmt) []*funcCall {
-	var out []*funcCall
+func countCalls(s *syntax.Select) []*syntax.FuncCall {
+	var out []*syntax.FuncCall
 	seen := map[string]bool{}
-	eachAggCall(s, func(f *funcCall) {
-		if c := sqlOf(f, nil); classifyAgg(f) == countRows && !seen[c] {
+	eachAggCall(s, func(f *syntax.FuncCall) {
+		if c := syntax.SQL(f, nil); classifyAgg(f) == countRows && !seen[c] {
 			seen[c] = true
 			out = append(out, f)
 		}
@@ -332,25 +333,25 @@ func countCalls(s *selectStmt) []*funcCall {
 // (A condition "item = ANY(...) OR item IS NULL" would keep PostgreSQL
 // from reading an index on the item, or on the item and the time column,
 // as "item = ANY(...)" alone lets it.)
-func countStatement(s *selectStmt, keys []*keyInfo, item expr, arrayType string, n int) string {
-	f := s.from[0]
+func countStatement(s *syntax.Select, keys []*keyInfo, item syntax.Expr, arrayType string, n int) string {
+	f := s.From[0]
 	from := ""
-	if f.schema != "" {
-		from = catalog.QuoteIdent(f.schema) + "."
+	if f.Schema != "" {
+		from = catalog.QuoteIdent(f.Schema) + "."
 	}
-	from += catalog.QuoteIdent(f.name)
-	if f.alias != "" {
-		from += " AS " + catalog.QuoteIdent(f.alias)
+	from += catalog.QuoteIdent(f.Name)
+	if f.Alias != "" {
+		from += " AS " + catalog.QuoteIdent(f.Alias)
 	}
 	var cols, pos []string
 	for i, k := range keys {
-		cols = append(cols, sqlOf(k.e, nil))
+		cols = append(cols, syntax.SQL(k.e, nil))
 		pos = append(pos, strconv.Itoa(i+1))
 	}
-	it := sqlOf(item, nil)
+	it := syntax.SQL(item, nil)
 	arm := func(cond string) string {
-		if s.where != nil {
-			cond = "(" + sqlOf(s.where, nil) + ") AND " + cond
+		if s.Where != nil {
+			cond = "(" + syntax.SQL(s.Where, nil) + ") AND " + cond
 		}
 		return "SELECT " + strings.Join(cols, ", ") + ", count(*) FROM " + from + " WHERE " + cond + " GROUP BY " + strings.Join(pos, ", ")
 	}

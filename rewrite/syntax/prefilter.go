@@ -1,4 +1,4 @@
-package rewrite
+package syntax
 
 import "fmt"
 
@@ -100,9 +100,9 @@ func hasPrefixFold(s, word string) bool {
 	return true
 }
 
-// containsFold reports whether s contains word (lower-case ASCII letters,
+// ContainsFold reports whether s contains word (lower-case ASCII letters,
 // digits and underscores) in any letter case.
-func containsFold(s, word string) bool {
+func ContainsFold(s, word string) bool {
 	for i := 0; i+len(word) <= len(s); i++ {
 		if foldEq(s[i], word[0]) && hasPrefixFold(s[i:], word) {
 			return true
@@ -133,12 +133,12 @@ func identStart(c byte) bool {
 
 // scanStats is what scan measures of a text.
 type scanStats struct {
-	depth  int   // deepest nesting of ( and [
+	Depth  int   // deepest nesting of ( and [
 	tokens int   // operator characters plus words
-	params []int // $n parameters, in order of appearance (when wanted)
+	Params []int // $n parameters, in order of appearance (when wanted)
 }
 
-// scan lexes sql the way PostgreSQL's lexer does as far as nesting goes:
+// Scan lexes sql the way PostgreSQL's lexer does as far as nesting goes:
 // it skips standard strings ('...' with ” inside), escape strings (E'...'
 // with backslash escapes), dollar-quoted strings ($$...$$, $tag$...$tag$),
 // quoted identifiers and comments (-- and nested /* */), and measures the
@@ -146,7 +146,7 @@ type scanStats struct {
 // maxTokens. An unterminated literal or comment ends the scan: the parser
 // rejects such a text before it builds any tree from what follows. When in
 // doubt it counts: counting too much only refuses a text.
-func scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
+func Scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
 	var st scanStats
 	depth := 0
 	n := len(sql)
@@ -155,9 +155,9 @@ func scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
 		switch {
 		case c == '(' || c == '[':
 			depth++
-			if depth > st.depth {
-				st.depth = depth
-				if st.depth > maxDepth {
+			if depth > st.Depth {
+				st.Depth = depth
+				if st.Depth > maxDepth {
 					return st
 				}
 			}
@@ -179,7 +179,7 @@ func scan(sql string, maxDepth, maxTokens int, wantParams bool) scanStats {
 				var v int
 				v, i = readParam(sql, i)
 				if wantParams {
-					st.params = append(st.params, v)
+					st.Params = append(st.Params, v)
 				}
 				continue
 			}
@@ -343,8 +343,8 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("%s %d is over the limit of %d", e.What, e.Value, e.Limit)
 }
 
-// reason says what the cap is, for a passthrough's reason.
-func (e *LimitError) reason() string {
+// Reason says what the cap is, for a passthrough's reason.
+func (e *LimitError) Reason() string {
 	switch e.What {
 	case "query length in bytes":
 		return fmt.Sprintf("query is %d bytes, over the %d-byte limit", e.Value, e.Limit)
@@ -354,15 +354,15 @@ func (e *LimitError) reason() string {
 	return fmt.Sprintf("query has more than %d operators and words", e.Limit)
 }
 
-// checkLimits checks sql against the caps on its size, nesting and
+// CheckLimits checks sql against the caps on its size, nesting and
 // tokens: the parser must never see what could exhaust its stack.
-func checkLimits(sql string) *LimitError {
+func CheckLimits(sql string) *LimitError {
 	if len(sql) > MaxQueryBytes {
 		return &LimitError{What: "query length in bytes", Value: len(sql), Limit: MaxQueryBytes}
 	}
-	st := scan(sql, MaxNestingDepth, MaxTokens, false)
-	if st.depth > MaxNestingDepth {
-		return &LimitError{What: "nesting depth", Value: st.depth, Limit: MaxNestingDepth}
+	st := Scan(sql, MaxNestingDepth, MaxTokens, false)
+	if st.Depth > MaxNestingDepth {
+		return &LimitError{What: "nesting depth", Value: st.Depth, Limit: MaxNestingDepth}
 	}
 	if st.tokens > MaxTokens {
 		return &LimitError{What: "operator and word count", Value: st.tokens, Limit: MaxTokens}

@@ -1,4 +1,4 @@
-package rewrite
+package syntax
 
 import (
 	"strings"
@@ -31,10 +31,10 @@ var showable = map[string]bool{"approx": true, "merge": true, "topk": true}
 
 // ParseCommand recognizes sql as a Command; ok is false for anything else.
 func ParseCommand(sql string) (c Command, ok bool) {
-	if !containsFold(sql, "refresh_rollup") && !containsFold(sql, "show") {
+	if !ContainsFold(sql, "refresh_rollup") && !ContainsFold(sql, "show") {
 		return c, false
 	}
-	if checkLimits(sql) != nil {
+	if CheckLimits(sql) != nil {
 		return c, false // the parser is not to see it (see Rewrite)
 	}
 	tree, err := parseTree(sql)

@@ -1,4 +1,4 @@
-package rewrite
+package syntax
 
 import (
 	"strconv"
@@ -7,129 +7,129 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 )
 
-// The AST of this package: the subset of PostgreSQL's raw parse tree that the
+// The syntax tree: the subset of PostgreSQL's raw parse tree that the
 // rewriter reasons about. parse.go converts the parser's tree into it; any
-// construct it does not model becomes an unsupported node carrying a name for
+// construct it does not model becomes an Unsupported node carrying a name for
 // passthrough reasons. The printer below turns it back into SQL that
 // PostgreSQL parses (the golden and fuzz tests parse every emitted SQL).
 
-type expr interface{ isExpr() }
+type Expr interface{ isExpr() }
 
 type (
-	// colRef is a column reference, possibly qualified (table, schema.table).
-	colRef struct{ parts []string }
-	// constExpr is a literal: kind is one of "int", "float", "str", "bool",
+	// ColRef is a column reference, possibly qualified (table, schema.table).
+	ColRef struct{ Parts []string }
+	// Const is a literal: kind is one of "int", "float", "str", "bool",
 	// "bits", "null"; val holds its text.
-	constExpr struct{ kind, val string }
-	// paramRef is $n.
-	paramRef struct{ n int }
-	// funcCall is a function or aggregate call.
-	funcCall struct {
-		name     []string
-		args     []expr
-		distinct bool
-		star     bool
+	Const struct{ Type, Val string }
+	// Param is $n.
+	Param struct{ N int }
+	// FuncCall is a function or aggregate call.
+	FuncCall struct {
+		Name     []string
+		Args     []Expr
+		Distinct bool
+		Star     bool
 		// sqlSyntax is set for calls the grammar produced from SQL syntax
 		// (EXTRACT(f FROM x), x AT TIME ZONE z, ...).
 		sqlSyntax bool
-		// filter is an aggregate's FILTER (WHERE ...) condition, nil if
+		// Filter is an aggregate's FILTER (WHERE ...) condition, nil if
 		// none. Only the star-join planner answers such aggregates
 		// (classifyAgg makes them otherAgg for the rest).
-		filter expr
+		Filter Expr
 	}
-	// opExpr is a binary operator, or a prefix one when l is nil. schema is
+	// OpExpr is a binary operator, or a prefix one when l is nil. schema is
 	// set for OPERATOR(schema.op).
-	opExpr struct {
-		schema, op string
-		l, r       expr
+	OpExpr struct {
+		Schema, Op  string
+		Left, Right Expr
 	}
-	// boolExpr is AND, OR (two or more args) or NOT (one).
-	boolExpr struct {
-		op   string
-		args []expr
+	// BoolExpr is AND, OR (two or more args) or NOT (one).
+	BoolExpr struct {
+		Op   string
+		Args []Expr
 	}
-	castExpr struct {
-		arg expr
-		typ *typeName
+	Cast struct {
+		Arg  Expr
+		Type *TypeName
 	}
-	typeName struct {
-		names []string
-		mods  []expr
-		array int
+	TypeName struct {
+		Names []string
+		Mods  []Expr
+		Array int
 	}
-	nullTest struct {
-		arg expr
-		not bool
+	NullTest struct {
+		Arg Expr
+		Not bool
 	}
-	boolTest struct {
-		arg  expr
+	BoolTest struct {
+		Arg  Expr
 		test string // "IS TRUE", "IS NOT FALSE", ...
 	}
-	// inExpr is x [NOT] IN (list).
-	inExpr struct {
-		arg  expr
-		list []expr
-		not  bool
+	// In is x [NOT] IN (list).
+	In struct {
+		Arg  Expr
+		List []Expr
+		Not  bool
 	}
-	// betweenExpr is x [NOT] BETWEEN [SYMMETRIC] lo AND hi.
-	betweenExpr struct {
-		arg, lo, hi    expr
-		not, symmetric bool
+	// Between is x [NOT] BETWEEN [SYMMETRIC] lo AND hi.
+	Between struct {
+		Arg, Lo, Hi    Expr
+		Not, Symmetric bool
 	}
-	// likeExpr is x [NOT] LIKE/ILIKE p, and IS [NOT] DISTINCT FROM, NULLIF
+	// KeywordExpr is x [NOT] LIKE/ILIKE p, and IS [NOT] DISTINCT FROM, NULLIF
 	// and op ANY/ALL, all printed with a keyword between two operands.
-	kwExpr struct {
-		l, r expr
-		kw   string // "LIKE", "NOT ILIKE", "IS DISTINCT FROM", ...
-		// fn is set for NULLIF(l, r) and for "op ANY(r)" forms
-		fn string
+	KeywordExpr struct {
+		Left, Right Expr
+		Kw          string // "LIKE", "NOT ILIKE", "IS DISTINCT FROM", ...
+		// Fn is set for NULLIF(l, r) and for "op ANY(r)" forms
+		Fn string
 	}
-	caseExpr struct {
-		arg   expr
-		whens []caseWhen
-		def   expr
+	Case struct {
+		Arg   Expr
+		Whens []When
+		Else  Expr
 	}
-	caseWhen struct{ cond, res expr }
-	// varFunc is a call that takes no parentheses-and-args in SQL: name is
+	When struct{ Cond, Result Expr }
+	// VarFunc is a call that takes no parentheses-and-args in SQL: name is
 	// "coalesce", "greatest", "least" (args) or a SQL value function such as
 	// "current_date", "current_timestamp" (no args).
-	varFunc struct {
-		name string
-		args []expr
+	VarFunc struct {
+		Name string
+		Args []Expr
 		mod  int // precision of current_timestamp(p) etc., -1 if none
 	}
-	// arrayExpr is ARRAY[...].
-	arrayExpr struct{ elems []expr }
-	// groupingSet is GROUPING SETS (...), ROLLUP (...) or CUBE (...) in
+	// Array is ARRAY[...].
+	Array struct{ Elems []Expr }
+	// GroupingSet is GROUPING SETS (...), ROLLUP (...) or CUBE (...) in
 	// GROUP BY (kind), or one set inside them: "(...)" for a parenthesized
 	// list, "()" for the empty set.
-	groupingSet struct {
+	GroupingSet struct {
 		kind  string
-		items []expr
+		items []Expr
 	}
-	// unsupported stands for a construct the rewriter does not handle.
-	unsupported struct {
-		what string
-		// fn names the function call the construct applies to (FILTER,
+	// Unsupported stands for a construct the rewriter does not handle.
+	Unsupported struct {
+		What string
+		// Fn names the function call the construct applies to (FILTER,
 		// OVER, WITHIN GROUP, ...), if any.
-		fn string
-		// window is set for a window function call and link for a
+		Fn string
+		// Window is set for a window function call and link for a
 		// subquery used as an expression.
-		window *window
-		link   *subLink
+		Window *Window
+		Link   *SubLink
 	}
 )
 
-// window is a window function call, f OVER (PARTITION BY ... ORDER BY ...
+// Window is a window function call, f OVER (PARTITION BY ... ORDER BY ...
 // frame), evaluated over a grouped statement's rows.
-type window struct {
-	f         *funcCall
-	partition []expr
-	order     []sortItem
+type Window struct {
+	Func      *FuncCall
+	partition []Expr
+	order     []SortItem
 	// frame is PostgreSQL's frame options (FRAMEOPTION_* in parsenodes.h);
 	// start and end are the frame's offsets, nil when it has none.
 	frame      int32
-	start, end expr
+	start, end Expr
 }
 
 // The frame option bits of PostgreSQL's WindowDef.frameOptions.
@@ -154,130 +154,135 @@ const (
 	frameExcludeTies       = 0x20000
 )
 
-// subLink is a subquery used as an expression: EXISTS (SELECT ...),
+// SubLink is a subquery used as an expression: EXISTS (SELECT ...),
 // x op ANY (SELECT ...) (x IN (SELECT ...) is = ANY), x op ALL (...),
 // (SELECT ...) or ARRAY(SELECT ...). The subquery is kept as the
 // parser's deparse of it, for PostgreSQL to evaluate as written; what it
 // reads of the statement around it is listed for the planner to check.
-type subLink struct {
-	kind string // "EXISTS", "ANY", "ALL", "EXPR", "ARRAY"
-	op   string // ANY and ALL's operator
-	test expr   // ANY and ALL's left operand
+type SubLink struct {
+	Form string // "EXISTS", "ANY", "ALL", "EXPR", "ARRAY"
+	Op   string // ANY and ALL's operator
+	Test Expr   // ANY and ALL's left operand
 	text string
-	// sel is the subquery.
-	sel *selectStmt
+	// Select is the subquery.
+	Select *Select
 	// name is the output column name PostgreSQL gives the expression in
 	// a select list, "" when the planner cannot tell.
 	name string
-	// locals are the names the subquery's FROM items (and WITH clauses,
+	// Locals are the names the subquery's FROM items (and WITH clauses,
 	// at any depth) can be referred to by.
-	locals map[string]bool
-	// free are the column references, by their parts, that no local
+	Locals map[string]bool
+	// Free are the column references, by their parts, that no local
 	// name qualifies: unqualified ones may be the outer statement's.
-	free [][]string
-	// calls are the subquery's function calls: an aggregate's may be the
+	Free [][]string
+	// Calls are the subquery's function calls: an aggregate's may be the
 	// outer statement's aggregate.
-	calls []subCall
-	// ops are the names of its operators.
-	ops [][]string
-	// other names what else it does that the planner must refuse
+	Calls []SubCall
+	// Ops are the names of its operators.
+	Ops [][]string
+	// Other names what else it does that the planner must refuse
 	// (locking rows, GROUPING() of outer columns), "" if nothing.
-	other string
+	Other string
 }
 
-// subCall is a function call inside a subquery expression.
-type subCall struct {
-	name []string
-	// free are those of the subquery's free references its arguments read.
-	free [][]string
+// SubCall is a function call inside a subquery expression.
+type SubCall struct {
+	Name []string
+	// Free are those of the subquery's free references its arguments read.
+	Free [][]string
 	// over: the call is a window function's (OVER).
-	over bool
+	Over bool
 }
 
-func (*colRef) isExpr()      {}
-func (*constExpr) isExpr()   {}
-func (*paramRef) isExpr()    {}
-func (*funcCall) isExpr()    {}
-func (*opExpr) isExpr()      {}
-func (*boolExpr) isExpr()    {}
-func (*castExpr) isExpr()    {}
-func (*nullTest) isExpr()    {}
-func (*boolTest) isExpr()    {}
-func (*inExpr) isExpr()      {}
-func (*betweenExpr) isExpr() {}
-func (*kwExpr) isExpr()      {}
-func (*caseExpr) isExpr()    {}
-func (*varFunc) isExpr()     {}
-func (*arrayExpr) isExpr()   {}
-func (*unsupported) isExpr() {}
-func (*groupingSet) isExpr() {}
+func (*ColRef) isExpr()      {}
+func (*Const) isExpr()       {}
+func (*Param) isExpr()       {}
+func (*FuncCall) isExpr()    {}
+func (*OpExpr) isExpr()      {}
+func (*BoolExpr) isExpr()    {}
+func (*Cast) isExpr()        {}
+func (*NullTest) isExpr()    {}
+func (*BoolTest) isExpr()    {}
+func (*In) isExpr()          {}
+func (*Between) isExpr()     {}
+func (*KeywordExpr) isExpr() {}
+func (*Case) isExpr()        {}
+func (*VarFunc) isExpr()     {}
+func (*Array) isExpr()       {}
+func (*Unsupported) isExpr() {}
+func (*GroupingSet) isExpr() {}
 
-// selectStmt is one simple SELECT.
-type selectStmt struct {
-	targets  []target
-	from     []fromItem
-	where    expr
-	groupBy  []expr
-	having   expr
-	orderBy  []sortItem
-	limit    expr
-	offset   expr
-	distinct bool
-	// unsupported names the first construct (WITH, UNION, window, ...)
+// Select is one simple SELECT.
+type Select struct {
+	Targets  []Target
+	From     []FromItem
+	Where    Expr
+	GroupBy  []Expr
+	Having   Expr
+	OrderBy  []SortItem
+	Limit    Expr
+	Offset   Expr
+	Distinct bool
+	// Unsupported names the first construct (WITH, UNION, window, ...)
 	// a plain SELECT of one table lacks; empty if none.
-	unsupported string
+	Unsupported string
 	// A set operation (unsupported is then set too): setOp is INTERSECT,
 	// EXCEPT or UNION, setAll its ALL, larg and rarg its arms; setExtra
 	// names what the operation adds around its arms (ORDER BY, LIMIT,
 	// WITH).
-	setOp      string
-	setAll     bool
-	larg, rarg *selectStmt
-	setExtra   string
-	// with is the WITH clause, nil if none.
-	with *withClause
+	SetOp       string
+	SetAll      bool
+	Left, Right *Select
+	SetExtra    string
+	// With is the WITH clause, nil if none.
+	With *With
 	// raw is where the statement sits in the parser's tree when it is a
 	// subquery (in FROM, a WITH clause, a set operation's arm).
 	raw *rawSelect
 }
 
-// withClause is a WITH clause: its names and the bodies that are SELECTs.
-type withClause struct {
-	recursive bool
+// Placed reports whether s is a subquery whose place in the parser's tree
+// is known (in FROM, a WITH clause, a set operation's arm), so that
+// Parsed.OuterText can print the statement around it.
+func (s *Select) Placed() bool { return s.raw != nil }
+
+// With is a WITH clause: its names and the bodies that are SELECTs.
+type With struct {
+	Recursive bool
 	// modifying: a body is INSERT, UPDATE, DELETE or MERGE.
-	modifying bool
+	Modifying bool
 	// plain: every body is a SELECT, and no common table expression has
 	// column aliases or a SEARCH or CYCLE clause (names[i]'s body is then
 	// bodies[i]).
-	plain  bool
-	names  []string
-	bodies []*selectStmt
+	Plain  bool
+	Names  []string
+	Bodies []*Select
 }
 
-// eachExpr calls f on each top-level expression of the statement, in
+// EachExpr calls f on each top-level expression of the statement, in
 // clause order (nil for an absent clause).
-func (s *selectStmt) eachExpr(f func(expr)) {
-	for _, t := range s.targets {
-		f(t.e)
+func (s *Select) EachExpr(f func(Expr)) {
+	for _, t := range s.Targets {
+		f(t.Expr)
 	}
-	f(s.where)
-	for _, g := range s.groupBy {
+	f(s.Where)
+	for _, g := range s.GroupBy {
 		f(g)
 	}
-	f(s.having)
-	for _, o := range s.orderBy {
-		f(o.e)
+	f(s.Having)
+	for _, o := range s.OrderBy {
+		f(o.Expr)
 	}
-	f(s.limit)
-	f(s.offset)
+	f(s.Limit)
+	f(s.Offset)
 }
 
-// anyExpr reports whether an expression of s, at any depth, satisfies
+// AnyExpr reports whether an expression of s, at any depth, satisfies
 // pred.
-func (s *selectStmt) anyExpr(pred func(expr) bool) bool {
+func (s *Select) AnyExpr(pred func(Expr) bool) bool {
 	found := false
-	s.eachExpr(func(e expr) {
-		walk(e, func(x expr) bool {
+	s.EachExpr(func(e Expr) {
+		Walk(e, func(x Expr) bool {
 			found = found || pred(x)
 			return !found
 		})
@@ -285,50 +290,50 @@ func (s *selectStmt) anyExpr(pred func(expr) bool) bool {
 	return found
 }
 
-type target struct {
-	name string // alias, "" if none
-	e    expr
-	star bool
+type Target struct {
+	Name string // alias, "" if none
+	Expr Expr
+	Star bool
 }
 
-// fromItem is an item of FROM: a table (name), a subquery (query) or a
+// FromItem is an item of FROM: a table (name), a subquery (query) or a
 // join (join). unsupported is set for all but a table.
-type fromItem struct {
-	schema, name, alias string
-	only                bool
-	unsupported         string // join, subquery, function, ...
-	// query is a subquery in FROM (not LATERAL); colAliases: its alias
+type FromItem struct {
+	Schema, Name, Alias string
+	Only                bool
+	Unsupported         string // join, subquery, function, ...
+	// Query is a subquery in FROM (not LATERAL); colAliases: its alias
 	// names its columns.
-	query      *selectStmt
-	colAliases bool
-	join       *joinItem
+	Query      *Select
+	ColAliases bool
+	Join       *Join
 }
 
-// joinItem is l typ r [ON on].
-type joinItem struct {
-	// typ is "JOIN" (inner, or CROSS JOIN), "LEFT JOIN", "RIGHT JOIN" or
+// Join is l typ r [ON on].
+type Join struct {
+	// Type is "JOIN" (inner, or CROSS JOIN), "LEFT JOIN", "RIGHT JOIN" or
 	// "FULL JOIN".
-	typ  string
-	l, r fromItem
-	on   expr // nil if none
+	Type        string
+	Left, Right FromItem
+	On          Expr // nil if none
 	// plain: neither NATURAL nor USING, and no alias.
-	plain bool
+	Plain bool
 }
 
-type sortItem struct {
-	e     expr
-	dir   string // "", "ASC", "DESC", or "USING op" (unsupported)
-	nulls string // "", "NULLS FIRST", "NULLS LAST"
+type SortItem struct {
+	Expr  Expr
+	Dir   string // "", "ASC", "DESC", or "USING op" (unsupported)
+	Nulls string // "", "NULLS FIRST", "NULLS LAST"
 }
 
-// suffix prints the item's direction and NULLS order, each after a space.
-func (o sortItem) suffix() string {
+// Suffix prints the item's direction and NULLS order, each after a space.
+func (o SortItem) Suffix() string {
 	s := ""
-	if o.dir != "" {
-		s += " " + o.dir
+	if o.Dir != "" {
+		s += " " + o.Dir
 	}
-	if o.nulls != "" {
-		s += " " + o.nulls
+	if o.Nulls != "" {
+		s += " " + o.Nulls
 	}
 	return s
 }
@@ -336,22 +341,22 @@ func (o sortItem) suffix() string {
 // funcName returns the unqualified, lower-case name of a call, and whether it
 // was qualified with pg_catalog or not at all (a call in another schema is
 // a user function and never treated as a built-in).
-func (f *funcCall) builtin() (string, bool) {
-	switch len(f.name) {
+func (f *FuncCall) Builtin() (string, bool) {
+	switch len(f.Name) {
 	case 1:
-		return f.name[0], true
+		return f.Name[0], true
 	case 2:
-		if f.name[0] == "pg_catalog" {
-			return f.name[1], true
+		if f.Name[0] == "pg_catalog" {
+			return f.Name[1], true
 		}
 	}
 	return "", false
 }
 
-// isGrouping reports whether f is the GROUPING(...) operation of grouped
+// IsGrouping reports whether f is the GROUPING(...) operation of grouped
 // queries (not a function named grouping).
-func (f *funcCall) isGrouping() bool {
-	return f.sqlSyntax && len(f.name) == 1 && f.name[0] == "grouping"
+func (f *FuncCall) IsGrouping() bool {
+	return f.sqlSyntax && len(f.Name) == 1 && f.Name[0] == "grouping"
 }
 
 // printer renders an expression as SQL. hook, when set, may replace any
@@ -359,12 +364,12 @@ func (f *funcCall) isGrouping() bool {
 // aggregates); it is consulted before the node's own rule.
 type printer struct {
 	sb   strings.Builder
-	hook func(e expr) (string, bool)
+	hook func(e Expr) (string, bool)
 }
 
 // expr prints e: as the hook renders it, if it does, else by the rule of
 // e's node type (the methods below, one per type).
-func (p *printer) expr(e expr) {
+func (p *printer) expr(e Expr) {
 	if p.hook != nil {
 		if s, ok := p.hook(e); ok {
 			p.sb.WriteString(s)
@@ -372,47 +377,47 @@ func (p *printer) expr(e expr) {
 		}
 	}
 	switch e := e.(type) {
-	case *colRef:
+	case *ColRef:
 		p.colRef(e)
-	case *constExpr:
-		p.sb.WriteString(constSQL(e))
-	case *paramRef:
+	case *Const:
+		p.sb.WriteString(ConstSQL(e))
+	case *Param:
 		p.sb.WriteByte('$')
-		p.sb.WriteString(strconv.Itoa(e.n))
-	case *funcCall:
+		p.sb.WriteString(strconv.Itoa(e.N))
+	case *FuncCall:
 		p.funcCall(e)
-	case *opExpr:
+	case *OpExpr:
 		p.opExpr(e)
-	case *boolExpr:
+	case *BoolExpr:
 		p.boolExpr(e)
-	case *castExpr:
+	case *Cast:
 		p.castExpr(e)
-	case *nullTest:
+	case *NullTest:
 		p.nullTest(e)
-	case *boolTest:
+	case *BoolTest:
 		p.boolTest(e)
-	case *inExpr:
+	case *In:
 		p.inExpr(e)
-	case *betweenExpr:
+	case *Between:
 		p.betweenExpr(e)
-	case *kwExpr:
+	case *KeywordExpr:
 		p.kwExpr(e)
-	case *caseExpr:
+	case *Case:
 		p.caseExpr(e)
-	case *varFunc:
+	case *VarFunc:
 		p.varFunc(e)
-	case *arrayExpr:
+	case *Array:
 		p.arrayExpr(e)
-	case *groupingSet:
+	case *GroupingSet:
 		p.groupingSet(e)
-	case *unsupported:
+	case *Unsupported:
 		p.unsupported(e)
 	}
 }
 
 // colRef prints a column reference, each part quoted as needed.
-func (p *printer) colRef(e *colRef) {
-	for i, part := range e.parts {
+func (p *printer) colRef(e *ColRef) {
+	for i, part := range e.Parts {
 		if i > 0 {
 			p.sb.WriteByte('.')
 		}
@@ -426,56 +431,56 @@ func (p *printer) colRef(e *colRef) {
 
 // funcCall prints a function or aggregate call with its DISTINCT, star
 // and FILTER clause.
-func (p *printer) funcCall(e *funcCall) {
-	if e.isGrouping() {
+func (p *printer) funcCall(e *FuncCall) {
+	if e.IsGrouping() {
 		p.sb.WriteString("GROUPING")
 	} else {
-		p.funcName(e.name)
+		p.funcName(e.Name)
 	}
 	p.sb.WriteByte('(')
-	if e.star {
+	if e.Star {
 		p.sb.WriteByte('*')
 	}
-	if e.distinct {
+	if e.Distinct {
 		p.sb.WriteString("DISTINCT ")
 	}
-	p.list(e.args)
+	p.list(e.Args)
 	p.sb.WriteByte(')')
-	if e.filter != nil {
+	if e.Filter != nil {
 		p.sb.WriteString(" FILTER (WHERE ")
-		p.expr(e.filter)
+		p.expr(e.Filter)
 		p.sb.WriteByte(')')
 	}
 }
 
 // opExpr prints a binary or prefix operator, parenthesized.
-func (p *printer) opExpr(e *opExpr) {
+func (p *printer) opExpr(e *OpExpr) {
 	p.sb.WriteByte('(')
-	if e.l != nil {
-		p.expr(e.l)
+	if e.Left != nil {
+		p.expr(e.Left)
 		p.sb.WriteByte(' ')
 	}
-	if e.schema != "" {
-		p.sb.WriteString("OPERATOR(" + catalog.QuoteIdent(e.schema) + "." + e.op + ")")
+	if e.Schema != "" {
+		p.sb.WriteString("OPERATOR(" + catalog.QuoteIdent(e.Schema) + "." + e.Op + ")")
 	} else {
-		p.sb.WriteString(e.op)
+		p.sb.WriteString(e.Op)
 	}
 	p.sb.WriteByte(' ')
-	p.expr(e.r)
+	p.expr(e.Right)
 	p.sb.WriteByte(')')
 }
 
 // boolExpr prints NOT x, or the arguments of AND or OR joined by it,
 // parenthesized.
-func (p *printer) boolExpr(e *boolExpr) {
+func (p *printer) boolExpr(e *BoolExpr) {
 	p.sb.WriteByte('(')
-	if e.op == "NOT" {
+	if e.Op == "NOT" {
 		p.sb.WriteString("NOT ")
-		p.expr(e.args[0])
+		p.expr(e.Args[0])
 	} else {
-		for i, a := range e.args {
+		for i, a := range e.Args {
 			if i > 0 {
-				p.sb.WriteString(" " + e.op + " ")
+				p.sb.WriteString(" " + e.Op + " ")
 			}
 			p.expr(a)
 		}
@@ -484,19 +489,19 @@ func (p *printer) boolExpr(e *boolExpr) {
 }
 
 // castExpr prints CAST(x AS type).
-func (p *printer) castExpr(e *castExpr) {
+func (p *printer) castExpr(e *Cast) {
 	p.sb.WriteString("CAST(")
-	p.expr(e.arg)
+	p.expr(e.Arg)
 	p.sb.WriteString(" AS ")
-	p.typeName(e.typ)
+	p.typeName(e.Type)
 	p.sb.WriteByte(')')
 }
 
 // nullTest prints x IS [NOT] NULL, parenthesized.
-func (p *printer) nullTest(e *nullTest) {
+func (p *printer) nullTest(e *NullTest) {
 	p.sb.WriteByte('(')
-	p.expr(e.arg)
-	if e.not {
+	p.expr(e.Arg)
+	if e.Not {
 		p.sb.WriteString(" IS NOT NULL)")
 	} else {
 		p.sb.WriteString(" IS NULL)")
@@ -504,15 +509,15 @@ func (p *printer) nullTest(e *nullTest) {
 }
 
 // boolTest prints x IS [NOT] TRUE, FALSE or UNKNOWN, parenthesized.
-func (p *printer) boolTest(e *boolTest) {
+func (p *printer) boolTest(e *BoolTest) {
 	p.sb.WriteByte('(')
-	p.expr(e.arg)
+	p.expr(e.Arg)
 	p.sb.WriteString(" " + e.test + ")")
 }
 
 // testStart prints the start of a parenthesized test on x: "(", x, " NOT"
 // when not is set, and " "+kw.
-func (p *printer) testStart(x expr, not bool, kw string) {
+func (p *printer) testStart(x Expr, not bool, kw string) {
 	p.sb.WriteByte('(')
 	p.expr(x)
 	if not {
@@ -522,37 +527,37 @@ func (p *printer) testStart(x expr, not bool, kw string) {
 }
 
 // inExpr prints x [NOT] IN (list), parenthesized.
-func (p *printer) inExpr(e *inExpr) {
-	p.testStart(e.arg, e.not, "IN (")
-	p.list(e.list)
+func (p *printer) inExpr(e *In) {
+	p.testStart(e.Arg, e.Not, "IN (")
+	p.list(e.List)
 	p.sb.WriteString("))")
 }
 
 // betweenExpr prints x [NOT] BETWEEN [SYMMETRIC] lo AND hi, parenthesized.
-func (p *printer) betweenExpr(e *betweenExpr) {
-	p.testStart(e.arg, e.not, "BETWEEN ")
-	if e.symmetric {
+func (p *printer) betweenExpr(e *Between) {
+	p.testStart(e.Arg, e.Not, "BETWEEN ")
+	if e.Symmetric {
 		p.sb.WriteString("SYMMETRIC ")
 	}
 	// The bounds are b_expr in the grammar: parenthesize them.
-	p.infix("(", e.lo, ") AND (", e.hi, "))")
+	p.infix("(", e.Lo, ") AND (", e.Hi, "))")
 }
 
 // kwExpr prints NULLIF(l, r), l op ANY/ALL (r), or l and r with a keyword
 // between them (LIKE, IS DISTINCT FROM, ...).
-func (p *printer) kwExpr(e *kwExpr) {
-	switch e.fn {
+func (p *printer) kwExpr(e *KeywordExpr) {
+	switch e.Fn {
 	case "NULLIF":
-		p.infix("NULLIF(", e.l, ", ", e.r, ")")
+		p.infix("NULLIF(", e.Left, ", ", e.Right, ")")
 	case "":
-		p.infix("(", e.l, " "+e.kw+" ", e.r, ")")
+		p.infix("(", e.Left, " "+e.Kw+" ", e.Right, ")")
 	default: // op ANY/ALL: fn is "ANY" or "ALL", kw the operator
-		p.infix("(", e.l, " "+e.kw+" "+e.fn+" (", e.r, "))")
+		p.infix("(", e.Left, " "+e.Kw+" "+e.Fn+" (", e.Right, "))")
 	}
 }
 
 // infix prints l and r with pre before, mid between and post after them.
-func (p *printer) infix(pre string, l expr, mid string, r expr, post string) {
+func (p *printer) infix(pre string, l Expr, mid string, r Expr, post string) {
 	p.sb.WriteString(pre)
 	p.expr(l)
 	p.sb.WriteString(mid)
@@ -561,35 +566,35 @@ func (p *printer) infix(pre string, l expr, mid string, r expr, post string) {
 }
 
 // caseExpr prints CASE [arg] WHEN ... THEN ... [ELSE ...] END.
-func (p *printer) caseExpr(e *caseExpr) {
+func (p *printer) caseExpr(e *Case) {
 	p.sb.WriteString("CASE")
-	if e.arg != nil {
+	if e.Arg != nil {
 		p.sb.WriteByte(' ')
-		p.expr(e.arg)
+		p.expr(e.Arg)
 	}
-	for _, w := range e.whens {
+	for _, w := range e.Whens {
 		p.sb.WriteString(" WHEN ")
-		p.expr(w.cond)
+		p.expr(w.Cond)
 		p.sb.WriteString(" THEN ")
-		p.expr(w.res)
+		p.expr(w.Result)
 	}
-	if e.def != nil {
+	if e.Else != nil {
 		p.sb.WriteString(" ELSE ")
-		p.expr(e.def)
+		p.expr(e.Else)
 	}
 	p.sb.WriteString(" END")
 }
 
 // varFunc prints COALESCE, GREATEST or LEAST with its arguments, or a SQL
 // value function with its precision, if any.
-func (p *printer) varFunc(e *varFunc) {
-	switch e.name {
+func (p *printer) varFunc(e *VarFunc) {
+	switch e.Name {
 	case "coalesce", "greatest", "least":
-		p.sb.WriteString(strings.ToUpper(e.name) + "(")
-		p.list(e.args)
+		p.sb.WriteString(strings.ToUpper(e.Name) + "(")
+		p.list(e.Args)
 		p.sb.WriteByte(')')
 	default:
-		p.sb.WriteString(strings.ToUpper(e.name))
+		p.sb.WriteString(strings.ToUpper(e.Name))
 		if e.mod >= 0 {
 			p.sb.WriteString("(" + strconv.Itoa(e.mod) + ")")
 		}
@@ -597,15 +602,15 @@ func (p *printer) varFunc(e *varFunc) {
 }
 
 // arrayExpr prints ARRAY[...].
-func (p *printer) arrayExpr(e *arrayExpr) {
+func (p *printer) arrayExpr(e *Array) {
 	p.sb.WriteString("ARRAY[")
-	p.list(e.elems)
+	p.list(e.Elems)
 	p.sb.WriteByte(']')
 }
 
 // groupingSet prints GROUPING SETS, ROLLUP or CUBE with its items, or one
 // set inside them.
-func (p *printer) groupingSet(e *groupingSet) {
+func (p *printer) groupingSet(e *GroupingSet) {
 	switch e.kind {
 	case "()":
 		p.sb.WriteString("()")
@@ -622,32 +627,32 @@ func (p *printer) groupingSet(e *groupingSet) {
 
 // unsupported prints the window function call or subquery expression an
 // unsupported node carries, or else a NULL commented with its name.
-func (p *printer) unsupported(e *unsupported) {
+func (p *printer) unsupported(e *Unsupported) {
 	switch {
-	case e.window != nil:
-		p.window(e.window)
+	case e.Window != nil:
+		p.window(e.Window)
 		return
-	case e.link != nil:
-		p.subLink(e.link)
+	case e.Link != nil:
+		p.subLink(e.Link)
 		return
 	}
 	// Never emitted: plans are only built from supported trees. It
 	// shows in passthrough reasons; keep it parseable all the same.
-	p.sb.WriteString("(NULL /* " + strings.ReplaceAll(e.what, "*/", "") + " */)")
+	p.sb.WriteString("(NULL /* " + strings.ReplaceAll(e.What, "*/", "") + " */)")
 }
 
 // window prints a window function call.
-func (p *printer) window(w *window) {
-	p.funcName(w.f.name)
+func (p *printer) window(w *Window) {
+	p.funcName(w.Func.Name)
 	p.sb.WriteByte('(')
-	if w.f.star {
+	if w.Func.Star {
 		p.sb.WriteByte('*')
 	}
-	p.list(w.f.args)
+	p.list(w.Func.Args)
 	p.sb.WriteByte(')')
-	if w.f.filter != nil {
+	if w.Func.Filter != nil {
 		p.sb.WriteString(" FILTER (WHERE ")
-		p.expr(w.f.filter)
+		p.expr(w.Func.Filter)
 		p.sb.WriteByte(')')
 	}
 	p.sb.WriteString(" OVER (")
@@ -663,8 +668,8 @@ func (p *printer) window(w *window) {
 			if i > 0 {
 				p.sb.WriteString(", ")
 			}
-			p.expr(o.e)
-			p.sb.WriteString(o.suffix())
+			p.expr(o.Expr)
+			p.sb.WriteString(o.Suffix())
 		}
 		sep = " "
 	}
@@ -676,7 +681,7 @@ func (p *printer) window(w *window) {
 }
 
 // frame prints a window's frame clause from its options.
-func (p *printer) frame(w *window) {
+func (p *printer) frame(w *Window) {
 	switch {
 	case w.frame&frameRows != 0:
 		p.sb.WriteString("ROWS ")
@@ -685,7 +690,7 @@ func (p *printer) frame(w *window) {
 	default:
 		p.sb.WriteString("RANGE ")
 	}
-	bound := func(unboundedPre, unboundedFol, current, offsetPre, offsetFol int32, offset expr) {
+	bound := func(unboundedPre, unboundedFol, current, offsetPre, offsetFol int32, offset Expr) {
 		switch o := w.frame; {
 		case o&unboundedPre != 0:
 			p.sb.WriteString("UNBOUNDED PRECEDING")
@@ -721,14 +726,14 @@ func (p *printer) frame(w *window) {
 
 // subLink prints a subquery expression, the subquery as the client wrote
 // it (deparsed).
-func (p *printer) subLink(l *subLink) {
-	switch l.kind {
+func (p *printer) subLink(l *SubLink) {
+	switch l.Form {
 	case "EXISTS":
 		p.sb.WriteString("EXISTS (" + l.text + ")")
 	case "ANY", "ALL":
 		p.sb.WriteByte('(')
-		p.expr(l.test)
-		p.sb.WriteString(" " + l.op + " " + l.kind + " (" + l.text + "))")
+		p.expr(l.Test)
+		p.sb.WriteString(" " + l.Op + " " + l.Form + " (" + l.text + "))")
 	case "ARRAY":
 		p.sb.WriteString("ARRAY(" + l.text + ")")
 	default:
@@ -736,7 +741,7 @@ func (p *printer) subLink(l *subLink) {
 	}
 }
 
-func (p *printer) list(es []expr) {
+func (p *printer) list(es []Expr) {
 	for i, a := range es {
 		if i > 0 {
 			p.sb.WriteString(", ")
@@ -751,7 +756,7 @@ func (p *printer) funcName(names []string) {
 			p.sb.WriteByte('.')
 		}
 		if len(names) == 1 || i == 0 {
-			p.sb.WriteString(quoteName(n))
+			p.sb.WriteString(QuoteIdent(n))
 		} else {
 			// After a dot any keyword is a valid label.
 			p.sb.WriteString(quoteLabel(n))
@@ -759,60 +764,60 @@ func (p *printer) funcName(names []string) {
 	}
 }
 
-// sqlOfName prints a function or type name, quoting its parts as needed.
-func sqlOfName(names []string) string {
+// NameSQL prints a function or type name, quoting its parts as needed.
+func NameSQL(names []string) string {
 	p := printer{}
 	p.funcName(names)
 	return p.sb.String()
 }
 
-func (p *printer) typeName(t *typeName) {
-	p.funcName(t.names)
-	if len(t.mods) > 0 {
+func (p *printer) typeName(t *TypeName) {
+	p.funcName(t.Names)
+	if len(t.Mods) > 0 {
 		p.sb.WriteByte('(')
-		p.list(t.mods)
+		p.list(t.Mods)
 		p.sb.WriteByte(')')
 	}
-	for i := 0; i < t.array; i++ {
+	for i := 0; i < t.Array; i++ {
 		p.sb.WriteString("[]")
 	}
 }
 
-// sqlOf prints e with an optional hook.
-func sqlOf(e expr, hook func(expr) (string, bool)) string {
+// SQL prints e with an optional hook.
+func SQL(e Expr, hook func(Expr) (string, bool)) string {
 	p := printer{hook: hook}
 	p.expr(e)
 	return p.sb.String()
 }
 
-func constSQL(c *constExpr) string {
-	switch c.kind {
+func ConstSQL(c *Const) string {
+	switch c.Type {
 	case "str":
-		if strings.ContainsRune(c.val, '\\') {
-			return "E'" + strings.ReplaceAll(strings.ReplaceAll(c.val, `\`, `\\`), "'", "''") + "'"
+		if strings.ContainsRune(c.Val, '\\') {
+			return "E'" + strings.ReplaceAll(strings.ReplaceAll(c.Val, `\`, `\\`), "'", "''") + "'"
 		}
-		return "'" + strings.ReplaceAll(c.val, "'", "''") + "'"
+		return "'" + strings.ReplaceAll(c.Val, "'", "''") + "'"
 	case "bits":
 		// The parser keeps the b or x prefix.
-		if c.val != "" {
-			return strings.ToUpper(c.val[:1]) + "'" + c.val[1:] + "'"
+		if c.Val != "" {
+			return strings.ToUpper(c.Val[:1]) + "'" + c.Val[1:] + "'"
 		}
 		return "B''"
 	case "null":
 		return "NULL"
 	case "int", "float":
-		if strings.HasPrefix(c.val, "-") {
-			return "(" + c.val + ")"
+		if strings.HasPrefix(c.Val, "-") {
+			return "(" + c.Val + ")"
 		}
-		return c.val
+		return c.Val
 	}
-	return c.val
+	return c.Val
 }
 
-// quoteName quotes a function or type name only when it must be: when it is
+// QuoteIdent quotes a function or type name only when it must be: when it is
 // not a plain lower-case identifier or is a keyword that cannot name a
 // function or type.
-func quoteName(s string) string {
+func QuoteIdent(s string) string {
 	if plainIdent(s) && !keywords[s] {
 		return s
 	}
@@ -869,79 +874,79 @@ var keywords = func() map[string]bool {
 	return m
 }()
 
-// walk calls f for e and every expression below it, depth first; f returns
+// Walk calls f for e and every expression below it, depth first; f returns
 // false to skip a node's children.
-func walk(e expr, f func(expr) bool) {
+func Walk(e Expr, f func(Expr) bool) {
 	if e == nil || !f(e) {
 		return
 	}
 	switch e := e.(type) {
-	case *funcCall:
-		walkAll(f, e.args...)
-		walk(e.filter, f)
-	case *opExpr:
-		walkAll(f, e.l, e.r)
-	case *boolExpr:
-		walkAll(f, e.args...)
-	case *castExpr:
-		walk(e.arg, f)
-	case *nullTest:
-		walk(e.arg, f)
-	case *boolTest:
-		walk(e.arg, f)
-	case *inExpr:
-		walk(e.arg, f)
-		walkAll(f, e.list...)
-	case *betweenExpr:
-		walkAll(f, e.arg, e.lo, e.hi)
-	case *kwExpr:
-		walkAll(f, e.l, e.r)
-	case *varFunc:
-		walkAll(f, e.args...)
-	case *arrayExpr:
-		walkAll(f, e.elems...)
-	case *groupingSet:
+	case *FuncCall:
+		walkAll(f, e.Args...)
+		Walk(e.Filter, f)
+	case *OpExpr:
+		walkAll(f, e.Left, e.Right)
+	case *BoolExpr:
+		walkAll(f, e.Args...)
+	case *Cast:
+		Walk(e.Arg, f)
+	case *NullTest:
+		Walk(e.Arg, f)
+	case *BoolTest:
+		Walk(e.Arg, f)
+	case *In:
+		Walk(e.Arg, f)
+		walkAll(f, e.List...)
+	case *Between:
+		walkAll(f, e.Arg, e.Lo, e.Hi)
+	case *KeywordExpr:
+		walkAll(f, e.Left, e.Right)
+	case *VarFunc:
+		walkAll(f, e.Args...)
+	case *Array:
+		walkAll(f, e.Elems...)
+	case *GroupingSet:
 		walkAll(f, e.items...)
-	case *caseExpr:
-		walk(e.arg, f)
-		for _, w := range e.whens {
-			walkAll(f, w.cond, w.res)
+	case *Case:
+		Walk(e.Arg, f)
+		for _, w := range e.Whens {
+			walkAll(f, w.Cond, w.Result)
 		}
-		walk(e.def, f)
-	case *unsupported:
-		if w := e.window; w != nil {
+		Walk(e.Else, f)
+	case *Unsupported:
+		if w := e.Window; w != nil {
 			// The call's arguments, not the call: it is no aggregate of
 			// the statement's groups.
-			for _, a := range w.f.args {
-				walk(a, f)
+			for _, a := range w.Func.Args {
+				Walk(a, f)
 			}
-			walk(w.f.filter, f)
+			Walk(w.Func.Filter, f)
 			for _, a := range w.partition {
-				walk(a, f)
+				Walk(a, f)
 			}
 			for _, o := range w.order {
-				walk(o.e, f)
+				Walk(o.Expr, f)
 			}
-			walk(w.start, f)
-			walk(w.end, f)
+			Walk(w.start, f)
+			Walk(w.end, f)
 		}
-		if e.link != nil {
-			walk(e.link.test, f)
+		if e.Link != nil {
+			Walk(e.Link.Test, f)
 		}
 	}
 }
 
 // walkAll walks each of es in turn.
-func walkAll(f func(expr) bool, es ...expr) {
+func walkAll(f func(Expr) bool, es ...Expr) {
 	for _, e := range es {
-		walk(e, f)
+		Walk(e, f)
 	}
 }
 
-// figureColname is the output column name PostgreSQL gives a select-list
+// ColumnName is the output column name PostgreSQL gives a select-list
 // item without an alias (FigureColname in parse_target.c), so that the
 // shaping SQL can restore it with an explicit alias.
-func figureColname(e expr) string {
+func ColumnName(e Expr) string {
 	if n, _ := colnameOf(e); n != "" {
 		return n
 	}
@@ -950,42 +955,42 @@ func figureColname(e expr) string {
 
 // colnameOf returns a name and its strength: 2 for a sure name (column,
 // function), 1 for a fallback (a cast's type, "case"), 0 for none.
-func colnameOf(e expr) (string, int) {
+func colnameOf(e Expr) (string, int) {
 	switch e := e.(type) {
-	case *colRef:
-		last := e.parts[len(e.parts)-1]
+	case *ColRef:
+		last := e.Parts[len(e.Parts)-1]
 		if last == "*" {
 			return "", 0
 		}
 		return last, 2
-	case *funcCall:
-		return e.name[len(e.name)-1], 2
-	case *castExpr:
-		if n, s := colnameOf(e.arg); s > 1 {
+	case *FuncCall:
+		return e.Name[len(e.Name)-1], 2
+	case *Cast:
+		if n, s := colnameOf(e.Arg); s > 1 {
 			return n, s
 		}
-		return e.typ.names[len(e.typ.names)-1], 1
-	case *caseExpr:
-		if e.def != nil {
-			if n, s := colnameOf(e.def); s > 1 {
+		return e.Type.Names[len(e.Type.Names)-1], 1
+	case *Case:
+		if e.Else != nil {
+			if n, s := colnameOf(e.Else); s > 1 {
 				return n, s
 			}
 		}
 		return "case", 1
-	case *varFunc:
-		return e.name, 2
-	case *arrayExpr:
+	case *VarFunc:
+		return e.Name, 2
+	case *Array:
 		return "array", 2
-	case *kwExpr:
-		if e.fn == "NULLIF" {
+	case *KeywordExpr:
+		if e.Fn == "NULLIF" {
 			return "nullif", 2
 		}
-	case *unsupported:
+	case *Unsupported:
 		switch {
-		case e.window != nil:
-			return e.window.f.name[len(e.window.f.name)-1], 2
-		case e.link != nil && e.link.name != "":
-			return e.link.name, 2
+		case e.Window != nil:
+			return e.Window.Func.Name[len(e.Window.Func.Name)-1], 2
+		case e.Link != nil && e.Link.name != "":
+			return e.Link.name, 2
 		}
 	}
 	return "", 0

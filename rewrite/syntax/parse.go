@@ -1,8 +1,8 @@
-package rewrite
+package syntax
 
-// This is the only file that imports the PostgreSQL parser. It turns the
-// parser's tree into this package's AST (ast.go); whatever that AST does not
-// model becomes an unsupported node naming the construct.
+// This file turns the parser's tree into the package's syntax tree
+// (ast.go); whatever the tree does not model becomes an Unsupported node
+// naming the construct.
 
 import (
 	"errors"
@@ -21,40 +21,40 @@ type ParseError struct{ Msg string }
 func (e *ParseError) Error() string { return "parse: " + e.Msg }
 
 // parseHook, when set (by tests), sees every text handed to the parser.
-var parseHook func(sql string)
+var ParseHook func(sql string)
 
-// parsed is one parsed SQL text.
-type parsed struct {
-	sel *selectStmt
+// Parsed is one parsed SQL text.
+type Parsed struct {
+	Select *Select
 	// explain: EXPLAIN of the statement; verbose: EXPLAIN (VERBOSE).
-	explain, verbose bool
-	// other names the statement when it is not a plain SELECT (or EXPLAIN
+	Explain, Verbose bool
+	// Other names the statement when it is not a plain SELECT (or EXPLAIN
 	// of one): "INSERT", "2 statements", ...
-	other string
+	Other string
 	// multi: the text holds several statements.
-	multi bool
+	Multi bool
 	// tree is the parser's tree of the text, for printing the statement
 	// around its subqueries (outerText).
 	tree *pg.ParseResult
 	// approx: the statement calls APPROX_COUNT_DISTINCT somewhere (see
 	// approxCall); exact is then the statement with each such call
 	// counted exactly (exactText), or approxWhy says why it cannot be.
-	approx           bool
-	exact, approxWhy string
+	Approx           bool
+	Exact, ApproxWhy string
 }
 
 // parseTree is PostgreSQL's parse of sql; every parse of the package goes
 // through it (for parseHook).
 func parseTree(sql string) (*pg.ParseResult, error) {
-	if parseHook != nil {
-		parseHook(sql)
+	if ParseHook != nil {
+		ParseHook(sql)
 	}
 	return pg.Parse(sql)
 }
 
-// parseSQL parses sql with PostgreSQL's parser. A syntax error is returned as
+// Parse parses sql with PostgreSQL's parser. A syntax error is returned as
 // *ParseError.
-func parseSQL(sql string) (*parsed, error) {
+func Parse(sql string) (*Parsed, error) {
 	tree, err := parseTree(sql)
 	if err != nil {
 		return nil, &ParseError{Msg: strings.TrimPrefix(err.Error(), "pg_query: ")}
@@ -62,22 +62,22 @@ func parseSQL(sql string) (*parsed, error) {
 	stmts := tree.GetStmts()
 	switch len(stmts) {
 	case 0:
-		return &parsed{other: "an empty statement"}, nil
+		return &Parsed{Other: "an empty statement"}, nil
 	case 1:
 	default:
-		return &parsed{other: strconv.Itoa(len(stmts)) + " statements", multi: true}, nil
+		return &Parsed{Other: strconv.Itoa(len(stmts)) + " statements", Multi: true}, nil
 	}
 	n := stmts[0].GetStmt()
-	out := &parsed{tree: tree}
+	out := &Parsed{tree: tree}
 	// The exact text is made before convSelect, whose AST points into
 	// the tree, and from a copy of it.
-	if containsFold(sql, "approx_count_distinct") {
-		out.approx, out.exact, out.approxWhy = exactText(tree)
+	if ContainsFold(sql, "approx_count_distinct") {
+		out.Approx, out.Exact, out.ApproxWhy = exactText(tree)
 	}
-	other := func(what string) (*parsed, error) {
-		o := &parsed{other: what, approx: out.approx, approxWhy: out.approxWhy}
-		if o.approx && o.approxWhy == "" {
-			o.approxWhy = "APPROX_COUNT_DISTINCT is answered in a SELECT statement (or EXPLAIN of one, with no option but VERBOSE), not in " + what
+	other := func(what string) (*Parsed, error) {
+		o := &Parsed{Other: what, Approx: out.Approx, ApproxWhy: out.ApproxWhy}
+		if o.Approx && o.ApproxWhy == "" {
+			o.ApproxWhy = "APPROX_COUNT_DISTINCT is answered in a SELECT statement (or EXPLAIN of one, with no option but VERBOSE), not in " + what
 		}
 		return o, nil
 	}
@@ -86,14 +86,14 @@ func parseSQL(sql string) (*parsed, error) {
 		if !ok {
 			return other("EXPLAIN with options other than VERBOSE")
 		}
-		out.explain, out.verbose = true, verbose
+		out.Explain, out.Verbose = true, verbose
 		n = ex.GetQuery()
 	}
 	s := n.GetSelectStmt()
 	if s == nil {
 		return other(stmtKind(n))
 	}
-	out.sel = convSelect(s)
+	out.Select = convSelect(s)
 	return out, nil
 }
 
@@ -228,7 +228,7 @@ type Statement struct {
 // them. A syntax error is returned as *ParseError.
 func Split(sql string) ([]Statement, error) {
 	// The parser must never see what could exhaust its stack.
-	if err := checkLimits(sql); err != nil {
+	if err := CheckLimits(sql); err != nil {
 		return nil, err
 	}
 	tree, err := parseTree(sql)
@@ -252,18 +252,18 @@ func Split(sql string) ([]Statement, error) {
 	return out, nil
 }
 
-// parseCheck reports whether sql parses as PostgreSQL; the tests use it to
+// Check reports whether sql parses as PostgreSQL; the tests use it to
 // check that every emitted SQL parses again.
-func parseCheck(sql string) error {
+func Check(sql string) error {
 	if _, err := pg.Parse(sql); err != nil {
 		return &ParseError{Msg: strings.TrimPrefix(err.Error(), "pg_query: ")}
 	}
 	return nil
 }
 
-// treeDepth returns how deep the parser's tree for sql nests (JSON objects
+// TreeDepth returns how deep the parser's tree for sql nests (JSON objects
 // and arrays), for the fuzz test's check that the caps bound it.
-func treeDepth(sql string) (int, error) {
+func TreeDepth(sql string) (int, error) {
 	js, err := pg.ParseToJSON(sql)
 	if err != nil {
 		return 0, err
@@ -313,113 +313,113 @@ func stmtKind(n *pg.Node) string {
 	return "not a SELECT"
 }
 
-func convSelect(s *pg.SelectStmt) *selectStmt {
-	out := &selectStmt{}
+func convSelect(s *pg.SelectStmt) *Select {
+	out := &Select{}
 	switch {
 	case s.GetOp() != pg.SetOperation_SETOP_NONE && s.GetOp() != pg.SetOperation_SET_OPERATION_UNDEFINED:
-		out.unsupported = "a set operation (UNION, INTERSECT, EXCEPT)"
-		out.setOp = map[pg.SetOperation]string{pg.SetOperation_SETOP_UNION: "UNION",
+		out.Unsupported = "a set operation (UNION, INTERSECT, EXCEPT)"
+		out.SetOp = map[pg.SetOperation]string{pg.SetOperation_SETOP_UNION: "UNION",
 			pg.SetOperation_SETOP_INTERSECT: "INTERSECT", pg.SetOperation_SETOP_EXCEPT: "EXCEPT"}[s.GetOp()]
-		out.setAll = s.GetAll()
-		out.larg, out.rarg = convSelect(s.GetLarg()), convSelect(s.GetRarg())
-		out.larg.raw = &rawSelect{get: s.GetLarg, set: func(x *pg.SelectStmt) { s.Larg = x }}
-		out.rarg.raw = &rawSelect{get: s.GetRarg, set: func(x *pg.SelectStmt) { s.Rarg = x }}
+		out.SetAll = s.GetAll()
+		out.Left, out.Right = convSelect(s.GetLarg()), convSelect(s.GetRarg())
+		out.Left.raw = &rawSelect{get: s.GetLarg, set: func(x *pg.SelectStmt) { s.Larg = x }}
+		out.Right.raw = &rawSelect{get: s.GetRarg, set: func(x *pg.SelectStmt) { s.Rarg = x }}
 		if w := s.GetWithClause(); w != nil {
-			out.with = convWith(w)
+			out.With = convWith(w)
 		}
 		switch {
 		case s.GetWithClause() != nil:
-			out.setExtra = "a WITH clause"
+			out.SetExtra = "a WITH clause"
 		case len(s.GetSortClause()) > 0:
-			out.setExtra = "ORDER BY"
+			out.SetExtra = "ORDER BY"
 		case s.GetLimitCount() != nil || s.GetLimitOffset() != nil:
-			out.setExtra = "LIMIT or OFFSET"
+			out.SetExtra = "LIMIT or OFFSET"
 		case len(s.GetLockingClause()) > 0:
-			out.setExtra = "a locking clause"
+			out.SetExtra = "a locking clause"
 		}
 		return out
 	case s.GetWithClause() != nil:
-		out.unsupported = "a WITH clause"
-		out.with = convWith(s.GetWithClause())
+		out.Unsupported = "a WITH clause"
+		out.With = convWith(s.GetWithClause())
 	}
 	switch {
 	case len(s.GetValuesLists()) > 0:
-		out.unsupported = "VALUES"
+		out.Unsupported = "VALUES"
 		return out
 	case s.GetIntoClause() != nil:
-		out.unsupported = "SELECT INTO"
+		out.Unsupported = "SELECT INTO"
 		return out
 	case len(s.GetLockingClause()) > 0:
-		out.unsupported = "a locking clause (FOR UPDATE/SHARE)"
+		out.Unsupported = "a locking clause (FOR UPDATE/SHARE)"
 		return out
 	case len(s.GetWindowClause()) > 0:
-		out.unsupported = "a WINDOW clause"
+		out.Unsupported = "a WINDOW clause"
 		return out
 	case s.GetGroupDistinct():
-		out.unsupported = "GROUP BY DISTINCT"
+		out.Unsupported = "GROUP BY DISTINCT"
 		return out
 	case s.GetLimitOption() == pg.LimitOption_LIMIT_OPTION_WITH_TIES:
-		out.unsupported = "FETCH ... WITH TIES"
+		out.Unsupported = "FETCH ... WITH TIES"
 		return out
 	}
 	if dc := s.GetDistinctClause(); len(dc) > 0 {
 		if len(dc) == 1 && dc[0].GetNode() == nil {
-			out.distinct = true
+			out.Distinct = true
 		} else {
-			out.unsupported = "DISTINCT ON"
+			out.Unsupported = "DISTINCT ON"
 			return out
 		}
 	}
 	for _, t := range s.GetTargetList() {
 		rt := t.GetResTarget()
 		if rt == nil {
-			out.unsupported = "an unexpected select-list item"
+			out.Unsupported = "an unexpected select-list item"
 			return out
 		}
 		if cr := rt.GetVal().GetColumnRef(); cr != nil && isStarRef(cr) {
-			out.targets = append(out.targets, target{star: true})
+			out.Targets = append(out.Targets, Target{Star: true})
 			continue
 		}
-		out.targets = append(out.targets, target{name: rt.GetName(), e: conv(rt.GetVal())})
+		out.Targets = append(out.Targets, Target{Name: rt.GetName(), Expr: conv(rt.GetVal())})
 	}
 	for _, f := range s.GetFromClause() {
-		out.from = append(out.from, convFrom(f))
+		out.From = append(out.From, convFrom(f))
 	}
-	out.where = convOptional(s.GetWhereClause())
+	out.Where = convOptional(s.GetWhereClause())
 	for _, g := range s.GetGroupClause() {
 		if gs := g.GetGroupingSet(); gs != nil {
 			// Only the star-join planner answers these (starjoin.go),
 			// regrouping the fact table's rows: every other planner
 			// refuses the statement.
-			if out.unsupported == "" { // a WITH clause stays the reason
-				out.unsupported = groupingSetsWhat
+			if out.Unsupported == "" { // a WITH clause stays the reason
+				out.Unsupported = GroupingSetsWhat
 			}
-			out.groupBy = append(out.groupBy, convGroupingSet(gs))
+			out.GroupBy = append(out.GroupBy, convGroupingSet(gs))
 			continue
 		}
-		out.groupBy = append(out.groupBy, conv(g))
+		out.GroupBy = append(out.GroupBy, conv(g))
 	}
-	out.having = convOptional(s.GetHavingClause())
+	out.Having = convOptional(s.GetHavingClause())
 	for _, o := range s.GetSortClause() {
 		it, ok := convSortBy(o)
 		if !ok {
-			out.unsupported = "an unexpected ORDER BY item"
+			out.Unsupported = "an unexpected ORDER BY item"
 			return out
 		}
-		out.orderBy = append(out.orderBy, it)
+		out.OrderBy = append(out.OrderBy, it)
 	}
-	out.limit = convOptional(s.GetLimitCount())
-	out.offset = convOptional(s.GetLimitOffset())
+	out.Limit = convOptional(s.GetLimitCount())
+	out.Offset = convOptional(s.GetLimitOffset())
 	return out
 }
 
 // convSortBy converts one ORDER BY item.
-func convSortBy(o *pg.Node) (sortItem, bool) {
+func convSortBy(o *pg.Node) (SortItem, bool) {
 	sb := o.GetSortBy()
 	if sb == nil {
-		return sortItem{}, false
+		return SortItem{}, false
 	}
-	return sortItem{e: conv(sb.GetNode()), dir: sortDirs[sb.GetSortbyDir()], nulls: sortNulls[sb.GetSortbyNulls()]}, true
+	return SortItem{Expr: conv(sb.GetNode()), Dir: sortDirs[sb.GetSortbyDir()], Nulls: sortNulls[sb.GetSortbyNulls()]}, true
 }
 
 // columnParts reads a column reference's names, "*" for a star; ok is
@@ -443,46 +443,46 @@ func isStarRef(cr *pg.ColumnRef) bool {
 	return len(f) > 0 && f[len(f)-1].GetAStar() != nil
 }
 
-func convFrom(n *pg.Node) fromItem {
+func convFrom(n *pg.Node) FromItem {
 	rv := n.GetRangeVar()
 	switch {
 	case rv != nil:
-		fi := fromItem{schema: rv.GetSchemaname(), name: rv.GetRelname(), only: !rv.GetInh()}
+		fi := FromItem{Schema: rv.GetSchemaname(), Name: rv.GetRelname(), Only: !rv.GetInh()}
 		if rv.GetCatalogname() != "" {
-			fi.unsupported = "a database-qualified table name"
+			fi.Unsupported = "a database-qualified table name"
 		}
 		if a := rv.GetAlias(); a != nil {
-			fi.alias = a.GetAliasname()
+			fi.Alias = a.GetAliasname()
 			if len(a.GetColnames()) > 0 {
-				fi.unsupported = "a table alias with column aliases"
+				fi.Unsupported = "a table alias with column aliases"
 			}
 		}
 		return fi
 	case n.GetJoinExpr() != nil:
 		j := n.GetJoinExpr()
-		return fromItem{unsupported: "a JOIN", join: &joinItem{
-			typ: joinTypes[j.GetJointype()],
-			l:   convFrom(j.GetLarg()), r: convFrom(j.GetRarg()), on: convOptional(j.GetQuals()),
-			plain: !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil,
+		return FromItem{Unsupported: "a JOIN", Join: &Join{
+			Type: joinTypes[j.GetJointype()],
+			Left: convFrom(j.GetLarg()), Right: convFrom(j.GetRarg()), On: convOptional(j.GetQuals()),
+			Plain: !j.GetIsNatural() && len(j.GetUsingClause()) == 0 && j.GetAlias() == nil,
 		}}
 	case n.GetRangeSubselect() != nil:
 		rs := n.GetRangeSubselect()
-		fi := fromItem{unsupported: "a subquery in FROM"}
+		fi := FromItem{Unsupported: "a subquery in FROM"}
 		if sel := rs.GetSubquery().GetSelectStmt(); sel != nil && !rs.GetLateral() {
-			fi.query = convSelect(sel)
-			fi.query.raw = nodeSlot(rs.GetSubquery())
+			fi.Query = convSelect(sel)
+			fi.Query.raw = nodeSlot(rs.GetSubquery())
 			if a := rs.GetAlias(); a != nil {
-				fi.alias = a.GetAliasname()
-				fi.colAliases = len(a.GetColnames()) > 0
+				fi.Alias = a.GetAliasname()
+				fi.ColAliases = len(a.GetColnames()) > 0
 			}
 		}
 		return fi
 	case n.GetRangeFunction() != nil:
-		return fromItem{unsupported: "a function in FROM"}
+		return FromItem{Unsupported: "a function in FROM"}
 	case n.GetRangeTableSample() != nil:
-		return fromItem{unsupported: "TABLESAMPLE"}
+		return FromItem{Unsupported: "TABLESAMPLE"}
 	}
-	return fromItem{unsupported: "an unsupported FROM item"}
+	return FromItem{Unsupported: "an unsupported FROM item"}
 }
 
 // joinTypes are the join types of SQL's syntax, as printed.
@@ -503,15 +503,15 @@ func strs(ns []*pg.Node) ([]string, bool) {
 
 // convOptional converts an optional part of a statement: one left out
 // stays nil.
-func convOptional(n *pg.Node) expr {
+func convOptional(n *pg.Node) Expr {
 	if n == nil {
 		return nil
 	}
 	return conv(n)
 }
 
-func convList(ns []*pg.Node) []expr {
-	out := make([]expr, len(ns))
+func convList(ns []*pg.Node) []Expr {
+	out := make([]Expr, len(ns))
 	for i, n := range ns {
 		out[i] = conv(n)
 	}
@@ -519,24 +519,24 @@ func convList(ns []*pg.Node) []expr {
 }
 
 // conv converts one expression node.
-func conv(n *pg.Node) expr {
+func conv(n *pg.Node) Expr {
 	if n == nil {
-		return &unsupported{what: "an empty expression"}
+		return &Unsupported{What: "an empty expression"}
 	}
 	switch v := n.GetNode().(type) {
 	case *pg.Node_ColumnRef:
 		parts, ok := columnParts(v.ColumnRef)
 		switch {
 		case !ok:
-			return &unsupported{what: "an unusual column reference"}
+			return &Unsupported{What: "an unusual column reference"}
 		case len(parts) == 0:
-			return &unsupported{what: "an empty column reference"}
+			return &Unsupported{What: "an empty column reference"}
 		}
-		return &colRef{parts: parts}
+		return &ColRef{Parts: parts}
 	case *pg.Node_AConst:
 		return convConst(v.AConst)
 	case *pg.Node_ParamRef:
-		return &paramRef{n: int(v.ParamRef.GetNumber())}
+		return &Param{N: int(v.ParamRef.GetNumber())}
 	case *pg.Node_FuncCall:
 		f := v.FuncCall
 		name, ok := strs(f.GetFuncname())
@@ -546,25 +546,25 @@ func conv(n *pg.Node) expr {
 		}
 		switch {
 		case f.GetOver() != nil:
-			return &unsupported{what: "a window function", fn: fn, window: convWindow(f, name, ok)}
+			return &Unsupported{What: "a window function", Fn: fn, Window: convWindow(f, name, ok)}
 		case len(f.GetAggOrder()) > 0:
-			return &unsupported{what: "an ordered aggregate", fn: fn}
+			return &Unsupported{What: "an ordered aggregate", Fn: fn}
 		case f.GetAggWithinGroup():
-			return &unsupported{what: "WITHIN GROUP", fn: fn}
+			return &Unsupported{What: "WITHIN GROUP", Fn: fn}
 		case f.GetFuncVariadic():
-			return &unsupported{what: "a VARIADIC call", fn: fn}
+			return &Unsupported{What: "a VARIADIC call", Fn: fn}
 		}
 		if !ok || len(name) == 0 {
-			return &unsupported{what: "an unusual function name"}
+			return &Unsupported{What: "an unusual function name"}
 		}
-		call := &funcCall{
-			name:      name,
-			args:      convList(f.GetArgs()),
-			distinct:  f.GetAggDistinct(),
-			star:      f.GetAggStar(),
+		call := &FuncCall{
+			Name:      name,
+			Args:      convList(f.GetArgs()),
+			Distinct:  f.GetAggDistinct(),
+			Star:      f.GetAggStar(),
 			sqlSyntax: f.GetFuncformat() == pg.CoercionForm_COERCE_SQL_SYNTAX,
 		}
-		call.filter = convOptional(f.GetAggFilter())
+		call.Filter = convOptional(f.GetAggFilter())
 		return call
 	case *pg.Node_AExpr:
 		return convAExpr(v.AExpr)
@@ -573,98 +573,98 @@ func conv(n *pg.Node) expr {
 		args := convList(b.GetArgs())
 		switch b.GetBoolop() {
 		case pg.BoolExprType_AND_EXPR:
-			return &boolExpr{op: "AND", args: args}
+			return &BoolExpr{Op: "AND", Args: args}
 		case pg.BoolExprType_OR_EXPR:
-			return &boolExpr{op: "OR", args: args}
+			return &BoolExpr{Op: "OR", Args: args}
 		case pg.BoolExprType_NOT_EXPR:
 			if len(args) == 1 {
-				return &boolExpr{op: "NOT", args: args}
+				return &BoolExpr{Op: "NOT", Args: args}
 			}
 		}
-		return &unsupported{what: "an unusual boolean expression"}
+		return &Unsupported{What: "an unusual boolean expression"}
 	case *pg.Node_TypeCast:
 		t := convType(v.TypeCast.GetTypeName())
 		if t == nil {
-			return &unsupported{what: "a cast to an unusual type"}
+			return &Unsupported{What: "a cast to an unusual type"}
 		}
-		return &castExpr{arg: conv(v.TypeCast.GetArg()), typ: t}
+		return &Cast{Arg: conv(v.TypeCast.GetArg()), Type: t}
 	case *pg.Node_NullTest:
-		return &nullTest{arg: conv(v.NullTest.GetArg()), not: v.NullTest.GetNulltesttype() == pg.NullTestType_IS_NOT_NULL}
+		return &NullTest{Arg: conv(v.NullTest.GetArg()), Not: v.NullTest.GetNulltesttype() == pg.NullTestType_IS_NOT_NULL}
 	case *pg.Node_BooleanTest:
 		t, ok := boolTests[v.BooleanTest.GetBooltesttype()]
 		if !ok {
-			return &unsupported{what: "an unusual boolean test"}
+			return &Unsupported{What: "an unusual boolean test"}
 		}
-		return &boolTest{arg: conv(v.BooleanTest.GetArg()), test: t}
+		return &BoolTest{Arg: conv(v.BooleanTest.GetArg()), test: t}
 	case *pg.Node_CaseExpr:
 		c := v.CaseExpr
-		out := &caseExpr{}
+		out := &Case{}
 		if c.GetArg() != nil {
-			out.arg = conv(c.GetArg())
+			out.Arg = conv(c.GetArg())
 		}
 		for _, w := range c.GetArgs() {
 			cw := w.GetCaseWhen()
 			if cw == nil {
-				return &unsupported{what: "an unusual CASE"}
+				return &Unsupported{What: "an unusual CASE"}
 			}
-			out.whens = append(out.whens, caseWhen{cond: conv(cw.GetExpr()), res: conv(cw.GetResult())})
+			out.Whens = append(out.Whens, When{Cond: conv(cw.GetExpr()), Result: conv(cw.GetResult())})
 		}
-		out.def = convOptional(c.GetDefresult())
+		out.Else = convOptional(c.GetDefresult())
 		return out
 	case *pg.Node_CoalesceExpr:
-		return &varFunc{name: "coalesce", args: convList(v.CoalesceExpr.GetArgs()), mod: -1}
+		return &VarFunc{Name: "coalesce", Args: convList(v.CoalesceExpr.GetArgs()), mod: -1}
 	case *pg.Node_MinMaxExpr:
 		name := "greatest"
 		if v.MinMaxExpr.GetOp() == pg.MinMaxOp_IS_LEAST {
 			name = "least"
 		}
-		return &varFunc{name: name, args: convList(v.MinMaxExpr.GetArgs()), mod: -1}
+		return &VarFunc{Name: name, Args: convList(v.MinMaxExpr.GetArgs()), mod: -1}
 	case *pg.Node_SqlvalueFunction:
 		return convSQLValue(v.SqlvalueFunction)
 	case *pg.Node_AArrayExpr:
-		return &arrayExpr{elems: convList(v.AArrayExpr.GetElements())}
+		return &Array{Elems: convList(v.AArrayExpr.GetElements())}
 	case *pg.Node_SubLink:
 		return convSubquery(v.SubLink)
 	case *pg.Node_RowExpr:
-		return &unsupported{what: "a row constructor"}
+		return &Unsupported{What: "a row constructor"}
 	case *pg.Node_CollateClause:
-		return &unsupported{what: "COLLATE"}
+		return &Unsupported{What: "COLLATE"}
 	case *pg.Node_AIndirection:
-		return &unsupported{what: "a subscript or field selection"}
+		return &Unsupported{What: "a subscript or field selection"}
 	case *pg.Node_GroupingFunc:
 		// An aggregate to the planners (they refuse it), evaluated by
 		// PostgreSQL over the arm's keys in a star join.
-		return &funcCall{name: []string{"grouping"}, args: convList(v.GroupingFunc.GetArgs()), sqlSyntax: true}
+		return &FuncCall{Name: []string{"grouping"}, Args: convList(v.GroupingFunc.GetArgs()), sqlSyntax: true}
 	}
-	return &unsupported{what: "an unsupported expression"}
+	return &Unsupported{What: "an unsupported expression"}
 }
 
 // convSubquery converts a subquery in an expression: unsupported, with
 // the subquery (link) when the rewriter reads its form.
-func convSubquery(sl *pg.SubLink) expr {
-	return &unsupported{what: "a subquery", link: convSubLink(sl)}
+func convSubquery(sl *pg.SubLink) Expr {
+	return &Unsupported{What: "a subquery", Link: convSubLink(sl)}
 }
 
-func convConst(c *pg.A_Const) expr {
+func convConst(c *pg.A_Const) Expr {
 	if c.GetIsnull() {
-		return &constExpr{kind: "null", val: "NULL"}
+		return &Const{Type: "null", Val: "NULL"}
 	}
 	switch v := c.GetVal().(type) {
 	case *pg.A_Const_Ival:
-		return &constExpr{kind: "int", val: strconv.FormatInt(int64(v.Ival.GetIval()), 10)}
+		return &Const{Type: "int", Val: strconv.FormatInt(int64(v.Ival.GetIval()), 10)}
 	case *pg.A_Const_Fval:
-		return &constExpr{kind: "float", val: v.Fval.GetFval()}
+		return &Const{Type: "float", Val: v.Fval.GetFval()}
 	case *pg.A_Const_Sval:
-		return &constExpr{kind: "str", val: v.Sval.GetSval()}
+		return &Const{Type: "str", Val: v.Sval.GetSval()}
 	case *pg.A_Const_Boolval:
-		return &constExpr{kind: "bool", val: strconv.FormatBool(v.Boolval.GetBoolval())}
+		return &Const{Type: "bool", Val: strconv.FormatBool(v.Boolval.GetBoolval())}
 	case *pg.A_Const_Bsval:
-		return &constExpr{kind: "bits", val: v.Bsval.GetBsval()}
+		return &Const{Type: "bits", Val: v.Bsval.GetBsval()}
 	}
-	return &unsupported{what: "an unusual constant"}
+	return &Unsupported{What: "an unusual constant"}
 }
 
-func convType(t *pg.TypeName) *typeName {
+func convType(t *pg.TypeName) *TypeName {
 	if t == nil || t.GetSetof() || t.GetPctType() {
 		return nil
 	}
@@ -672,7 +672,7 @@ func convType(t *pg.TypeName) *typeName {
 	if !ok || len(names) == 0 {
 		return nil
 	}
-	out := &typeName{names: names, array: len(t.GetArrayBounds())}
+	out := &TypeName{Names: names, Array: len(t.GetArrayBounds())}
 	if len(t.GetTypmods()) > 0 {
 		if len(names) == 2 && names[0] == "pg_catalog" && names[1] == "interval" {
 			// INTERVAL '1' DAY: the typmods are a field mask, not
@@ -681,10 +681,10 @@ func convType(t *pg.TypeName) *typeName {
 		}
 		for _, m := range t.GetTypmods() {
 			e := conv(m)
-			if c, ok := e.(*constExpr); !ok || c.kind != "int" {
+			if c, ok := e.(*Const); !ok || c.Type != "int" {
 				return nil
 			}
-			out.mods = append(out.mods, e)
+			out.Mods = append(out.Mods, e)
 		}
 	}
 	for _, b := range t.GetArrayBounds() {
@@ -695,10 +695,10 @@ func convType(t *pg.TypeName) *typeName {
 	return out
 }
 
-func convSQLValue(f *pg.SQLValueFunction) expr {
+func convSQLValue(f *pg.SQLValueFunction) Expr {
 	name, ok := sqlValueFuncs[f.GetOp()]
 	if !ok {
-		return &unsupported{what: "an unusual SQL value function"}
+		return &Unsupported{What: "an unusual SQL value function"}
 	}
 	mod := -1
 	switch f.GetOp() {
@@ -706,20 +706,20 @@ func convSQLValue(f *pg.SQLValueFunction) expr {
 		pg.SQLValueFunctionOp_SVFOP_LOCALTIME_N, pg.SQLValueFunctionOp_SVFOP_LOCALTIMESTAMP_N:
 		mod = int(f.GetTypmod())
 	}
-	return &varFunc{name: name, mod: mod}
+	return &VarFunc{Name: name, mod: mod}
 }
 
-func convAExpr(a *pg.A_Expr) expr {
+func convAExpr(a *pg.A_Expr) Expr {
 	name, ok := strs(a.GetName())
 	if !ok || len(name) == 0 || len(name) > 2 {
-		return &unsupported{what: "an unusual operator"}
+		return &Unsupported{What: "an unusual operator"}
 	}
 	op := name[len(name)-1]
 	schema := ""
 	if len(name) == 2 {
 		schema = name[0]
 	}
-	l := func() expr {
+	l := func() Expr {
 		if a.GetLexpr() == nil {
 			return nil
 		}
@@ -728,81 +728,81 @@ func convAExpr(a *pg.A_Expr) expr {
 	switch a.GetKind() {
 	case pg.A_Expr_Kind_AEXPR_OP:
 		if a.GetRexpr() == nil {
-			return &unsupported{what: "a postfix operator"}
+			return &Unsupported{What: "a postfix operator"}
 		}
-		return &opExpr{schema: schema, op: op, l: l(), r: conv(a.GetRexpr())}
+		return &OpExpr{Schema: schema, Op: op, Left: l(), Right: conv(a.GetRexpr())}
 	case pg.A_Expr_Kind_AEXPR_OP_ANY, pg.A_Expr_Kind_AEXPR_OP_ALL:
 		if schema != "" || a.GetLexpr() == nil {
-			return &unsupported{what: "an unusual ANY/ALL"}
+			return &Unsupported{What: "an unusual ANY/ALL"}
 		}
 		fn := "ANY"
 		if a.GetKind() == pg.A_Expr_Kind_AEXPR_OP_ALL {
 			fn = "ALL"
 		}
-		return &kwExpr{l: l(), r: conv(a.GetRexpr()), kw: op, fn: fn}
+		return &KeywordExpr{Left: l(), Right: conv(a.GetRexpr()), Kw: op, Fn: fn}
 	case pg.A_Expr_Kind_AEXPR_DISTINCT:
-		return &kwExpr{l: l(), r: conv(a.GetRexpr()), kw: "IS DISTINCT FROM"}
+		return &KeywordExpr{Left: l(), Right: conv(a.GetRexpr()), Kw: "IS DISTINCT FROM"}
 	case pg.A_Expr_Kind_AEXPR_NOT_DISTINCT:
-		return &kwExpr{l: l(), r: conv(a.GetRexpr()), kw: "IS NOT DISTINCT FROM"}
+		return &KeywordExpr{Left: l(), Right: conv(a.GetRexpr()), Kw: "IS NOT DISTINCT FROM"}
 	case pg.A_Expr_Kind_AEXPR_NULLIF:
-		return &kwExpr{l: l(), r: conv(a.GetRexpr()), fn: "NULLIF"}
+		return &KeywordExpr{Left: l(), Right: conv(a.GetRexpr()), Fn: "NULLIF"}
 	case pg.A_Expr_Kind_AEXPR_IN:
 		list := a.GetRexpr().GetList()
 		if list == nil {
-			return &unsupported{what: "an unusual IN"}
+			return &Unsupported{What: "an unusual IN"}
 		}
-		return &inExpr{arg: l(), list: convList(list.GetItems()), not: op == "<>"}
+		return &In{Arg: l(), List: convList(list.GetItems()), Not: op == "<>"}
 	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
 		kw := map[string]string{"~~": "LIKE", "!~~": "NOT LIKE", "~~*": "ILIKE", "!~~*": "NOT ILIKE"}[op]
 		if kw == "" || a.GetRexpr().GetFuncCall() != nil {
 			// LIKE ... ESCAPE becomes a like_escape() call: fine, but
 			// keep the set small.
 			if kw == "" {
-				return &unsupported{what: "an unusual LIKE"}
+				return &Unsupported{What: "an unusual LIKE"}
 			}
 		}
-		return &kwExpr{l: l(), r: conv(a.GetRexpr()), kw: kw}
+		return &KeywordExpr{Left: l(), Right: conv(a.GetRexpr()), Kw: kw}
 	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN,
 		pg.A_Expr_Kind_AEXPR_BETWEEN_SYM, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM:
 		list := a.GetRexpr().GetList()
 		if list == nil || len(list.GetItems()) != 2 {
-			return &unsupported{what: "an unusual BETWEEN"}
+			return &Unsupported{What: "an unusual BETWEEN"}
 		}
 		k := a.GetKind()
-		return &betweenExpr{
-			arg: l(), lo: conv(list.GetItems()[0]), hi: conv(list.GetItems()[1]),
-			not:       k == pg.A_Expr_Kind_AEXPR_NOT_BETWEEN || k == pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM,
-			symmetric: k == pg.A_Expr_Kind_AEXPR_BETWEEN_SYM || k == pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM,
+		return &Between{
+			Arg: l(), Lo: conv(list.GetItems()[0]), Hi: conv(list.GetItems()[1]),
+			Not:       k == pg.A_Expr_Kind_AEXPR_NOT_BETWEEN || k == pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM,
+			Symmetric: k == pg.A_Expr_Kind_AEXPR_BETWEEN_SYM || k == pg.A_Expr_Kind_AEXPR_NOT_BETWEEN_SYM,
 		}
 	case pg.A_Expr_Kind_AEXPR_SIMILAR:
-		return &unsupported{what: "SIMILAR TO"}
+		return &Unsupported{What: "SIMILAR TO"}
 	}
-	return &unsupported{what: "an unusual operator expression"}
+	return &Unsupported{What: "an unusual operator expression"}
 }
 
 // convWith converts a WITH clause: every name (a table name in the
 // statement may mean one), and the body of each that is a SELECT, with
 // where it sits.
-func convWith(w *pg.WithClause) *withClause {
-	out := &withClause{recursive: w.GetRecursive(), plain: true}
+func convWith(w *pg.WithClause) *With {
+	out := &With{Recursive: w.GetRecursive(), Plain: true}
 	for _, n := range w.GetCtes() {
 		c := n.GetCommonTableExpr()
 		if c == nil {
-			out.plain = false
+			out.Plain = false
 			continue
 		}
-		out.names = append(out.names, c.GetCtename())
+		out.Names = append(out.Names, c.GetCtename())
 		sel := c.GetCtequery().GetSelectStmt()
 		if sel == nil {
-			out.modifying, out.plain = true, false
+			out.Modifying, out.Plain = true, false
 			continue
 		}
 		if len(c.GetAliascolnames()) > 0 || c.GetSearchClause() != nil || c.GetCycleClause() != nil {
-			out.plain = false
+			out.Plain = false
 		}
 		body := convSelect(sel)
 		body.raw = nodeSlot(c.GetCtequery())
-		out.bodies = append(out.bodies, body)
+		out.Bodies = append(out.Bodies, body)
 	}
 	return out
 }
@@ -822,15 +822,15 @@ func nodeSlot(n *pg.Node) *rawSelect {
 	}
 }
 
-// armMarker is the text outerText prints in place of subquery i.
-func armMarker(i int) string { return "pgsketch_subquery_" + strconv.Itoa(i) }
+// ArmMarker is the text outerText prints in place of subquery i.
+func ArmMarker(i int) string { return "pgsketch_subquery_" + strconv.Itoa(i) }
 
-// outerText prints the parsed statement with each of subs (subqueries of
+// OuterText prints the parsed statement with each of subs (subqueries of
 // it, found by convSelect) replaced: the pieces around them, len(subs)+1,
 // in order. The text is the parser's deparse of the tree, which PostgreSQL
 // reads as the same statement. Each subquery stands where a parenthesized
 // SELECT may.
-func (p *parsed) outerText(subs []*selectStmt) ([]string, error) {
+func (p *Parsed) OuterText(subs []*Select) ([]string, error) {
 	if p.tree == nil {
 		return nil, errors.New("no parse tree")
 	}
@@ -848,7 +848,7 @@ func (p *parsed) outerText(subs []*selectStmt) ([]string, error) {
 		if sub.raw == nil {
 			return nil, errors.New("a subquery without its place in the tree")
 		}
-		m, err := pg.Parse("SELECT '" + armMarker(i) + "'")
+		m, err := pg.Parse("SELECT '" + ArmMarker(i) + "'")
 		if err != nil {
 			return nil, err
 		}
@@ -861,7 +861,7 @@ func (p *parsed) outerText(subs []*selectStmt) ([]string, error) {
 	}
 	pieces := make([]string, 0, len(subs)+1)
 	for i := range subs {
-		m := "SELECT '" + armMarker(i) + "'"
+		m := "SELECT '" + ArmMarker(i) + "'"
 		at := strings.Index(text, m)
 		if at < 0 || strings.Count(text, m) != 1 {
 			return nil, errors.New("the printed statement does not hold its subquery once")
@@ -872,18 +872,18 @@ func (p *parsed) outerText(subs []*selectStmt) ([]string, error) {
 	return append(pieces, text), nil
 }
 
-// groupingSetsWhat is the unsupported construct of a GROUP BY with
+// GroupingSetsWhat is the unsupported construct of a GROUP BY with
 // grouping sets.
-const groupingSetsWhat = "GROUPING SETS, ROLLUP or CUBE"
+const GroupingSetsWhat = "GROUPING SETS, ROLLUP or CUBE"
 
 // convGroupingSet converts GROUPING SETS, ROLLUP or CUBE, or one set of
 // them.
-func convGroupingSet(gs *pg.GroupingSet) expr {
+func convGroupingSet(gs *pg.GroupingSet) Expr {
 	kind, ok := groupingSetKinds[gs.GetKind()]
 	if !ok {
-		return &unsupported{what: "an unknown grouping set"}
+		return &Unsupported{What: "an unknown grouping set"}
 	}
-	out := &groupingSet{kind: kind}
+	out := &GroupingSet{kind: kind}
 	for _, n := range gs.GetContent() {
 		if sub := n.GetGroupingSet(); sub != nil {
 			out.items = append(out.items, convGroupingSet(sub))
@@ -897,18 +897,18 @@ func convGroupingSet(gs *pg.GroupingSet) expr {
 // convWindow converts a window function call, or returns nil for one the
 // regrouping planner cannot print (a named window, an ordered or
 // VARIADIC call, DISTINCT).
-func convWindow(f *pg.FuncCall, name []string, named bool) *window {
+func convWindow(f *pg.FuncCall, name []string, named bool) *Window {
 	w := f.GetOver()
 	if !named || len(name) == 0 || w.GetName() != "" || w.GetRefname() != "" || len(f.GetAggOrder()) > 0 ||
 		f.GetAggWithinGroup() || f.GetFuncVariadic() || f.GetAggDistinct() {
 		return nil
 	}
-	call := &funcCall{name: name, args: convList(f.GetArgs()), star: f.GetAggStar()}
-	call.filter = convOptional(f.GetAggFilter())
-	out := &window{f: call, partition: convList(w.GetPartitionClause()), frame: w.GetFrameOptions()}
+	call := &FuncCall{Name: name, Args: convList(f.GetArgs()), Star: f.GetAggStar()}
+	call.Filter = convOptional(f.GetAggFilter())
+	out := &Window{Func: call, partition: convList(w.GetPartitionClause()), frame: w.GetFrameOptions()}
 	for _, o := range w.GetOrderClause() {
 		it, ok := convSortBy(o)
-		if !ok || it.dir == "USING" {
+		if !ok || it.Dir == "USING" {
 			return nil
 		}
 		out.order = append(out.order, it)
@@ -921,15 +921,15 @@ func convWindow(f *pg.FuncCall, name []string, named bool) *window {
 // convSubLink reads a subquery expression for the regrouping planner: its
 // text as the parser deparses it, and what it reads of the statement
 // around it. It returns nil for one the planner cannot print.
-func convSubLink(sl *pg.SubLink) *subLink {
+func convSubLink(sl *pg.SubLink) *SubLink {
 	sel := sl.GetSubselect().GetSelectStmt()
 	if sel == nil {
 		return nil
 	}
-	l := &subLink{}
+	l := &SubLink{}
 	switch sl.GetSubLinkType() {
 	case pg.SubLinkType_EXISTS_SUBLINK:
-		l.kind, l.name = "EXISTS", "exists"
+		l.Form, l.name = "EXISTS", "exists"
 	case pg.SubLinkType_ANY_SUBLINK, pg.SubLinkType_ALL_SUBLINK:
 		op, ok := strs(sl.GetOperName())
 		switch {
@@ -938,12 +938,12 @@ func convSubLink(sl *pg.SubLink) *subLink {
 		case len(op) == 0:
 			op = []string{"="} // x IN (SELECT ...)
 		}
-		l.kind, l.op, l.test = "ANY", op[0], conv(sl.GetTestexpr())
+		l.Form, l.Op, l.Test = "ANY", op[0], conv(sl.GetTestexpr())
 		if sl.GetSubLinkType() == pg.SubLinkType_ALL_SUBLINK {
-			l.kind = "ALL"
+			l.Form = "ALL"
 		}
 	case pg.SubLinkType_EXPR_SUBLINK:
-		l.kind = "EXPR"
+		l.Form = "EXPR"
 		// PostgreSQL names it after the subquery's one output column.
 		if ts := sel.GetTargetList(); len(ts) > 0 {
 			if rt := ts[0].GetResTarget(); rt != nil {
@@ -955,7 +955,7 @@ func convSubLink(sl *pg.SubLink) *subLink {
 			}
 		}
 	case pg.SubLinkType_ARRAY_SUBLINK:
-		l.kind, l.name = "ARRAY", "array"
+		l.Form, l.name = "ARRAY", "array"
 	default:
 		return nil
 	}
@@ -964,35 +964,35 @@ func convSubLink(sl *pg.SubLink) *subLink {
 		return nil
 	}
 	l.text = text
-	l.sel = convSelect(sel)
+	l.Select = convSelect(sel)
 	readSubquery(sl.GetSubselect().ProtoReflect(), l)
 	return l
 }
 
 // readSubquery fills l's locals, free references, aggregates' free
 // references, functions and other constructs from the subquery's tree.
-func readSubquery(sub protoreflect.Message, l *subLink) {
-	l.locals = map[string]bool{}
+func readSubquery(sub protoreflect.Message, l *SubLink) {
+	l.Locals = map[string]bool{}
 	eachMessage(sub, func(m proto.Message) bool {
 		switch n := m.(type) {
 		case *pg.RangeVar:
 			if a := n.GetAlias(); a != nil {
-				l.locals[a.GetAliasname()] = true
+				l.Locals[a.GetAliasname()] = true
 			} else {
-				l.locals[n.GetRelname()] = true
+				l.Locals[n.GetRelname()] = true
 			}
 		case *pg.RangeSubselect:
-			l.locals[n.GetAlias().GetAliasname()] = true
+			l.Locals[n.GetAlias().GetAliasname()] = true
 		case *pg.RangeFunction:
-			l.locals[n.GetAlias().GetAliasname()] = true
+			l.Locals[n.GetAlias().GetAliasname()] = true
 		case *pg.JoinExpr:
-			l.locals[n.GetAlias().GetAliasname()] = true
+			l.Locals[n.GetAlias().GetAliasname()] = true
 		case *pg.CommonTableExpr:
-			l.locals[n.GetCtename()] = true
+			l.Locals[n.GetCtename()] = true
 		}
 		return true
 	})
-	delete(l.locals, "")
+	delete(l.Locals, "")
 	// free lists the column references below m that no local name
 	// qualifies.
 	free := func(m protoreflect.Message) [][]string {
@@ -1005,10 +1005,10 @@ func readSubquery(sub protoreflect.Message, l *subLink) {
 			parts, ok := columnParts(cr)
 			switch {
 			case !ok:
-				l.other = "an unusual column reference"
+				l.Other = "an unusual column reference"
 			case len(parts) == 1 && parts[0] == "*":
 				// The subquery's own FROM items' columns.
-			case len(parts) >= 2 && l.locals[parts[len(parts)-2]]:
+			case len(parts) >= 2 && l.Locals[parts[len(parts)-2]]:
 			default:
 				out = append(out, parts)
 			}
@@ -1016,40 +1016,40 @@ func readSubquery(sub protoreflect.Message, l *subLink) {
 		})
 		return out
 	}
-	l.free = free(sub)
+	l.Free = free(sub)
 	eachMessage(sub, func(m proto.Message) bool {
 		switch n := m.(type) {
 		case *pg.FuncCall:
 			name, ok := strs(n.GetFuncname())
 			if !ok {
-				l.other = "an unusual function name"
+				l.Other = "an unusual function name"
 				return false
 			}
-			l.calls = append(l.calls, subCall{name: name, free: free(n.ProtoReflect()), over: n.GetOver() != nil})
+			l.Calls = append(l.Calls, SubCall{Name: name, Free: free(n.ProtoReflect()), Over: n.GetOver() != nil})
 		case *pg.A_Expr:
 			switch n.GetKind() {
 			case pg.A_Expr_Kind_AEXPR_OP, pg.A_Expr_Kind_AEXPR_OP_ANY, pg.A_Expr_Kind_AEXPR_OP_ALL:
 				name, ok := strs(n.GetName())
 				if !ok {
-					l.other = "an unusual operator"
+					l.Other = "an unusual operator"
 					return false
 				}
-				l.ops = append(l.ops, name)
+				l.Ops = append(l.Ops, name)
 			}
 		case *pg.GroupingFunc:
-			l.other = "GROUPING() inside a subquery"
+			l.Other = "GROUPING() inside a subquery"
 		case *pg.SelectStmt:
 			if len(n.GetLockingClause()) > 0 {
-				l.other = "a subquery that locks rows"
+				l.Other = "a subquery that locks rows"
 			}
 			if n.GetIntoClause() != nil {
-				l.other = "SELECT INTO inside a subquery"
+				l.Other = "SELECT INTO inside a subquery"
 			}
 		case *pg.RangeTableSample:
 			// Sampled once per arm row, not once per row of the table.
-			l.other = "TABLESAMPLE inside a subquery"
+			l.Other = "TABLESAMPLE inside a subquery"
 		case *pg.InsertStmt, *pg.UpdateStmt, *pg.DeleteStmt, *pg.MergeStmt:
-			l.other = "a data-modifying statement inside a subquery"
+			l.Other = "a data-modifying statement inside a subquery"
 		}
 		return true
 	})

@@ -1,4 +1,4 @@
-package rewrite
+package syntax
 
 import (
 	"strings"
@@ -59,8 +59,8 @@ func TestParseCommand(t *testing.T) {
 func TestParseCommandCaps(t *testing.T) {
 	deep := "SHOW pgsketch.approx; SELECT " + strings.Repeat("(", MaxNestingDepth+1) + "1" + strings.Repeat(")", MaxNestingDepth+1)
 	parsed := false
-	parseHook = func(string) { parsed = true }
-	defer func() { parseHook = nil }()
+	ParseHook = func(string) { parsed = true }
+	defer func() { ParseHook = nil }()
 	if _, ok := ParseCommand(deep); ok || parsed {
 		t.Errorf("ParseCommand of a text nesting deeper than %d: ok %v, parsed %v", MaxNestingDepth, ok, parsed)
 	}
