@@ -12,6 +12,7 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // Cache holds the rollup halves of fetches, decoded and merged per group,
@@ -281,7 +282,7 @@ const tokenPrefix = "pgsketch_token:"
 // parameters. ok is false when the rollup arm could select or compute
 // differently from one query to the next with the same statement,
 // parameters and settings in a way the token does not cover.
-func cachedFetch(p *plan.Rollup, server bool, st Statement, ncols, tokenParam int) (string, bool) {
+func cachedFetch(p *plan.Rollup, server bool, st upstream.Statement, ncols, tokenParam int) (string, bool) {
 	f := p.Fetch
 	if len(f.Cols) == 0 || len(f.Range) == 0 || (server && f.ServerCols == nil) {
 		return "", false
@@ -316,7 +317,7 @@ func cachedFetch(p *plan.Rollup, server bool, st Statement, ncols, tokenParam in
 // cacheKey identifies the rollup half a fetch statement selects, but for
 // the token: the caller's scope, the statement, the merge parameters, and
 // the client's parameter values it binds.
-func cacheKey(scope string, p *plan.Rollup, st Statement) string {
+func cacheKey(scope string, p *plan.Rollup, st upstream.Statement) string {
 	var b []byte
 	add := func(s []byte) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))

@@ -14,26 +14,29 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
-// tokenQuerier answers fetches like PostgreSQL would the cached form: the
+// tokenSession answers fetches like PostgreSQL would the cached form: the
 // rollup rows only when the token differs from the bound one, and the
 // token row.
-type tokenQuerier struct {
+type tokenSession struct {
+	// The executor runs only Query: the rest are nil.
+	upstream.Session
 	token      string
 	rollupRows [][][]byte
 	fetches    int
 	rollupRead int
-	shape      Statement
+	shape      upstream.Statement
 }
 
-func (f *tokenQuerier) Query(_ context.Context, st Statement) (*Result, error) {
+func (f *tokenSession) Query(_ context.Context, st upstream.Statement) (*upstream.Result, error) {
 	if !strings.HasPrefix(st.SQL, "SELECT 'rollup'") {
 		f.shape = st
-		return &Result{Fields: []pgproto3.FieldDescription{{Name: []byte("x")}}, Tag: "SELECT 0"}, nil
+		return &upstream.Result{Fields: []pgproto3.FieldDescription{{Name: []byte("x")}}, Tag: "SELECT 0"}, nil
 	}
 	f.fetches++
-	res := &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID), field(pgtype.Int8OID)}}
+	res := &upstream.Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID), field(pgtype.Int8OID)}}
 	if bound := st.Params[len(st.Params)-1]; bound == nil || string(bound) != f.token {
 		res.Rows = append(res.Rows, f.rollupRows...)
 		f.rollupRead++
@@ -70,7 +73,7 @@ func cachePlan() *plan.Rollup {
 
 func TestCachedFetchSQL(t *testing.T) {
 	p := cachePlan()
-	sql, ok := cachedFetch(p, false, Statement{SQL: p.FetchSQL}, 5, 2)
+	sql, ok := cachedFetch(p, false, upstream.Statement{SQL: p.FetchSQL}, 5, 2)
 	if !ok {
 		t.Fatal("not cacheable")
 	}
@@ -88,7 +91,7 @@ func TestCachedFetchSQL(t *testing.T) {
 		t.Errorf("token row: %s", sql)
 	}
 	p.Cache.Why = "it calls now"
-	if _, ok := cachedFetch(p, false, Statement{SQL: p.FetchSQL}, 5, 2); ok {
+	if _, ok := cachedFetch(p, false, upstream.Statement{SQL: p.FetchSQL}, 5, 2); ok {
 		t.Error("a rollup half the rewriter judged uncacheable is cached")
 	}
 }
@@ -108,9 +111,9 @@ func TestCachedFetchRelativeTimes(t *testing.T) {
 		p.FetchSQL = p.Fetch.SQL(false, "")
 		return p
 	}
-	bound := func(v1, v2 string) Statement {
+	bound := func(v1, v2 string) upstream.Statement {
 		p := mkPlan()
-		return Statement{SQL: p.FetchSQL, Params: [][]byte{[]byte(v1), []byte(v2)}}
+		return upstream.Statement{SQL: p.FetchSQL, Params: [][]byte{[]byte(v1), []byte(v2)}}
 	}
 	if _, ok := cachedFetch(mkPlan(), false, bound("DE", "today"), 5, 3); !ok {
 		t.Errorf("a bucket range relative to today is not cached:\n%s", mkPlan().FetchSQL)
@@ -131,7 +134,7 @@ func TestRunCachedHitMissInvalidate(t *testing.T) {
 	p := cachePlan()
 	i8 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
 	arr := appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{sketchOf(t, "1", "2"), sketchOf(t, "2", "3")})
-	q := &tokenQuerier{token: "7/100|1|2", rollupRows: [][][]byte{{[]byte("rollup"), []byte("DE"), arr, nil, i8(10)}}}
+	q := &tokenSession{token: "7/100|1|2", rollupRows: [][][]byte{{[]byte("rollup"), []byte("DE"), arr, nil, i8(10)}}}
 	c := NewCache(1 << 20)
 	params := Params{OIDs: []uint32{pgtype.TextOID}, Values: [][]byte{[]byte("DE")}}
 	var cachedRollup []bool
@@ -176,27 +179,27 @@ func TestRunCachedHitMissInvalidate(t *testing.T) {
 // type, format). Two fetches differing in any of these never share an
 // entry.
 func TestCacheKeyNamesWhatRowsDependOn(t *testing.T) {
-	st := func() Statement {
-		return Statement{SQL: "x", ParamOIDs: []uint32{pgtype.TextOID}, Params: [][]byte{[]byte("DE")}}
+	st := func() upstream.Statement {
+		return upstream.Statement{SQL: "x", ParamOIDs: []uint32{pgtype.TextOID}, Params: [][]byte{[]byte("DE")}}
 	}
 	base := cacheKey("db\x00role", cachePlan(), st())
 	if again := cacheKey("db\x00role", cachePlan(), st()); again != base {
 		t.Fatal("the same fetch made two keys")
 	}
-	for name, change := range map[string]func(scope *string, p *plan.Rollup, s *Statement){
-		"scope":         func(scope *string, _ *plan.Rollup, _ *Statement) { *scope = "db\x00other role" },
-		"statement":     func(_ *string, p *plan.Rollup, _ *Statement) { p.FetchSQL += " " },
-		"operation":     func(_ *string, p *plan.Rollup, _ *Statement) { p.Aggs[1].Op = plan.AddSums },
-		"measure":       func(_ *string, p *plan.Rollup, _ *Statement) { p.Aggs[0].Measure = "distinct_session_id" },
-		"log2m":         func(_ *string, p *plan.Rollup, _ *Statement) { p.Aggs[0].Log2m = 12 },
-		"regwidth":      func(_ *string, p *plan.Rollup, _ *Statement) { p.Aggs[0].Regwidth = 4 },
-		"hash":          func(_ *string, p *plan.Rollup, _ *Statement) { p.Aggs[0].Hash = "other" },
-		"value":         func(_ *string, _ *plan.Rollup, s *Statement) { s.Params[0] = []byte("FR") },
-		"NULL":          func(_ *string, _ *plan.Rollup, s *Statement) { s.Params[0] = nil },
-		"empty":         func(_ *string, _ *plan.Rollup, s *Statement) { s.Params[0] = []byte{} },
-		"type":          func(_ *string, _ *plan.Rollup, s *Statement) { s.ParamOIDs[0] = pgtype.VarcharOID },
-		"format":        func(_ *string, _ *plan.Rollup, s *Statement) { s.ParamFormats = []int16{1} },
-		"one parameter": func(_ *string, _ *plan.Rollup, s *Statement) { s.Params = append(s.Params, []byte("x")) },
+	for name, change := range map[string]func(scope *string, p *plan.Rollup, s *upstream.Statement){
+		"scope":         func(scope *string, _ *plan.Rollup, _ *upstream.Statement) { *scope = "db\x00other role" },
+		"statement":     func(_ *string, p *plan.Rollup, _ *upstream.Statement) { p.FetchSQL += " " },
+		"operation":     func(_ *string, p *plan.Rollup, _ *upstream.Statement) { p.Aggs[1].Op = plan.AddSums },
+		"measure":       func(_ *string, p *plan.Rollup, _ *upstream.Statement) { p.Aggs[0].Measure = "distinct_session_id" },
+		"log2m":         func(_ *string, p *plan.Rollup, _ *upstream.Statement) { p.Aggs[0].Log2m = 12 },
+		"regwidth":      func(_ *string, p *plan.Rollup, _ *upstream.Statement) { p.Aggs[0].Regwidth = 4 },
+		"hash":          func(_ *string, p *plan.Rollup, _ *upstream.Statement) { p.Aggs[0].Hash = "other" },
+		"value":         func(_ *string, _ *plan.Rollup, s *upstream.Statement) { s.Params[0] = []byte("FR") },
+		"NULL":          func(_ *string, _ *plan.Rollup, s *upstream.Statement) { s.Params[0] = nil },
+		"empty":         func(_ *string, _ *plan.Rollup, s *upstream.Statement) { s.Params[0] = []byte{} },
+		"type":          func(_ *string, _ *plan.Rollup, s *upstream.Statement) { s.ParamOIDs[0] = pgtype.VarcharOID },
+		"format":        func(_ *string, _ *plan.Rollup, s *upstream.Statement) { s.ParamFormats = []int16{1} },
+		"one parameter": func(_ *string, _ *plan.Rollup, s *upstream.Statement) { s.Params = append(s.Params, []byte("x")) },
 	} {
 		scope, p, s := "db\x00role", cachePlan(), st()
 		change(&scope, p, &s)
@@ -288,7 +291,7 @@ func TestMergeLeavesCachedRowsAlone(t *testing.T) {
 		{[][][]byte{{[]byte("base"), []byte("A"), nil, []byte("{x1,x2,x3}"), i8(3)}}, want([]string{"x1", "x2", "x3"}, a), want(nil, b1, b2)},
 		{nil, want(nil, a), want(nil, b1, b2)},
 	} {
-		m, err := merge(p, part, &Result{Fields: fields, Rows: tc.base}, nil)
+		m, err := merge(p, part, &upstream.Result{Fields: fields, Rows: tc.base}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,9 @@
 // names and types the original query would have. fetch.go holds the first
 // three steps, exec.go the merge and the shaping statement.
 //
-// It talks to PostgreSQL only through Querier, an interface it declares, so
-// that the merge and shape logic is testable without a server.
+// It talks to PostgreSQL only through upstream.Session's Query (package
+// upstream imports no connection package), so that the merge and shape
+// logic is testable without a server.
 //
 // The merged groups reach the shaping statement as one-dimensional arrays
 // bound in binary format and read with unnest:

@@ -10,45 +10,13 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
-
-// Querier runs one statement on the client's upstream session (its role,
-// its transaction) and returns its whole result. An error PostgreSQL
-// reports is a *pgconn.PgError.
-type Querier interface {
-	Query(ctx context.Context, st Statement) (*Result, error)
-}
-
-// Statement is one statement with its parameters, run with the extended
-// protocol.
-type Statement struct {
-	SQL string
-	// ParamOIDs are the parameters' types (0: let PostgreSQL infer it).
-	ParamOIDs []uint32
-	// Params are the values, in ParamFormats (0 text, 1 binary; one code
-	// for all, or one per parameter); nil is NULL.
-	Params       [][]byte
-	ParamFormats []int16
-	// ResultFormats are the result columns' formats, as in Bind.
-	ResultFormats []int16
-	// Reparse: the statement is parsed each time it runs, never kept
-	// prepared (plan.Head.Reparse).
-	Reparse bool
-}
-
-// Result is a statement's description and rows.
-type Result struct {
-	Fields []pgproto3.FieldDescription
-	Rows   [][][]byte
-	// Tag is the CommandComplete tag, e.g. "SELECT 3".
-	Tag string
-}
 
 // Params are the client's parameter values for a plan's $1..$n.
 type Params struct {
@@ -60,7 +28,7 @@ type Params struct {
 // Answer is an executed plan's result.
 type Answer struct {
 	// Result is the shaped answer in the formats asked for.
-	Result
+	upstream.Result
 	// BaseRows reports whether any rows of the base table (edges, tail,
 	// NULL times, changed buckets) were merged in.
 	BaseRows bool
@@ -131,7 +99,7 @@ var ErrNoServerMerge = fmt.Errorf("%w: pgsketch.merge is server, but the databas
 
 // Run executes a plan without a cache; its rows come back in
 // resultFormats.
-func Run(ctx context.Context, q Querier, p plan.Plan, params Params, resultFormats []int16) (*Answer, error) {
+func Run(ctx context.Context, q upstream.Session, p plan.Plan, params Params, resultFormats []int16) (*Answer, error) {
 	return RunCached(ctx, q, p, params, resultFormats, nil, "")
 }
 
@@ -150,7 +118,7 @@ type run struct {
 // none) under scope, which must identify everything beyond the plan and
 // the parameters that decides the rows the fetch's rollup half returns:
 // the database, the role, the session's settings.
-func RunCached(ctx context.Context, q Querier, p plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
+func RunCached(ctx context.Context, q upstream.Session, p plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
 	x := &run{q: reparsing{q, p.Header().Reparse}, params: params, formats: resultFormats, cache: cache, scope: scope}
 	switch p := p.(type) {
 	case *plan.Rollup:
@@ -167,16 +135,17 @@ func RunCached(ctx context.Context, q Querier, p plan.Plan, params Params, resul
 	return nil, fmt.Errorf("exec: a %T plan is not run by the executor", p)
 }
 
-// reparsing runs statements on q, marked Reparse when reparse is set.
+// reparsing is a session whose statements are marked Reparse when
+// reparse is set.
 type reparsing struct {
-	q       Querier
+	upstream.Session
 	reparse bool
 }
 
-// Query implements Querier.
-func (r reparsing) Query(ctx context.Context, st Statement) (*Result, error) {
+// Query implements upstream.Session.
+func (r reparsing) Query(ctx context.Context, st upstream.Statement) (*upstream.Result, error) {
 	st.Reparse = r.reparse
-	return r.q.Query(ctx, st)
+	return r.Session.Query(ctx, st)
 }
 
 // rollup answers a Rollup plan: its groups, shaped.
@@ -220,15 +189,15 @@ func (x *run) groups(ctx context.Context, p *plan.Rollup) (*merged, *Answer, err
 // Bind is a plan's statement sql (which references the parameters refs
 // of the plan's n, and the lifted literals after them) with the client's
 // parameters bound, as Run binds them.
-func Bind(sql string, n int, refs []int, params Params, lifted ...string) Statement {
+func Bind(sql string, n int, refs []int, params Params, lifted ...string) upstream.Statement {
 	st := statement(sql, n, refs, params, nil)
-	st.bindLifted(lifted)
+	bindLifted(&st, lifted)
 	return st
 }
 
-// bindLifted binds the literals a plan's fetch takes as parameters after
-// the client's (plan.Rollup.Lifted): text, of the type PostgreSQL infers.
-func (st *Statement) bindLifted(lifted []string) {
+// bindLifted binds to st the literals a plan's fetch takes as parameters
+// after the client's (plan.Rollup.Lifted): text, of the type PostgreSQL infers.
+func bindLifted(st *upstream.Statement, lifted []string) {
 	for _, v := range lifted {
 		st.ParamOIDs = append(st.ParamOIDs, 0)
 		st.Params = append(st.Params, []byte(v))
@@ -241,8 +210,8 @@ func (st *Statement) bindLifted(lifted []string) {
 // statement binds the client's parameters for one of the plan's
 // statements: those it references with their own types, the others as
 // NULL text (PostgreSQL must still know every $n's type up to the highest).
-func statement(sql string, n int, refs []int, params Params, resultFormats []int16) Statement {
-	st := Statement{SQL: sql, ResultFormats: resultFormats}
+func statement(sql string, n int, refs []int, params Params, resultFormats []int16) upstream.Statement {
+	st := upstream.Statement{SQL: sql, ResultFormats: resultFormats}
 	if n == 0 {
 		return st
 	}
@@ -381,7 +350,7 @@ func unionFolding(dst **sketch.HLL, s *sketch.HLL) error {
 
 // shape runs the shaping statement of groups g, of a plan whose highest
 // parameter is $n, over the merged groups.
-func (m *merged) shape(ctx context.Context, x *run, g *plan.Groups, n int) (*Result, error) {
+func (m *merged) shape(ctx context.Context, x *run, g *plan.Groups, n int) (*upstream.Result, error) {
 	st, err := m.shapeStatement(ctx, x, g, n)
 	if err != nil {
 		return nil, err
@@ -394,14 +363,14 @@ func (m *merged) shape(ctx context.Context, x *run, g *plan.Groups, n int) (*Res
 }
 
 // shapeStatement builds the shaping statement over the merged groups.
-func (m *merged) shapeStatement(ctx context.Context, x *run, g *plan.Groups, n int) (Statement, error) {
+func (m *merged) shapeStatement(ctx context.Context, x *run, g *plan.Groups, n int) (upstream.Statement, error) {
 	st := statement("", n, g.ShapeParams, x.params, x.formats)
 	if len(st.ParamFormats) == 0 && len(m.elemOIDs) > 0 {
 		st.ParamFormats = make([]int16, n)
 	}
 	sql, err := m.groupsSQL(ctx, x.q, g, &st)
 	if err != nil {
-		return Statement{}, err
+		return upstream.Statement{}, err
 	}
 	st.SQL = sql
 	return st, nil
@@ -410,7 +379,7 @@ func (m *merged) shapeStatement(ctx context.Context, x *run, g *plan.Groups, n i
 // groupsSQL is the shaping statement over the merged groups: the groups
 // as GroupsRelation, then p.ShapeSQL. It binds the groups' columns as
 // parameters appended to st's.
-func (m *merged) groupsSQL(ctx context.Context, q Querier, p *plan.Groups, st *Statement) (string, error) {
+func (m *merged) groupsSQL(ctx context.Context, q upstream.Session, p *plan.Groups, st *upstream.Statement) (string, error) {
 	nkeys := len(p.Keys)
 	var names, cols, sel, args []string
 	for i, k := range p.Keys {
@@ -483,7 +452,7 @@ var (
 const firstNormalObjectID = 16384
 
 // arrayOID returns the OID of the array type whose elements are elem.
-func arrayOID(ctx context.Context, q Querier, elem uint32) (uint32, error) {
+func arrayOID(ctx context.Context, q upstream.Session, elem uint32) (uint32, error) {
 	if v, ok := arrays.Load(elem); ok {
 		return v.(uint32), nil
 	}
@@ -493,7 +462,7 @@ func arrayOID(ctx context.Context, q Querier, elem uint32) (uint32, error) {
 			return at.OID, nil
 		}
 	}
-	res, err := q.Query(ctx, Statement{
+	res, err := q.Query(ctx, upstream.Statement{
 		SQL:       "SELECT typarray FROM pg_catalog.pg_type WHERE oid = $1",
 		ParamOIDs: []uint32{pgtype.OIDOID}, Params: [][]byte{strconv.AppendUint(nil, uint64(elem), 10)},
 	})

@@ -13,17 +13,20 @@ import (
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
-// fakeQuerier answers the fetch with canned rows and records the rest.
-type fakeQuerier struct {
-	fetch *Result
-	stmts []Statement
+// fakeSession answers the fetch with canned rows and records the rest.
+type fakeSession struct {
+	// The executor runs only Query: the rest are nil.
+	upstream.Session
+	fetch *upstream.Result
+	stmts []upstream.Statement
 	// changed is the info row's count of changed buckets ("0" if empty).
 	changed string
 }
 
-func (f *fakeQuerier) Query(_ context.Context, st Statement) (*Result, error) {
+func (f *fakeSession) Query(_ context.Context, st upstream.Statement) (*upstream.Result, error) {
 	f.stmts = append(f.stmts, st)
 	if len(f.stmts) == 1 {
 		// Every fetch ends with its info row (changed buckets read).
@@ -33,7 +36,7 @@ func (f *fakeQuerier) Query(_ context.Context, st Statement) (*Result, error) {
 		res.Rows = append(append([][][]byte(nil), res.Rows...), info)
 		return &res, nil
 	}
-	return &Result{Fields: []pgproto3.FieldDescription{{Name: []byte("x")}}, Tag: "SELECT 0"}, nil
+	return &upstream.Result{Fields: []pgproto3.FieldDescription{{Name: []byte("x")}}, Tag: "SELECT 0"}, nil
 }
 
 func field(oid uint32) pgproto3.FieldDescription { return pgproto3.FieldDescription{DataTypeOID: oid} }
@@ -66,7 +69,7 @@ func TestRunMergesRollupAndBaseRows(t *testing.T) {
 	}
 	arr := appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{sketchOf(t, "1", "2"), sketchOf(t, "2", "3"), nil})
 	i8 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
-	q := &fakeQuerier{fetch: &Result{
+	q := &fakeSession{fetch: &upstream.Result{
 		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID), field(pgtype.Int8OID)},
 		Rows: [][][]byte{
 			{[]byte("rollup"), []byte("DE"), arr, nil, i8(10)},
@@ -116,7 +119,7 @@ func TestRunMergesRollupAndBaseRows(t *testing.T) {
 
 func TestRunNoKeysNoRows(t *testing.T) {
 	p := &plan.Rollup{Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}, ShapeSQL: "SELECT a FROM pgsketch_groups"}}
-	q := &fakeQuerier{fetch: &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
+	q := &fakeSession{fetch: &upstream.Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
 	if _, err := Run(context.Background(), q, p, Params{}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +134,7 @@ func TestRunNoKeysNoRows(t *testing.T) {
 
 func TestRunRejectsBadSketch(t *testing.T) {
 	p := &plan.Rollup{Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}}}}
-	q := &fakeQuerier{fetch: &Result{
+	q := &fakeSession{fetch: &upstream.Result{
 		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)},
 		Rows:   [][][]byte{{[]byte("rollup"), appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{{0xff, 1}}), nil}},
 	}}
@@ -185,7 +188,7 @@ func TestRunBindsLiftedBounds(t *testing.T) {
 		Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}},
 			ShapeSQL: "SELECT a FROM pgsketch_groups", ShapeParams: []int{1}},
 		FetchSQL: "fetch", FetchParams: []int{1}, Lifted: []string{"2026-02-01", "today"}}
-	q := &fakeQuerier{fetch: &Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
+	q := &fakeSession{fetch: &upstream.Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}}}
 	params := Params{OIDs: []uint32{pgtype.TextOID}, Values: [][]byte{[]byte("DE")}, Formats: []int16{1}}
 	if _, err := Run(context.Background(), q, p, params, nil); err != nil {
 		t.Fatal(err)

@@ -9,13 +9,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // fetched is what the fetch statement returned, sorted by kind of row.
 type fetched struct {
 	// res holds the base rows (edges, tail, changed buckets): every row
 	// but the rollup half's, the info row and the cache token.
-	res        *Result
+	res        *upstream.Result
 	rollupRows [][][]byte
 	// changed is the info row's count of changed buckets read raw.
 	changed  int64
@@ -65,7 +66,7 @@ func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 		fetchSQL, f.strategy = p.ServerFetchSQL, plan.MergeServer
 	}
 	fst := statement(fetchSQL, p.Params, p.FetchParams, x.params, fetchFormats)
-	fst.bindLifted(p.Lifted)
+	bindLifted(&fst, p.Lifted)
 	if x.cache != nil {
 		if sql, ok := cachedFetch(p, f.strategy == plan.MergeServer, fst, ncols, p.Params+len(p.Lifted)+1); ok {
 			// The key names the proxy-merge statement whichever runs:
@@ -98,7 +99,7 @@ func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 }
 
 // sort sorts the fetch's rows by the part each belongs to.
-func (f *fetched) sort(res *Result) error {
+func (f *fetched) sort(res *upstream.Result) error {
 	var other [][][]byte
 	tokens, infos := 0, 0
 	for _, r := range res.Rows {
@@ -165,7 +166,7 @@ func (f *fetched) rollupPart(p *plan.Rollup) (*rollupPart, error) {
 
 // runExact runs the plan's exact statement, if it has one: the counts
 // that no sketch gives (a distinct count of a dimension, say).
-func (x *run) exact(ctx context.Context, p *plan.Rollup) (*Result, error) {
+func (x *run) exact(ctx context.Context, p *plan.Rollup) (*upstream.Result, error) {
 	if p.ExactSQL == "" {
 		return nil, nil
 	}

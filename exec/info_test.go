@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // TestRunChangedBuckets: the fetch's info row counts the changed buckets
@@ -19,7 +20,7 @@ func TestRunChangedBuckets(t *testing.T) {
 	p := &plan.Rollup{Head: plan.Head{Rollup: "daily"}, Groups: plan.Groups{Aggs: []plan.Agg{{Name: "a", Op: plan.MergeHLL, RollupColumn: 1, BaseColumn: 2, ExactColumn: -1, Log2m: 14, Regwidth: 5}},
 		ShapeSQL: "SELECT a FROM pgsketch_groups"}}
 	fields := []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)}
-	q := &fakeQuerier{fetch: &Result{Fields: fields}, changed: "3"}
+	q := &fakeSession{fetch: &upstream.Result{Fields: fields}, changed: "3"}
 	ans, err := Run(context.Background(), q, p, Params{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -28,12 +29,21 @@ func TestRunChangedBuckets(t *testing.T) {
 		t.Errorf("changed buckets %d, notice %q", ans.ChangedBuckets, ans.Notice(&p.Head))
 	}
 	// No info row: the statement that ran is not the plan's fetch.
-	bare := func(_ context.Context, st Statement) (*Result, error) { return &Result{Fields: fields}, nil }
-	if _, err := Run(context.Background(), querierFunc(bare), p, Params{}, nil); !errors.Is(err, ErrData) {
+	bare := func(_ context.Context, st upstream.Statement) (*upstream.Result, error) {
+		return &upstream.Result{Fields: fields}, nil
+	}
+	if _, err := Run(context.Background(), sessionFunc{query: bare}, p, Params{}, nil); !errors.Is(err, ErrData) {
 		t.Errorf("a fetch without its info row: %v, want ErrData", err)
 	}
 }
 
-type querierFunc func(context.Context, Statement) (*Result, error)
+// sessionFunc is a session whose Query is the function query.
+type sessionFunc struct {
+	// The executor runs only Query: the rest are nil.
+	upstream.Session
+	query func(context.Context, upstream.Statement) (*upstream.Result, error)
+}
 
-func (f querierFunc) Query(ctx context.Context, st Statement) (*Result, error) { return f(ctx, st) }
+func (f sessionFunc) Query(ctx context.Context, st upstream.Statement) (*upstream.Result, error) {
+	return f.query(ctx, st)
+}

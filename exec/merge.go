@@ -10,12 +10,13 @@ import (
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // merge merges the rollup part and the fetch's other rows (base rows)
 // per group: the rollup's rows, the base rows, the exact statement's rows,
 // then one row per group with the estimates of its merged sketches.
-func merge(p *plan.Rollup, part *rollupPart, fetch, exact *Result) (*merged, error) {
+func merge(p *plan.Rollup, part *rollupPart, fetch, exact *upstream.Result) (*merged, error) {
 	mg := newMerger(p, fetch, exact)
 	if err := mg.rollupRows(part); err != nil {
 		return nil, err
@@ -45,7 +46,7 @@ type merger struct {
 	row    [][]byte
 }
 
-func newMerger(p *plan.Rollup, fetch, exact *Result) *merger {
+func newMerger(p *plan.Rollup, fetch, exact *upstream.Result) *merger {
 	nkeys := len(p.Keys)
 	mg := &merger{p: p, nkeys: nkeys, groups: map[string]*group{}, row: make([][]byte, nkeys+len(p.Aggs)),
 		m: &merged{elemOIDs: make([]uint32, nkeys+len(p.Aggs)), cols: make([][][]byte, nkeys+len(p.Aggs))}}
@@ -138,7 +139,7 @@ func (mg *merger) rollupRows(part *rollupPart) error {
 // baseRows merges the base rows: each distinct value of a sketched
 // expression hashed into its group's sketch, the other aggregates' values
 // into the merged columns.
-func (mg *merger) baseRows(fetch *Result) error {
+func (mg *merger) baseRows(fetch *upstream.Result) error {
 	nkeys := mg.nkeys
 	for _, r := range fetch.Rows {
 		if len(r) != len(fetch.Fields) {
@@ -187,7 +188,7 @@ func (mg *merger) baseRows(fetch *Result) error {
 }
 
 // exactRows adds the exact statement's rows, if any.
-func (mg *merger) exactRows(exact *Result) error {
+func (mg *merger) exactRows(exact *upstream.Result) error {
 	if exact == nil {
 		return nil
 	}
@@ -209,7 +210,7 @@ func (mg *merger) exactRows(exact *Result) error {
 // estimates adds one row per group with the estimates of its sketches,
 // and a sample (for the status page) where the exact count of the same
 // expression is in the answer too.
-func (mg *merger) estimates(exact *Result) error {
+func (mg *merger) estimates(exact *upstream.Result) error {
 	p := mg.p
 	exactOf, exactVals := exactBeside(p, exact)
 	for _, g := range mg.order {
@@ -267,7 +268,7 @@ func (mg *merger) estimates(exact *Result) error {
 // exactBeside pairs each estimated aggregate with an exact count of the
 // same base expression in the answer (exactOf: estimate's index -> exact
 // one's), and reads the exact counts per group key.
-func exactBeside(p *plan.Rollup, exact *Result) (exactOf map[int]int, exactVals map[string][]int64) {
+func exactBeside(p *plan.Rollup, exact *upstream.Result) (exactOf map[int]int, exactVals map[string][]int64) {
 	exactOf = map[int]int{}
 	for j, a := range p.Aggs {
 		for k, b := range p.Aggs {

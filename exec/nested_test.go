@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // TestRunNestedSketches: a nested plan's arm whose aggregate is a sketch
@@ -27,7 +28,7 @@ func TestRunNestedSketches(t *testing.T) {
 	}
 	p := &plan.Nested{Arms: []*plan.Rollup{arm}, Head: plan.Head{Params: 1}, OuterParams: []int{1},
 		Outer: []string{"SELECT c.region FROM ", " AS e JOIN countries c ON c.code = e.country WHERE c.region <> $1"}}
-	q := &fakeQuerier{fetch: &Result{
+	q := &fakeSession{fetch: &upstream.Result{
 		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.ByteaArrayOID), field(pgtype.Int8ArrayOID)},
 		Rows: [][][]byte{
 			{[]byte("rollup"), []byte("DE"), appendBinaryArray(nil, pgtype.ByteaOID, [][]byte{sketchOf(t, "1", "2")}), nil},

@@ -12,6 +12,7 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // DefaultMaxOverlapError is the largest relative error (of the 2-standard-
@@ -91,7 +92,7 @@ func (x *run) overlap(ctx context.Context, p *plan.Overlap) (*Answer, error) {
 			"a relative error of %s, over pgsketch.max_overlap_error %s", p.SetOp, p.Rollup, ov.Estimate, ov.Lower, ov.Upper,
 			percent(e), percent(limit))}
 	}
-	st := Statement{SQL: "SELECT CAST($1 AS bigint) AS " + catalog.QuoteIdent(p.OutputName),
+	st := upstream.Statement{SQL: "SELECT CAST($1 AS bigint) AS " + catalog.QuoteIdent(p.OutputName),
 		ParamOIDs: []uint32{pgtype.Int8OID}, Params: [][]byte{strconv.AppendInt(nil, int64(math.Round(ov.Estimate)), 10)},
 		ParamFormats: []int16{0}, ResultFormats: x.formats}
 	r, err := x.q.Query(ctx, st)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // periodSketches is one retention set's merged sketches by period.
@@ -129,9 +130,9 @@ func (x *run) periodArm(ctx context.Context, arm *plan.Rollup, ans *Answer) (*pe
 
 // pairStatement asks PostgreSQL which pairs of the sets' periods meet the
 // plan's condition on periods, in binary.
-func pairStatement(ctx context.Context, q Querier, p *plan.Retention, sets [2]*periodSketches) Statement {
+func pairStatement(ctx context.Context, q upstream.Session, p *plan.Retention, sets [2]*periodSketches) upstream.Statement {
 	c := plan.CellsRelation
-	st := Statement{SQL: "SELECT " + c + ".pgsketch_a, " + c + ".pgsketch_b FROM (SELECT a.x, b.y FROM unnest($1) AS a(x), unnest($2) AS b(y)) AS " +
+	st := upstream.Statement{SQL: "SELECT " + c + ".pgsketch_a, " + c + ".pgsketch_b FROM (SELECT a.x, b.y FROM unnest($1) AS a(x), unnest($2) AS b(y)) AS " +
 		c + "(pgsketch_a, pgsketch_b) WHERE " + p.PeriodCondSQL, ResultFormats: []int16{1}}
 	for _, s := range sets {
 		arr, _ := arrayOID(ctx, q, s.oid)
@@ -144,8 +145,8 @@ func pairStatement(ctx context.Context, q Querier, p *plan.Retention, sets [2]*p
 
 // exactCells counts the noisy cells with CellSQL and adds those with users
 // to cells.
-func exactCells(ctx context.Context, q Querier, p *plan.Retention, sets [2]*periodSketches, noisy, cells [3][][]byte) ([3][][]byte, error) {
-	st := Statement{SQL: p.CellSQL, ResultFormats: []int16{1}}
+func exactCells(ctx context.Context, q upstream.Session, p *plan.Retention, sets [2]*periodSketches, noisy, cells [3][][]byte) ([3][][]byte, error) {
+	st := upstream.Statement{SQL: p.CellSQL, ResultFormats: []int16{1}}
 	for i, s := range sets {
 		arr, err := arrayOID(ctx, q, s.oid)
 		if err != nil {
@@ -174,8 +175,8 @@ func exactCells(ctx context.Context, q Querier, p *plan.Retention, sets [2]*peri
 }
 
 // cellsStatement is ShapeSQL over the cells.
-func cellsStatement(ctx context.Context, q Querier, p *plan.Retention, sets [2]*periodSketches, cells [3][][]byte, resultFormats []int16) (Statement, error) {
-	st := Statement{SQL: "WITH " + plan.CellsRelation + "(pgsketch_a, pgsketch_b, pgsketch_n) AS (SELECT * FROM unnest($1, $2, $3)) " + p.ShapeSQL,
+func cellsStatement(ctx context.Context, q upstream.Session, p *plan.Retention, sets [2]*periodSketches, cells [3][][]byte, resultFormats []int16) (upstream.Statement, error) {
+	st := upstream.Statement{SQL: "WITH " + plan.CellsRelation + "(pgsketch_a, pgsketch_b, pgsketch_n) AS (SELECT * FROM unnest($1, $2, $3)) " + p.ShapeSQL,
 		ResultFormats: resultFormats}
 	oids := []uint32{sets[0].oid, sets[1].oid, pgtype.Int8OID}
 	for i, oid := range oids {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // Limits of the verified top-k: past them the query runs exactly.
@@ -285,7 +286,7 @@ func countsOf(rows [][][]byte, col int) ([]int64, error) {
 
 // countCandidates runs the plan's count statement for the candidates, in
 // binary.
-func (x *run) countCandidates(ctx context.Context, p *plan.TopK, cands []candidate) (*Result, error) {
+func (x *run) countCandidates(ctx context.Context, p *plan.TopK, cands []candidate) (*upstream.Result, error) {
 	spec := p.Spec
 	for _, n := range spec.CountParams {
 		if n > p.Params {

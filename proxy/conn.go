@@ -10,15 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/pgsketch/pgsketch/exec"
-	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
-// sessionConn runs statements on a client's upstream session for package
-// refresh (it implements refresh.Conn). Asynchronous messages the upstream
-// sends meanwhile (notices, parameter changes, notifications) are queued for
-// the client. It reads every reply up to ReadyForQuery before returning.
+// sessionConn runs statements on a client's upstream session for packages
+// exec and refresh (it implements upstream.Session). Asynchronous messages
+// the upstream sends meanwhile (notices, parameter changes, notifications)
+// are queued for the client. It reads every reply up to ReadyForQuery
+// before returning.
 type sessionConn struct {
 	s *wire.Session
 	// txStatus is the status byte of the last ReadyForQuery: I, T or E.
@@ -39,6 +39,8 @@ type sessionConn struct {
 	// outside a transaction block (see execBare).
 	bare bool
 }
+
+var _ upstream.Session = (*sessionConn)(nil)
 
 // internalName is the statement and portal name of the statements the
 // proxy runs inside a client's extended-protocol request.
@@ -111,13 +113,13 @@ func (c *sessionConn) send(msgs ...pgproto3.FrontendMessage) error {
 	return c.s.Frontend.Flush()
 }
 
-// Exec implements refresh.Conn.
+// Exec implements upstream.Session.
 func (c *sessionConn) Exec(ctx context.Context, sql string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if c.ext {
-		return c.run(ctx, exec.Statement{SQL: sql}, nil)
+		return c.run(ctx, upstream.Statement{SQL: sql}, nil)
 	}
 	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
 		return err
@@ -134,20 +136,31 @@ func (c *sessionConn) execBare(ctx context.Context, sql string) error {
 	return c.Exec(ctx, sql)
 }
 
-// Query implements refresh.Conn.
-func (c *sessionConn) Query(ctx context.Context, sql string, args ...any) ([][][]byte, error) {
-	params, err := refresh.TextParams(args)
-	if err != nil {
-		return nil, err
-	}
-	var rows [][][]byte
-	err = c.run(ctx, exec.Statement{SQL: sql, Params: params}, func(msg pgproto3.BackendMessage) error {
-		if dr, ok := msg.(*pgproto3.DataRow); ok {
-			rows = append(rows, cloneRow(dr.Values))
+// Query implements upstream.Session: one statement with the extended
+// protocol, as run runs it.
+func (c *sessionConn) Query(ctx context.Context, st upstream.Statement) (*upstream.Result, error) {
+	res := &upstream.Result{}
+	err := c.run(ctx, st, func(msg pgproto3.BackendMessage) error {
+		switch m := msg.(type) {
+		case *pgproto3.RowDescription:
+			res.Fields = make([]pgproto3.FieldDescription, len(m.Fields))
+			for i, f := range m.Fields { // a flyweight: copy
+				f.Name = slices.Clone(f.Name)
+				res.Fields[i] = f
+			}
+		case *pgproto3.DataRow:
+			res.Rows = append(res.Rows, cloneRow(m.Values))
+		case *pgproto3.CommandComplete:
+			res.Tag = string(m.CommandTag)
+		default:
+			return fmt.Errorf("%w: %T in a query's reply", errProtocol, msg)
 		}
 		return nil
 	})
-	return rows, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func cloneRow(vals [][]byte) [][]byte {
@@ -168,7 +181,7 @@ func (c *sessionConn) guardHolds(ctx context.Context, guard string) (bool, error
 	if guard == "" {
 		return true, nil
 	}
-	rows, err := c.Query(ctx, guard)
+	rows, err := upstream.Rows(ctx, c, guard)
 	if err != nil {
 		return false, err
 	}
@@ -178,8 +191,8 @@ func (c *sessionConn) guardHolds(ctx context.Context, guard string) (bool, error
 // run runs one statement with the extended protocol, handing each reply
 // other than the protocol's acknowledgements to each, and returns the
 // first ErrorResponse as a *pgconn.PgError.
-func (c *sessionConn) run(ctx context.Context, st exec.Statement, each func(pgproto3.BackendMessage) error) error {
-	return c.runMany(ctx, []exec.Statement{st}, []func(pgproto3.BackendMessage) error{each})[0]
+func (c *sessionConn) run(ctx context.Context, st upstream.Statement, each func(pgproto3.BackendMessage) error) error {
+	return c.runMany(ctx, []upstream.Statement{st}, []func(pgproto3.BackendMessage) error{each})[0]
 }
 
 // noJIT turns JIT compilation off for the statement that follows it in the
@@ -191,7 +204,7 @@ const noJIT = "SELECT pg_catalog.set_config('jit', 'off', true)"
 // runMany runs statements in one round trip: with Sync, each is followed by
 // its own Sync (a failure does not skip the next); without, a failure
 // skips the rest. It returns each statement's error.
-func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []func(pgproto3.BackendMessage) error) []error {
+func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, each []func(pgproto3.BackendMessage) error) []error {
 	errs := make([]error, len(sts))
 	fail := func(err error) []error {
 		for i := range errs {
@@ -266,7 +279,7 @@ func (c *sessionConn) runMany(ctx context.Context, sts []exec.Statement, each []
 // prepared once per session in ps; with noJIT first when jitOff, and a Sync
 // after each unless the session must not sync. fresh says which it
 // prepares now.
-func (c *sessionConn) sendMany(sts []exec.Statement, name string, jitOff bool, ps *preparedStmts) (fresh []bool) {
+func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff bool, ps *preparedStmts) (fresh []bool) {
 	fresh = make([]bool, len(sts))
 	for i, st := range sts {
 		if c.ext {
@@ -350,7 +363,7 @@ func replyFilter(f func(pgproto3.BackendMessage) error, jitOff bool) func(pgprot
 // readOne reads the replies of one statement of runMany through filter.
 // missing reports a statement prepared earlier in the session that the
 // client dropped (DEALLOCATE, DISCARD ALL): runMany runs it again.
-func (c *sessionConn) readOne(filter func(pgproto3.BackendMessage) error, ps *preparedStmts, st exec.Statement, fresh bool) (missing bool, err error) {
+func (c *sessionConn) readOne(filter func(pgproto3.BackendMessage) error, ps *preparedStmts, st upstream.Statement, fresh bool) (missing bool, err error) {
 	if c.noSync {
 		if c.failed {
 			return false, errDiscarding // the upstream skipped it
@@ -396,11 +409,11 @@ func (c *sessionConn) readOwed(filter func(pgproto3.BackendMessage) error) error
 // queryRows runs parameterless statements in one round trip (see runMany)
 // and returns each one's rows.
 func (c *sessionConn) queryRows(ctx context.Context, sqls ...string) ([][][][]byte, []error) {
-	sts := make([]exec.Statement, len(sqls))
+	sts := make([]upstream.Statement, len(sqls))
 	rows := make([][][][]byte, len(sqls))
 	each := make([]func(pgproto3.BackendMessage) error, len(sqls))
 	for i, sql := range sqls {
-		sts[i] = exec.Statement{SQL: sql}
+		sts[i] = upstream.Statement{SQL: sql}
 		each[i] = func(msg pgproto3.BackendMessage) error {
 			if dr, ok := msg.(*pgproto3.DataRow); ok {
 				rows[i] = append(rows[i], cloneRow(dr.Values))
@@ -411,7 +424,7 @@ func (c *sessionConn) queryRows(ctx context.Context, sqls ...string) ([][][][]by
 	return rows, c.runMany(ctx, sts, each)
 }
 
-// CopyTo implements refresh.Conn.
+// CopyTo implements upstream.Session.
 func (c *sessionConn) CopyTo(ctx context.Context, w io.Writer, sql string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -434,7 +447,7 @@ func (c *sessionConn) CopyTo(ctx context.Context, w io.Writer, sql string) error
 	})
 }
 
-// CopyFrom implements refresh.Conn.
+// CopyFrom implements upstream.Session.
 func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (int64, error) {
 	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
 		return 0, err

@@ -12,7 +12,8 @@
 // settings and the rollup catalog on the session itself (as the client's
 // role, in its transaction); decide plans a statement with package rewrite,
 // or says why it passes through; answer takes a plan to its answer (the
-// table guard, then package exec over the session: querier.go).
+// table guard, then package exec over the session: sessionConn in conn.go,
+// the same upstream.Session that package refresh runs on).
 // The entries only turn a verdict into their protocol's messages: a simple
 // Query (simple.go), a Query string of several statements (multi.go: one
 // statement at a time, in a transaction of the proxy's own that stands for

@@ -53,7 +53,7 @@ func (h *Handler) explainLines(ctx context.Context, c *sessionConn, p rewrite.Pl
 		}
 		bound := exec.Bind("EXPLAIN "+st.SQL, p.Header().Params, st.Refs, params, st.Lifted...)
 		bound.Reparse = p.Header().Reparse
-		res, err := querier{c}.Query(ctx, bound)
+		res, err := c.Query(ctx, bound)
 		lines = append(lines, "", "PostgreSQL plan of the "+st.What+" statement")
 		switch {
 		case err == nil:

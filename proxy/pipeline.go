@@ -11,6 +11,7 @@ import (
 	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/rewrite/plan"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // The request pipeline: what the simple protocol, the extended protocol
@@ -177,7 +178,7 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 			return nil, err
 		}
 	}
-	ans, err := exec.RunCached(ctx, querier{c}, p, params, formats, h.Cache, cacheScope(c, st))
+	ans, err := exec.RunCached(ctx, c, p, params, formats, h.Cache, cacheScope(c, st))
 	if err != nil {
 		if inBlock && sessionGoesOn(err) && !clientVisible(err) {
 			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
@@ -215,7 +216,7 @@ func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn, why string) (
 	case c.txStatus == 'I':
 		return true, nil
 	}
-	res, err := querier{c}.Query(ctx, exec.Statement{SQL: "SELECT current_setting('transaction_isolation')"})
+	res, err := c.Query(ctx, upstream.Statement{SQL: "SELECT current_setting('transaction_isolation')"})
 	if err != nil {
 		return false, err
 	}
@@ -246,7 +247,7 @@ func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionS
 	}
 	var ans *exec.Answer
 	if err == nil {
-		ans, err = exec.RunCached(ctx, querier{c}, p, params, formats, h.Cache, cacheScope(c, st))
+		ans, err = exec.RunCached(ctx, c, p, params, formats, h.Cache, cacheScope(c, st))
 	}
 	end := "COMMIT"
 	if err != nil {

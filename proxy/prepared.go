@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/exec"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // preparedStmts are the proxy's own statements prepared upstream in one
@@ -28,7 +28,7 @@ const preparedPrefix = internalName + "_"
 
 // name returns the statement name for st: fresh when it must be prepared
 // now; evicted, when set, names a statement to close first.
-func (p *preparedStmts) name(st exec.Statement) (name string, fresh bool, evicted string) {
+func (p *preparedStmts) name(st upstream.Statement) (name string, fresh bool, evicted string) {
 	key := p.key(st)
 	if p.byKey == nil {
 		p.byKey = map[string]string{}
@@ -53,7 +53,7 @@ func (p *preparedStmts) name(st exec.Statement) (name string, fresh bool, evicte
 }
 
 // forget forgets st's statement.
-func (p *preparedStmts) forget(st exec.Statement) {
+func (p *preparedStmts) forget(st upstream.Statement) {
 	key := p.key(st)
 	delete(p.byKey, key)
 	if i := slices.Index(p.order, key); i >= 0 {
@@ -61,7 +61,7 @@ func (p *preparedStmts) forget(st exec.Statement) {
 	}
 }
 
-func (p *preparedStmts) key(st exec.Statement) string {
+func (p *preparedStmts) key(st upstream.Statement) string {
 	return st.SQL + "\x00" + fmt.Sprint(st.ParamOIDs)
 }
 

@@ -3,7 +3,7 @@
 // A refresh first installs the rollup's change-capture triggers where they
 // are missing (pgsketch.capture_prepare, committed on its own, so that every
 // write the refresh does not see is logged). Then it runs in one
-// transaction on one session (Conn). SQL in schema pgsketch
+// transaction on one session (an upstream.Session). SQL in schema pgsketch
 // (pgsketch.refresh_begin) takes the rollup's advisory lock, reconciles the
 // captured relations (a full rebuild when the source changed in ways no
 // trigger sees), deletes the change-log entries its snapshot sees, picks

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // LevelResult describes one level a refresh rebuilt.
@@ -25,8 +26,8 @@ type LevelResult struct {
 // unbounded) were written in the refresh's transaction, the level buckets
 // that hold them (every bucket of a level not built yet), by merging the
 // rollup's rows: pgsketch.level_begin says what to read and write.
-func rebuildLevels(ctx context.Context, conn Conn, name string, lo, hi any) ([]LevelResult, error) {
-	rows, err := conn.Query(ctx, `SELECT grain FROM pgsketch.rollup_levels WHERE rollup = $1 ORDER BY grain`, name)
+func rebuildLevels(ctx context.Context, conn upstream.Session, name string, lo, hi any) ([]LevelResult, error) {
+	rows, err := upstream.Rows(ctx, conn, `SELECT grain FROM pgsketch.rollup_levels WHERE rollup = $1 ORDER BY grain`, name)
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +44,8 @@ func rebuildLevels(ctx context.Context, conn Conn, name string, lo, hi any) ([]L
 	return out, nil
 }
 
-func rebuildLevel(ctx context.Context, conn Conn, name, grain string, lo, hi any) (int64, error) {
-	rows, err := conn.Query(ctx, `SELECT read_sql, ndims, array_to_json(fields), write_sql, bucket_zone, time_kind, grain
+func rebuildLevel(ctx context.Context, conn upstream.Session, name, grain string, lo, hi any) (int64, error) {
+	rows, err := upstream.Rows(ctx, conn, `SELECT read_sql, ndims, array_to_json(fields), write_sql, bucket_zone, time_kind, grain
 		FROM pgsketch.level_begin($1, $2, $3, $4)`, name, grain, lo, hi)
 	if err != nil {
 		return 0, err
@@ -94,8 +95,8 @@ func rebuildLevel(ctx context.Context, conn Conn, name, grain string, lo, hi any
 // rows or the table has none: pgsketch.catalog() reads them for the
 // proxy's estimate of rollup rows merged per group. Inside the refresh's
 // transaction, ANALYZE sees the rows it wrote.
-func analyze(ctx context.Context, conn Conn, name string, written int64) error {
-	rows, err := conn.Query(ctx, `SELECT format('%I.%I', d.rollup_schema, d.rollup_table),
+func analyze(ctx context.Context, conn upstream.Session, name string, written int64) error {
+	rows, err := upstream.Rows(ctx, conn, `SELECT format('%I.%I', d.rollup_schema, d.rollup_table),
 		(SELECT coalesce(string_agg(format(', %I', x), ''), '') FROM unnest(d.dimensions) x), c.reltuples
 		FROM pgsketch.rollup_defs d JOIN pg_class c ON c.oid = to_regclass(format('%I.%I', d.rollup_schema, d.rollup_table))
 		WHERE d.name = $1`, name)

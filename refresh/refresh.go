@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/upstream"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // PinnedSettings are the session settings under which values are printed
@@ -78,7 +80,7 @@ const DefaultStreams = 4
 
 // Dialer opens another connection to the same database as the refresh's
 // own, returning it and the function that closes it.
-type Dialer func(ctx context.Context) (Conn, func(), error)
+type Dialer func(ctx context.Context) (upstream.Session, func(), error)
 
 // Progress reports a running refresh.
 type Progress struct {
@@ -133,7 +135,7 @@ func (r Result) String() string {
 // Refresh refreshes rollup name on conn in one transaction of its own: conn
 // must not be inside a transaction block. On any error the transaction is
 // rolled back and the rollup is unchanged.
-func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Result, err error) {
+func Refresh(ctx context.Context, conn upstream.Session, name string, opt Options) (res Result, err error) {
 	start := time.Now()
 	res = Result{Rollup: name, Mode: "incremental"}
 	switch {
@@ -182,8 +184,8 @@ func Refresh(ctx context.Context, conn Conn, name string, opt Options) (res Resu
 // beginTransaction opens the refresh's transaction, with the settings of
 // setLocal. The capture triggers commit before the refresh reads anything,
 // so every write the refresh does not see is logged (see capture_v1.sql).
-func beginTransaction(ctx context.Context, conn Conn, name string) error {
-	if _, err := conn.Query(ctx, "SELECT pgsketch.capture_prepare($1)", name); err != nil {
+func beginTransaction(ctx context.Context, conn upstream.Session, name string) error {
+	if _, err := upstream.Rows(ctx, conn, "SELECT pgsketch.capture_prepare($1)", name); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42883" {
 			return fmt.Errorf("refresh %s: the catalog predates change capture (run pgsketch-proxy migrate up): %w", name, err)
@@ -202,7 +204,7 @@ func beginTransaction(ctx context.Context, conn Conn, name string) error {
 // write replaces the rebuilt buckets' rollup rows with those of g, rebuilds
 // the levels over them and has pgsketch.refresh_finish record the refresh,
 // noting in res what was written. It does not commit.
-func (job *refreshJob) write(ctx context.Context, conn Conn, g *groups, res *Result) error {
+func (job *refreshJob) write(ctx context.Context, conn upstream.Session, g *groups, res *Result) error {
 	var err error
 	if zone := job.zone; zone != nil {
 		// Local bucket starts become the instants date_trunc(grain, t, zone) gives.
@@ -232,7 +234,7 @@ func (job *refreshJob) write(ctx context.Context, conn Conn, g *groups, res *Res
 	if err := analyze(ctx, conn, job.name, res.Written); err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
+	rows, err := upstream.Rows(ctx, conn, `SELECT version, watermark, rollup_rows FROM pgsketch.refresh_finish($1, $2, $3)`,
 		job.name, loArg, job.ranged)
 	if err != nil {
 		return fmt.Errorf("finish: %w", err)
@@ -263,7 +265,7 @@ type refreshJob struct {
 
 // beginRefresh calls pgsketch.refresh_begin inside the refresh's
 // transaction and reads its answer.
-func beginRefresh(ctx context.Context, conn Conn, name string, opt Options) (*refreshJob, error) {
+func beginRefresh(ctx context.Context, conn upstream.Session, name string, opt Options) (*refreshJob, error) {
 	var from, to any
 	if opt.From != "" {
 		from = opt.From
@@ -275,7 +277,7 @@ func beginRefresh(ctx context.Context, conn Conn, name string, opt Options) (*re
 	if opt.Dial != nil && opt.Streams > 1 {
 		parts = min(opt.Streams, MaxStreams)
 	}
-	rows, err := conn.Query(ctx, `SELECT lo, hi, array_to_json(read_sql), ndims, array_to_json(fields), write_sql, ranged,
+	rows, err := upstream.Rows(ctx, conn, `SELECT lo, hi, array_to_json(read_sql), ndims, array_to_json(fields), write_sql, ranged,
 		bucket_zone, time_kind, grain
 		FROM pgsketch.refresh_begin($1, $2, $3, $4, $5)`, name, strconv.FormatBool(opt.Full), from, to, strconv.Itoa(parts))
 	if err != nil {
@@ -311,7 +313,7 @@ func beginRefresh(ctx context.Context, conn Conn, name string, opt Options) (*re
 
 // read reads the base rows into groups, one stream per read statement
 // (merged at the end), reporting progress every opt.ProgressEvery.
-func (job *refreshJob) read(ctx context.Context, conn Conn, opt Options, start time.Time) (*groups, error) {
+func (job *refreshJob) read(ctx context.Context, conn upstream.Session, opt Options, start time.Time) (*groups, error) {
 	estimate := int64(0)
 	if opt.Progress != nil {
 		for _, q := range job.readSQL {
@@ -374,11 +376,11 @@ func tuples(gs []*groups) int64 {
 // readStreams runs the read statements, the first on conn and each other on
 // a connection of its own that imports conn's snapshot, so every part sees
 // the same rows; their data goes into the matching groups.
-func readStreams(ctx context.Context, conn Conn, dial Dialer, readSQL []string, streams []*groups) error {
+func readStreams(ctx context.Context, conn upstream.Session, dial Dialer, readSQL []string, streams []*groups) error {
 	if len(readSQL) == 1 {
 		return readStream(ctx, conn, readSQL[0], streams[0])
 	}
-	rows, err := conn.Query(ctx, "SELECT pg_export_snapshot()")
+	rows, err := upstream.Rows(ctx, conn, "SELECT pg_export_snapshot()")
 	if err != nil {
 		return fmt.Errorf("export snapshot: %w", err)
 	}
@@ -417,7 +419,7 @@ func readPart(ctx context.Context, dial Dialer, snapshot, query string, g *group
 	if err := c.Exec(ctx, b.String()); err != nil {
 		return err
 	}
-	if pc, ok := c.(PgConn); ok {
+	if pc, ok := c.(pgsession.Conn); ok {
 		// The connection exists for this statement: read it raw, then drop it
 		// (ending its read-only transaction).
 		return rawCopyTo(ctx, pc.C, g.feed, "COPY ("+query+") TO STDOUT (FORMAT binary)")
@@ -429,7 +431,7 @@ func readPart(ctx context.Context, dial Dialer, snapshot, query string, g *group
 }
 
 // readStream streams query's rows with COPY TO into g.
-func readStream(ctx context.Context, conn Conn, query string, g *groups) error {
+func readStream(ctx context.Context, conn upstream.Session, query string, g *groups) error {
 	pipe := newPipeline(g.feed)
 	cerr := conn.CopyTo(ctx, pipe, "COPY ("+query+") TO STDOUT (FORMAT binary)")
 	perr := pipe.close()
@@ -442,7 +444,7 @@ func readStream(ctx context.Context, conn Conn, query string, g *groups) error {
 // instants converts local bucket starts (µs since 2000-01-01, wall clock
 // in zone) into the instants they are in that zone, by PostgreSQL's own
 // rule (timestamp AT TIME ZONE zone).
-func instants(ctx context.Context, conn Conn, local []int64, zone string) (map[int64]int64, error) {
+func instants(ctx context.Context, conn upstream.Session, local []int64, zone string) (map[int64]int64, error) {
 	texts := make([]string, len(local))
 	for i, v := range local {
 		t, err := localText(v)
@@ -452,7 +454,7 @@ func instants(ctx context.Context, conn Conn, local []int64, zone string) (map[i
 		texts[i] = t
 	}
 	arr, _ := json.Marshal(texts)
-	rows, err := conn.Query(ctx, `SELECT (extract(epoch FROM b::timestamp AT TIME ZONE $2) * 1000000)::bigint
+	rows, err := upstream.Rows(ctx, conn, `SELECT (extract(epoch FROM b::timestamp AT TIME ZONE $2) * 1000000)::bigint
 		FROM json_array_elements_text($1::json) WITH ORDINALITY AS u(b, i) ORDER BY i`, string(arr), zone)
 	if err != nil {
 		return nil, err
@@ -472,8 +474,8 @@ func instants(ctx context.Context, conn Conn, local []int64, zone string) (map[i
 }
 
 // planRows returns the planner's row estimate for query, or 0.
-func planRows(ctx context.Context, conn Conn, query string) int64 {
-	rows, err := conn.Query(ctx, "EXPLAIN (FORMAT JSON) "+query)
+func planRows(ctx context.Context, conn upstream.Session, query string) int64 {
+	rows, err := upstream.Rows(ctx, conn, "EXPLAIN (FORMAT JSON) "+query)
 	if err != nil || len(rows) != 1 || len(rows[0]) != 1 {
 		return 0
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream"
 )
 
 // Check compares one rollup row's sketch estimate with the exact distinct
@@ -36,7 +37,7 @@ type Check struct {
 // reads, in a transaction of its own, and does not take the refresh lock:
 // run it when no refresh is running, or it may report rows of buckets that
 // a refresh is rebuilding.
-func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []Check, err error) {
+func Verify(ctx context.Context, conn upstream.Session, name string, buckets int) (checks []Check, err error) {
 	var b strings.Builder
 	b.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 	setLocal(&b)
@@ -44,7 +45,7 @@ func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []
 		return nil, fmt.Errorf("verify %s: %w", name, err)
 	}
 	defer func() { _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") }()
-	rows, err := conn.Query(ctx, catalog.Query)
+	rows, err := upstream.Rows(ctx, conn, catalog.Query)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: read catalog: %w", name, err)
 	}
@@ -70,7 +71,7 @@ func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: %w", name, err)
 	}
-	rows, err = conn.Query(ctx, q)
+	rows, err = upstream.Rows(ctx, conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: recompute: %w", name, err)
 	}
@@ -101,12 +102,12 @@ func Verify(ctx context.Context, conn Conn, name string, buckets int) (checks []
 // for those the change log lists: they are stale by design until a
 // refresh, and queries read them from the base table. It returns them as
 // SQL literals.
-func pickBuckets(ctx context.Context, conn Conn, r *catalog.Rollup, n int) ([]string, error) {
+func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, n int) ([]string, error) {
 	logged := "bucket"
 	if r.TimeType != catalog.Timestamptz {
 		logged = "(bucket::timestamp AT TIME ZONE 'UTC')"
 	}
-	rows, err := conn.Query(ctx, fmt.Sprintf(`
+	rows, err := upstream.Rows(ctx, conn, fmt.Sprintf(`
 		WITH b AS (SELECT DISTINCT bucket FROM %s
 		            WHERE %s NOT IN (SELECT l.bucket FROM pgsketch.rollup_dirty l WHERE l.rollup = $2)),
 		     n AS (SELECT bucket, row_number() OVER (ORDER BY bucket) AS i, count(*) OVER () AS c FROM b)

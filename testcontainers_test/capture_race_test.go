@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // raceDuration is how long TestChangeCaptureRace writes while refreshing
@@ -131,7 +132,7 @@ func TestChangeCaptureRace(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			res, err := refresh.Refresh(ctx, refresh.PgConn{C: rc.PgConn()}, "ev_daily", refresh.Options{})
+			res, err := refresh.Refresh(ctx, pgsession.Conn{C: rc.PgConn()}, "ev_daily", refresh.Options{})
 			if err != nil {
 				t.Errorf("refresh %d: %v", n+1, err)
 				return

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // captureArgs define the rollups of the change-capture tests over table ev.
@@ -400,7 +401,7 @@ func TestChangeCaptureLevels(t *testing.T) {
 	mustExec(t, conn, `UPDATE ev SET amount = amount + 5, country = 'FR' WHERE created_at >= '2026-01-10' AND created_at < '2026-01-11' AND country = 'DE'`)
 	compare("one day of the month changed", 1)
 	// rollup verify leaves the changed day alone: it is stale by design.
-	checks, err := refresh.Verify(ctx, refresh.PgConn{C: conn.PgConn()}, "ev_daily", 100)
+	checks, err := refresh.Verify(ctx, pgsession.Conn{C: conn.PgConn()}, "ev_daily", 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // catalogDB is a test database with the pgsketch catalog migrated up.
@@ -58,7 +59,7 @@ func createRollup(t *testing.T, conn *pgx.Conn, name, args string) {
 
 func refreshRollup(t *testing.T, conn *pgx.Conn, name string, opt refresh.Options) refresh.Result {
 	t.Helper()
-	res, err := refresh.Refresh(context.Background(), refresh.PgConn{C: conn.PgConn()}, name, opt)
+	res, err := refresh.Refresh(context.Background(), pgsession.Conn{C: conn.PgConn()}, name, opt)
 	if err != nil {
 		t.Fatalf("refresh %s: %v", name, err)
 	}
@@ -100,7 +101,7 @@ func sameAsFull(t *testing.T, conn *pgx.Conn, name, args string) {
 	createRollup(t, conn, ref, args)
 	// The reference is read by three parallel readers: the parallel path
 	// must give the very bytes of the single stream.
-	refreshRollup(t, conn, ref, refresh.Options{Full: true, Streams: 3, Dial: refresh.DialPgConn(conn.Config().ConnString())})
+	refreshRollup(t, conn, ref, refresh.Options{Full: true, Streams: 3, Dial: pgsession.Dial(conn.Config().ConnString())})
 	got, want := rollupContent(t, conn, name), rollupContent(t, conn, ref)
 	if got != want {
 		t.Fatalf("rollup %s differs from a full rebuild:\n%s", name, firstDiff(got, want))
@@ -289,7 +290,7 @@ func TestRollupRefreshAllOrNothing(t *testing.T) {
 		}
 		defer c2.Close(context.Background())
 		var seen int64
-		_, err = refresh.Refresh(ctx, refresh.PgConn{C: c2.PgConn()}, "daily", refresh.Options{
+		_, err = refresh.Refresh(ctx, pgsession.Conn{C: c2.PgConn()}, "daily", refresh.Options{
 			ProgressEvery: 5 * time.Millisecond,
 			Progress: func(p refresh.Progress) {
 				if p.Rows > 0 && seen == 0 {
@@ -348,7 +349,7 @@ func TestRollupRefreshAllOrNothing(t *testing.T) {
 					return
 				}
 				defer c.Close(context.Background())
-				_, errs[i] = refresh.Refresh(context.Background(), refresh.PgConn{C: c.PgConn()}, "daily", refresh.Options{})
+				_, errs[i] = refresh.Refresh(context.Background(), pgsession.Conn{C: c.PgConn()}, "daily", refresh.Options{})
 			}()
 		}
 		wg.Wait()

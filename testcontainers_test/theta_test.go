@@ -18,6 +18,7 @@ import (
 	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/sketch"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // thetaOf reads a stored Theta sketch.
@@ -227,7 +228,7 @@ func TestThetaRollupEvents(t *testing.T) {
 	}
 
 	// rollup verify checks the Theta column too, against exact counts.
-	checks, err := refresh.Verify(ctx, refresh.PgConn{C: conn.PgConn()}, "ev", 8)
+	checks, err := refresh.Verify(ctx, pgsession.Conn{C: conn.PgConn()}, "ev", 8)
 	if err != nil {
 		t.Fatal(err)
 	}

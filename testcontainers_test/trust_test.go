@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // The trust tests try to get a wrong number, a leak or a blocked write out
@@ -178,7 +179,7 @@ func TestSchemaChangesDetected(t *testing.T) {
 				sameAs(t, e.conn, "ev", "ev_daily")
 				e.agree(t, "after a refresh")
 			case "refused":
-				_, err := refresh.Refresh(context.Background(), refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+				_, err := refresh.Refresh(context.Background(), pgsession.Conn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
 				var pe *pgconn.PgError
 				if !errors.As(err, &pe) || pe.Code != "42804" {
 					t.Fatalf("refresh: %v, want SQLSTATE 42804 (the rollup must be created again)", err)
@@ -245,7 +246,7 @@ func TestCaptureNeverBlocksWrites(t *testing.T) {
 				t.Fatalf("%s dropped: pgsketch.rollups says the capture is in place", col)
 			}
 			// The rollup cannot be refreshed any more: its column is gone.
-			_, err := refresh.Refresh(context.Background(), refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+			_, err := refresh.Refresh(context.Background(), pgsession.Conn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
 			if err == nil {
 				t.Fatalf("%s dropped: a refresh succeeded", col)
 			}
@@ -478,7 +479,7 @@ func TestAlterTableForms(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := e.agreeing(t, f.name)
-			_, rerr := refresh.Refresh(ctx, refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+			_, rerr := refresh.Refresh(ctx, pgsession.Conn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
 			after := e.agreeing(t, f.name+", then a refresh")
 			refreshed := "refreshed"
 			if rerr != nil {
@@ -617,7 +618,7 @@ func TestTrustUpgradeBrokenCapture(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT coalesce(capture_broken, '') FROM pgsketch.rollups WHERE name = 'ev_daily'`).Scan(&why); err != nil || why == "" {
 		t.Fatalf("capture_broken %q (%v), want a reason", why, err)
 	}
-	if _, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "ev_daily", refresh.Options{}); err == nil {
+	if _, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, "ev_daily", refresh.Options{}); err == nil {
 		t.Fatal("a refresh of a rollup whose time column is gone succeeded")
 	}
 }
@@ -784,7 +785,7 @@ func TestDistributedSourceRefused(t *testing.T) {
 	if why := e.broken(t); !strings.Contains(why, "Citus") {
 		t.Fatalf("capture_broken %q, want it to name Citus", why)
 	}
-	_, err := refresh.Refresh(ctx, refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+	_, err := refresh.Refresh(ctx, pgsession.Conn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "0A000" {
 		t.Fatalf("refresh of a rollup on a distributed table: %v, want SQLSTATE 0A000", err)
@@ -815,7 +816,7 @@ func TestCaptureDDLWaitsBriefly(t *testing.T) {
 	mustExec(t, long, `BEGIN; INSERT INTO ev VALUES ('2026-01-02 10:00+00', 'DE', 'web', 1, 1)`)
 	mustExec(t, e.conn, `SET pgsketch.ddl_lock_timeout = '300ms'`)
 	t0 := time.Now()
-	_, err := refresh.Refresh(ctx, refresh.PgConn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+	_, err := refresh.Refresh(ctx, pgsession.Conn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "55P03" {
 		t.Fatalf("refresh behind a long transaction: %v, want SQLSTATE 55P03 (lock timeout)", err)

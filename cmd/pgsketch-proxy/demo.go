@@ -14,6 +14,7 @@ import (
 	"github.com/pgsketch/pgsketch/proxy"
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/status"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -157,8 +158,8 @@ func loadDemoData(ctx context.Context, a *app, dsn string, rows int64) error {
 			return fmt.Errorf("create rollup: %w", err)
 		}
 	}
-	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, "events_daily", refresh.Options{
-		Progress: progressReporter(a), Streams: refresh.DefaultStreams, Dial: refresh.DialPgConn(dsn)})
+	res, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, "events_daily", refresh.Options{
+		Progress: progressReporter(a), Streams: refresh.DefaultStreams, Dial: pgsession.Dial(dsn)})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 const rollupUsage = `create NAME --table T --time COL --distinct COLS [flags]
@@ -216,8 +217,8 @@ func (d *rollupDefinition) create(ctx context.Context, conn *pgx.Conn, name stri
 // buildCreated fills rollup name, just created; rollup create is one
 // command, so a rollup that could not be built is not left behind.
 func buildCreated(ctx context.Context, a *app, conn *pgx.Conn, name, dsn string, streams int) error {
-	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, name, refresh.Options{Full: true,
-		Progress: progressReporter(a), Streams: streams, Dial: refresh.DialPgConn(dsn)})
+	res, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, name, refresh.Options{Full: true,
+		Progress: progressReporter(a), Streams: streams, Dial: pgsession.Dial(dsn)})
 	if err != nil {
 		if _, derr := conn.Exec(context.WithoutCancel(ctx), "SELECT pgsketch.drop_rollup($1)", name); derr != nil {
 			return fmt.Errorf("%w; the rollup is defined but empty (dropping it failed: %v)", err, derr)
@@ -296,9 +297,9 @@ func rollupRefresh(ctx context.Context, a *app, args []string) error {
 			}
 		}
 		for _, n := range names {
-			res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, n,
+			res, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, n,
 				refresh.Options{Full: *full, From: *from, To: *to, Progress: progressReporter(a),
-					Streams: *streams, Dial: refresh.DialPgConn(*dsn)})
+					Streams: *streams, Dial: pgsession.Dial(*dsn)})
 			if err != nil {
 				return explain(err)
 			}
@@ -379,7 +380,7 @@ func rollupVerify(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("%w: --buckets must be at least 1", errUsage)
 	}
 	return withConn(ctx, *dsn, func(conn *pgx.Conn) error {
-		checks, err := refresh.Verify(ctx, refresh.PgConn{C: conn.PgConn()}, name, *buckets)
+		checks, err := refresh.Verify(ctx, pgsession.Conn{C: conn.PgConn()}, name, *buckets)
 		if err != nil {
 			return explain(err)
 		}

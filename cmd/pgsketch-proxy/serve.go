@@ -20,6 +20,7 @@ import (
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/status"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -197,7 +198,7 @@ func refreshAll(ctx context.Context, dsn string, log *slog.Logger) error {
 	}
 	var errs []error
 	for _, n := range names {
-		res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, n, refresh.Options{})
+		res, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, n, refresh.Options{})
 		if err != nil {
 			errs = append(errs, err)
 			if conn.IsClosed() || ctx.Err() != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // The query part: the package comment says what it measures.
@@ -156,8 +157,8 @@ func (q *querier) ask(c *benchproxy.Conn, dirty int) (time.Duration, bool, error
 // state refreshes the rollup (draining the log) and makes the first n
 // dirty days dirty.
 func (q *querier) state(n int) error {
-	if _, err := refresh.Refresh(q.ctx, refresh.PgConn{C: q.db.PgConn()}, rollupName,
-		refresh.Options{Streams: 2, Dial: refresh.DialPgConn(q.dsn)}); err != nil {
+	if _, err := refresh.Refresh(q.ctx, pgsession.Conn{C: q.db.PgConn()}, rollupName,
+		refresh.Options{Streams: 2, Dial: pgsession.Dial(q.dsn)}); err != nil {
 		return err
 	}
 	for _, day := range dirtyDays[:n] {

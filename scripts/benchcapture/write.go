@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // The write part: the package comment says what it measures.
@@ -125,7 +126,7 @@ func setupWriteTables(ctx context.Context, db *pgx.Conn) error {
 	}
 	// The refresh installs the triggers (pgsketch.capture_prepare), as
 	// pgsketch-proxy rollup create does.
-	if _, err := refresh.Refresh(ctx, refresh.PgConn{C: db.PgConn()}, writeRollup, refresh.Options{Full: true}); err != nil {
+	if _, err := refresh.Refresh(ctx, pgsession.Conn{C: db.PgConn()}, writeRollup, refresh.Options{Full: true}); err != nil {
 		return err
 	}
 	for i, t := range tables {

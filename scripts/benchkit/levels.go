@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // LevelChange is what SetLevels did.
@@ -51,7 +52,7 @@ func SetLevels(ctx context.Context, conn *pgx.Conn, dsn, rollup, levels string) 
 		return c, nil
 	}
 	t0 := time.Now()
-	c.Refresh, err = refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, rollup, refresh.Options{Streams: 2, Dial: refresh.DialPgConn(dsn)})
+	c.Refresh, err = refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, rollup, refresh.Options{Streams: 2, Dial: pgsession.Dial(dsn)})
 	c.Took = time.Since(t0)
 	return c, err
 }

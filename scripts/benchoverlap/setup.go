@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 const (
@@ -151,8 +152,8 @@ func build(ctx context.Context, conn *pgx.Conn, dsn string, k rollupKind, stream
 	if _, err := conn.Exec(ctx, "SELECT pgsketch.create_rollup('"+k.name+"', 'events', 'created_at', "+k.args+")"); err != nil {
 		return 0, err
 	}
-	if _, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, k.name,
-		refresh.Options{Full: true, Streams: streams, Dial: refresh.DialPgConn(dsn)}); err != nil {
+	if _, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, k.name,
+		refresh.Options{Full: true, Streams: streams, Dial: pgsession.Dial(dsn)}); err != nil {
 		return 0, err
 	}
 	d := time.Since(t0)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // setup makes the catalog, the events table (unless it already has the
@@ -74,8 +75,8 @@ func buildDaily(ctx context.Context, conn *pgx.Conn, dsn string) error {
 		       dimensions => '{country,device}', distinct_columns => '{user_id}', log2m => 14, regwidth => 5)`); err != nil {
 		return err
 	}
-	res, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, rollupName,
-		refresh.Options{Full: true, Streams: 2, Dial: refresh.DialPgConn(dsn)})
+	res, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, rollupName,
+		refresh.Options{Full: true, Streams: 2, Dial: pgsession.Dial(dsn)})
 	if err != nil {
 		return err
 	}

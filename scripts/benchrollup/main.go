@@ -29,6 +29,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 func main() {
@@ -143,8 +144,8 @@ type builder struct {
 func (b builder) build(k int) (time.Duration, int64, error) {
 	if k == 0 {
 		t0 := time.Now()
-		res, err := refresh.Refresh(b.ctx, refresh.PgConn{C: b.conn.PgConn()}, "bench_daily",
-			refresh.Options{Full: true, Streams: b.o.streams, Dial: refresh.DialPgConn(b.dsn)})
+		res, err := refresh.Refresh(b.ctx, pgsession.Conn{C: b.conn.PgConn()}, "bench_daily",
+			refresh.Options{Full: true, Streams: b.o.streams, Dial: pgsession.Dial(b.dsn)})
 		return time.Since(t0), res.Written, err
 	}
 	pgSum := ""

@@ -20,6 +20,7 @@ import (
 	"github.com/pgsketch/pgsketch/scripts/benchproxy"
 
 	"github.com/pgsketch/pgsketch/scripts/benchkit"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 const rollup = "events_topk"
@@ -336,7 +337,7 @@ func buildRollup(ctx context.Context, conn *pgx.Conn) (time.Duration, int64, err
 		return 0, 0, err
 	}
 	t0 := time.Now()
-	if _, err := refresh.Refresh(ctx, refresh.PgConn{C: conn.PgConn()}, rollup, refresh.Options{Streams: 4}); err != nil {
+	if _, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, rollup, refresh.Options{Streams: 4}); err != nil {
 		return 0, 0, err
 	}
 	d := time.Since(t0)

@@ -1,0 +1,81 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Session is one upstream PostgreSQL session: a role, a transaction state,
+// one statement at a time. An error PostgreSQL reports is a
+// *pgconn.PgError.
+type Session interface {
+	// Query runs one statement with the extended protocol and returns its
+	// whole result.
+	Query(ctx context.Context, st Statement) (*Result, error)
+	// Exec runs sql, which may hold several statements, and discards any
+	// rows.
+	Exec(ctx context.Context, sql string) error
+	// CopyTo runs a COPY ... TO STDOUT statement, writing the data to w.
+	CopyTo(ctx context.Context, w io.Writer, sql string) error
+	// CopyFrom runs a COPY ... FROM STDIN statement, reading the data from
+	// r, and returns the number of rows copied.
+	CopyFrom(ctx context.Context, r io.Reader, sql string) (int64, error)
+}
+
+// Statement is one statement with its parameters, run with the extended
+// protocol.
+type Statement struct {
+	SQL string
+	// ParamOIDs are the parameters' types (0: let PostgreSQL infer it).
+	ParamOIDs []uint32
+	// Params are the values, in ParamFormats (0 text, 1 binary; one code
+	// for all, or one per parameter); nil is NULL.
+	Params       [][]byte
+	ParamFormats []int16
+	// ResultFormats are the result columns' formats, as in Bind.
+	ResultFormats []int16
+	// Reparse: the statement is parsed each time it runs, never kept
+	// prepared (plan.Head.Reparse).
+	Reparse bool
+}
+
+// Result is a statement's description and rows.
+type Result struct {
+	Fields []pgproto3.FieldDescription
+	Rows   [][][]byte
+	// Tag is the CommandComplete tag, e.g. "SELECT 3".
+	Tag string
+}
+
+// Rows runs sql on s with args as parameters in text format (each a
+// string, or nil for NULL) and returns the rows as text; a NULL is a nil
+// slice.
+func Rows(ctx context.Context, s Session, sql string, args ...any) ([][][]byte, error) {
+	params, err := textParams(args)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.Query(ctx, Statement{SQL: sql, Params: params})
+	if err != nil {
+		return nil, err
+	}
+	return res.Rows, nil
+}
+
+// textParams turns the arguments of Rows into parameters in text format.
+func textParams(args []any) ([][]byte, error) {
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil:
+		case string:
+			params[i] = []byte(v)
+		default:
+			return nil, fmt.Errorf("query parameter $%d: unsupported type %T", i+1, a)
+		}
+	}
+	return params, nil
+}
