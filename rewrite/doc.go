@@ -15,12 +15,15 @@
 // clauses the rewriter must evaluate (resolve.go); matching against every
 // rollup over the queried table (match.go: the WHERE clause, the time
 // range, the aggregates against the stored measures); and building the Plan
-// for the rollup with the fewest rows (build.go, fetch.go). rewrite.go holds the entry,
-// Rewrite, and the order of these steps (planSelect).
+// for the rollup with the fewest rows (build.go, fetch.go). rewrite.go holds
+// the entry, Rewrite, and planTable, which runs these steps for one SELECT
+// of one table; planners.go lists the planners in the order they are tried
+// (overlap, retention grid, top-k, single table; then the star join and the
+// nested subqueries), none of which calls another.
 //
 // nested.go handles distinct counts inside larger statements: a FROM
 // subquery that only filters and projects the table is merged into the
-// query (pullUp), and aggregate subqueries planSelect answers, in a WITH
+// query (pullUp), and aggregate subqueries the single-table or star-join planner answers, in a WITH
 // clause, in FROM or as a set operation's arm, become the arms of a
 // Nested plan, whose outer statement is the parser's deparse of the
 // client's tree with those subqueries cut out (syntax.Parsed.OuterText).

@@ -251,7 +251,7 @@ func qualifiedFor(c *syntax.ColRef, fi syntax.FromItem) bool {
 
 // planNested plans a statement whose aggregate subqueries rollups answer:
 // in its WITH clause, in FROM (also inside joins), as a set operation's
-// arms, at any depth along those. Each subquery planSelect answers from a
+// arms, at any depth along those. Each subquery subqueryPlanners answer from a
 // rollup becomes an arm; the statement around them runs in PostgreSQL
 // as it was written.
 func planNested(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, string) {
@@ -367,22 +367,11 @@ func planArm(c *syntax.Select, ctes []string, snap *catalog.Snapshot, sess env) 
 	if why := readsCTE(); why != "" {
 		return nil, why
 	}
-	b, why := planSelect(c, snap, sess)
-	if b == nil && pullUp(c) {
-		// The merged table's name may be a WITH clause's too.
-		if why := readsCTE(); why != "" {
-			return nil, why
-		}
-		b, why = planSelect(c, snap, sess)
-	}
-	if b == nil || b.substitute() != nil {
-		// A join, grouping sets, FILTER, windows: the subquery as a star
-		// join, its own statement around its one arm.
-		if sb, sjWhy := planStarJoin(c, snap, sess); sb != nil {
-			b = sb
-		} else if sjWhy != notAJoin {
-			why += "; as a join: " + sjWhy
-		}
+	b, why := tryPlanners(subqueryPlanners, &syntax.Parsed{Select: c}, snap, sess)
+	if cte := readsCTE(); cte != "" {
+		// A FROM subquery pulled up: the merged table's name may be a
+		// WITH clause's too.
+		return nil, cte
 	}
 	switch {
 	case b == nil:

@@ -92,7 +92,7 @@ func planOverlap(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, st
 			Targets: []syntax.Target{{Expr: &syntax.FuncCall{Name: []string{"count"}, Args: []syntax.Expr{&syntax.ColRef{Parts: []string{ov.col}}}, Distinct: true}}},
 			From:    arm.From, Where: arm.Where,
 		}
-		b, why := planSketched(q, catalog.Theta, snap, sess)
+		b, why := planTable(q, catalog.Theta, snap, sess)
 		a := b.rollup()
 		if a == nil {
 			return nil, "set " + string(rune('1'+i)) + " of the " + ov.op + ": " + why

@@ -199,7 +199,7 @@ func planRetention(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, 
 			Targets: []syntax.Target{{Expr: ps.period}, {Expr: &syntax.FuncCall{Name: []string{"count"}, Args: []syntax.Expr{&syntax.ColRef{Parts: []string{ps.col}}}, Distinct: true}}},
 			From:    ps.sel.From, Where: ps.sel.Where, GroupBy: []syntax.Expr{&syntax.Const{Type: "int", Val: "1"}},
 		}
-		b, why := planSketched(q, catalog.Theta, snap, sess)
+		b, why := planTable(q, catalog.Theta, snap, sess)
 		a := b.rollup()
 		if a == nil {
 			return nil, "retention grid: set " + ps.ref + ": " + why

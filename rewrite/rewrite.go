@@ -82,7 +82,7 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if ps := paramsIn(sql); len(ps) > 0 {
 		params = max(params, ps[len(ps)-1])
 	}
-	b, reason := planParsed(p, snap, env{Session: sess, params: params})
+	b, reason := tryPlanners(planners, p, snap, env{Session: sess, params: params})
 	if b == nil && p.Approx {
 		// No planner answered, nor could reprint the statement with its
 		// APPROX_COUNT_DISTINCT counted exactly: the parser's tree can
@@ -123,48 +123,6 @@ func overLimits(sql string) (Result, bool) {
 		return Result{Reason: err.Reason(), Err: err}, true
 	}
 	return Result{}, false
-}
-
-// planParsed tries the planners on a parsed SELECT, in order: the shapes
-// with planners of their own (overlap, retention grid, top-k), else the
-// rollup planner (after pulling up a FROM subquery that only filters);
-// then, when none answered the statement whole (or its
-// APPROX_COUNT_DISTINCT would be counted exactly), the star join and the
-// nested subqueries. A substitute plan comes back without a reason.
-func planParsed(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, string) {
-	var b *built
-	var reason string
-	switch {
-	case overlapShape(p.Select):
-		b, reason = planOverlap(p.Select, snap, sess)
-	case retentionShape(p.Select):
-		b, reason = planRetention(p.Select, snap, sess)
-	case topkShape(p.Select):
-		b, reason = planTopK(p.Select, snap, sess)
-	default:
-		b, reason = planSelect(p.Select, snap, sess)
-		if b == nil && pullUp(p.Select) {
-			b, reason = planSelect(p.Select, snap, sess)
-		}
-	}
-	if b == nil || b.substitute() != nil {
-		if sb, why := planStarJoin(p.Select, snap, sess); sb != nil {
-			b = sb
-		} else if why != notAJoin {
-			reason += "; as a join: " + why
-		}
-	}
-	if b == nil || b.substitute() != nil {
-		if nb, why := planNested(p, snap, sess); nb != nil {
-			b = nb
-		} else if why != noSubquery {
-			reason += "; " + why
-		}
-	}
-	if b.substitute() != nil {
-		reason = ""
-	}
-	return b, reason
 }
 
 // finish completes a plan the planner made for a statement whose highest
@@ -249,14 +207,11 @@ func maxParam(s *syntax.Select) int {
 	return top
 }
 
-// planSelect matches a SELECT against the rollups of its table.
-func planSelect(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
-	return planSketched(s, catalog.HLL, snap, sess)
-}
-
-// planSketched plans s as planSelect does, answering its distinct counts
-// with sketches of the given kind (Theta for an overlap's arms).
-func planSketched(s *syntax.Select, sketch catalog.Aggregate, snap *catalog.Snapshot, sess env) (*built, string) {
+// planTable matches a SELECT of one table against the rollups of that
+// table, answering its distinct counts with sketches of the given kind
+// (HLL; Theta for an overlap's or a retention grid's sets). Every planner
+// answers the parts it reads from one table through it.
+func planTable(s *syntax.Select, sketch catalog.Aggregate, snap *catalog.Snapshot, sess env) (*built, string) {
 	if s.Unsupported != "" {
 		return nil, "query uses " + s.Unsupported
 	}

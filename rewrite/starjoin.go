@@ -43,7 +43,7 @@ func planStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, s
 	if why != "" {
 		return nil, why
 	}
-	ab, why := planSelect(arm, snap, sess)
+	ab, why := planTable(arm, catalog.HLL, snap, sess)
 	b := ab.rollup()
 	switch {
 	case ab == nil:
