@@ -86,5 +86,7 @@ func anySelect(*syntax.Select) bool { return true }
 // onSelect makes a planner of the statement's SELECT a planner of the
 // parsed statement.
 func onSelect(f func(*syntax.Select, *catalog.Snapshot, env) (*built, string)) func(*syntax.Parsed, *catalog.Snapshot, env) (*built, string) {
-	return func(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, string) { return f(p.Select, snap, sess) }
+	return func(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, string) {
+		return f(p.Select, snap, sess)
+	}
 }
