@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,29 @@ func TestServeRefreshInterval(t *testing.T) {
 	sameAsFull(t, conn, "daily", eventsRollupArgs)
 	if !strings.Contains(p.Log(), `"msg":"refreshed"`) {
 		t.Fatalf("no refresh logged:\n%s", p.Log())
+	}
+}
+
+// TestServeRefresherOnByDefault: given the refresher's login alone, serve
+// refreshes in the background every minute, the first round at start;
+// --refresh-interval 0 turns it off, and --refresh-interval without that
+// login is a usage error.
+func TestServeRefresherOnByDefault(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 5_000, 3)
+	createRollup(t, conn, "daily", eventsRollupArgs)
+	p := startProxy(t, server.adminURL, "--refresh-dsn", db.DSN)
+	waitFor(t, 30*time.Second, "the first background refresh", func() bool { return strings.Contains(p.Log(), `"msg":"refreshed"`) })
+	if !strings.Contains(p.Log(), `"msg":"background refresher on","interval":"1m0s"`) {
+		t.Errorf("no refresher every minute in the log:\n%s", p.Log())
+	}
+	off := startProxy(t, server.adminURL, "--refresh-dsn", db.DSN, "--refresh-interval", "0")
+	time.Sleep(time.Second)
+	if strings.Contains(off.Log(), "background refresher on") || strings.Contains(off.Log(), `"msg":"refreshed"`) {
+		t.Errorf("--refresh-interval 0 started the refresher:\n%s", off.Log())
+	}
+	out, err := exec.Command(binary(t), "serve", "--upstream", server.adminURL, "--refresh-interval", "1m").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--refresh-interval needs --refresh-dsn") {
+		t.Errorf("--refresh-interval without --refresh-dsn: %v\n%s", err, out)
 	}
 }

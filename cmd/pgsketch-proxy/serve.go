@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -40,7 +41,8 @@ func runServe(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
-	if o.refreshInterval > 0 {
+	if o.refreshDSN != "" && o.refreshInterval > 0 {
+		a.log.Info("background refresher on", "interval", o.refreshInterval.String())
 		defer startRefresher(ctx, a, o.refreshDSN, o.refreshInterval)()
 	}
 	ho := httpOptions{addr: o.httpListen, recorder: recorder}
@@ -59,6 +61,8 @@ type serveOptions struct {
 	refreshInterval                    time.Duration
 	refreshDSN, approx, merge          string
 	cacheBytes                         int64
+	// intervalSet: --refresh-interval was given.
+	intervalSet bool
 
 	approxOn     bool
 	mergeDefault rewrite.Merge
@@ -81,9 +85,11 @@ func parseServeFlags(a *app, args []string) (*serveOptions, error) {
 	f.StringVar(&o.pprofListen, "pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
 	f.StringVar(&o.httpListen, "http-listen", "", "address for the HTTP server: the status page at / and Prometheus metrics at /metrics (off when empty)")
 	f.StringVar(&o.statusDSN, "status-dsn", "", "database whose rollups the status page lists (default: --refresh-dsn)")
-	f.DurationVar(&o.refreshInterval, "refresh-interval", 0, "refresh every rollup in the background this often, e.g. 1m (off when 0; needs --refresh-dsn)")
+	f.DurationVar(&o.refreshInterval, "refresh-interval", time.Minute, "with --refresh-dsn, refresh every rollup in the background this often "+
+		"(0: off)")
 	f.StringVar(&o.refreshDSN, "refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
-		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables")
+		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables. Given, the refresher runs "+
+		"every --refresh-interval")
 	f.StringVar(&o.approx, "approx", "off", "pgsketch.approx for sessions that leave it unset (on|off): "+
 		"answer COUNT(DISTINCT ...) from rollups too, not only APPROX_COUNT_DISTINCT")
 	f.StringVar(&o.merge, "merge", "auto", "pgsketch.merge for sessions that leave it unset (auto|proxy|server): where the sketches "+
@@ -95,6 +101,7 @@ func parseServeFlags(a *app, args []string) (*serveOptions, error) {
 	if err := f.parseFlagsOnly(args); err != nil {
 		return nil, err
 	}
+	f.Visit(func(fl *flag.Flag) { o.intervalSet = o.intervalSet || fl.Name == "refresh-interval" })
 	return o, o.check()
 }
 
@@ -118,8 +125,11 @@ func (o *serveOptions) check() error {
 	if o.upstream == "" {
 		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
 	}
-	if (o.refreshInterval > 0) != (o.refreshDSN != "") {
-		return fmt.Errorf("%w: --refresh-interval and --refresh-dsn go together", errUsage)
+	switch {
+	case o.refreshInterval < 0:
+		return fmt.Errorf("%w: --refresh-interval must not be negative", errUsage)
+	case o.intervalSet && o.refreshInterval > 0 && o.refreshDSN == "":
+		return fmt.Errorf("%w: --refresh-interval needs --refresh-dsn, the refresher's own login", errUsage)
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
@@ -182,12 +192,20 @@ func refreshLoop(ctx context.Context, a *app, dsn string, interval time.Duration
 	}
 }
 
+// refresherLockTimeout is the lock_timeout of the background refresher's
+// session.
+const refresherLockTimeout = "5s"
+
 func refreshAll(ctx context.Context, dsn string, log *slog.Logger) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// A refresh waits for no lock longer than this: the next round retries.
+	if _, err := conn.Exec(ctx, "SET lock_timeout = '"+refresherLockTimeout+"'"); err != nil {
+		return explain(err)
+	}
 	rows, err := conn.Query(ctx, "SELECT name FROM pgsketch.rollup_defs ORDER BY name")
 	if err != nil {
 		return explain(err)
