@@ -92,6 +92,12 @@ func (a *Answer) Notice(p *plan.Head) string {
 // cannot be answered from the rollup.
 var ErrData = errors.New("exec: rollup data")
 
+// ErrNotSource is returned when a fetch found that the statement's
+// unqualified table name is not the rollup's source on the session's
+// search_path (plan.Head.Guard): nothing of the answer is used, and the
+// statement is PostgreSQL's to answer.
+var ErrNotSource = errors.New("exec: the table is not the rollup's source on this search_path")
+
 // ErrNoServerMerge is returned for a plan whose Merge is MergeServer in a
 // database without the hll extension: nothing was run. (The handler
 // refuses such a plan before it runs.)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -208,5 +209,28 @@ func TestRunBindsLiftedBounds(t *testing.T) {
 		if !st.Reparse {
 			t.Errorf("%s: not marked to be parsed anew", st.SQL)
 		}
+	}
+}
+
+// TestRunNotSource: a fetch whose info row says the statement's table is
+// not the rollup's source on the session's search_path ends the run with
+// ErrNotSource, before anything else is run or merged.
+func TestRunNotSource(t *testing.T) {
+	p := &plan.Rollup{
+		Head: plan.Head{Rollup: "daily", Guard: "SELECT to_regclass('\"events\"') = to_regclass('\"public\".\"events\"')"},
+		Groups: plan.Groups{Keys: []plan.Key{{Name: "pgsketch_k1"}},
+			Aggs:     []plan.Agg{{Name: "pgsketch_a1", Op: plan.AddCounts, Type: "bigint", RollupColumn: 2, BaseColumn: 2, ExactColumn: -1}},
+			ShapeSQL: "SELECT * FROM pgsketch_groups"},
+		FetchSQL: "fetch",
+	}
+	q := &fakeSession{changed: plan.NotSource, fetch: &upstream.Result{
+		Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.Int8OID)},
+		Rows:   [][][]byte{{[]byte("rollup"), []byte("DE"), binary.BigEndian.AppendUint64(nil, 3)}},
+	}}
+	if _, err := Run(context.Background(), q, p, Params{}, nil); !errors.Is(err, ErrNotSource) {
+		t.Fatalf("Run: %v, want ErrNotSource", err)
+	}
+	if len(q.stmts) != 1 {
+		t.Errorf("%d statements run, want the fetch alone", len(q.stmts))
 	}
 }

@@ -109,6 +109,8 @@ func (f *fetched) sort(res *upstream.Result) error {
 		switch part := string(r[0]); {
 		case part == "rollup":
 			f.rollupRows = append(f.rollupRows, r)
+		case part == plan.InfoPrefix+plan.NotSource:
+			return ErrNotSource
 		case strings.HasPrefix(part, plan.InfoPrefix):
 			n, err := strconv.ParseInt(strings.TrimPrefix(part, plan.InfoPrefix), 10, 64)
 			if err != nil {

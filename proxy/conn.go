@@ -173,21 +173,6 @@ func cloneRow(vals [][]byte) [][]byte {
 	return row
 }
 
-// guardHolds runs a plan's table guard (rewrite.Plan.Guard) and reports
-// whether the plan's table is the rollup's source on this session's
-// search_path; an empty guard holds. An error is the guard query's
-// own (a PostgreSQL error, a cancel, a lost session): callers decide.
-func (c *sessionConn) guardHolds(ctx context.Context, guard string) (bool, error) {
-	if guard == "" {
-		return true, nil
-	}
-	rows, err := upstream.Rows(ctx, c, guard)
-	if err != nil {
-		return false, err
-	}
-	return len(rows) == 1 && len(rows[0]) == 1 && string(rows[0][0]) == "t", nil
-}
-
 // run runs one statement with the extended protocol, handing each reply
 // other than the protocol's acknowledgements to each, and returns the
 // first ErrorResponse as a *pgconn.PgError.

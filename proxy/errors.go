@@ -25,11 +25,11 @@ func isPgError(err error) bool {
 }
 
 // sessionGoesOn reports whether err, from answering a query from a
-// rollup, leaves the session able to go on: PostgreSQL's answer, or a
-// sketch the executor could not read (exec.ErrData). Any other error ends
-// the session.
+// rollup, leaves the session able to go on: PostgreSQL's answer, a sketch
+// the executor could not read (exec.ErrData), or a table that is not the
+// rollup's source (exec.ErrNotSource). Any other error ends the session.
 func sessionGoesOn(err error) bool {
-	return isPgError(err) || errors.Is(err, exec.ErrData)
+	return isPgError(err) || errors.Is(err, exec.ErrData) || errors.Is(err, exec.ErrNotSource)
 }
 
 // clientCancelled reports an error the client must see even though the

@@ -142,13 +142,12 @@ func (h *Handler) carryOut(ctx context.Context, c *sessionConn, v view, s statem
 		return verdict{plan: p, explain: lines}, err
 	}
 	head := p.Header()
-	if holds, err := c.guardHolds(ctx, head.Guard); err != nil {
-		return vd, err
-	} else if !holds {
+	// The fetch checks the table guard (plan.Head.Guard) first.
+	ans, err := h.run(ctx, c, v.st, p, s.params, s.formats)
+	if errors.Is(err, exec.ErrNotSource) {
 		h.Log.Debug("statement passed through: its table is not the rollup's source on this search_path", "rollup", head.Rollup)
 		return verdict{pass: "the table is not the source of rollup " + head.Rollup + " on this search_path"}, nil
 	}
-	ans, err := h.run(ctx, c, v.st, p, s.params, s.formats)
 	if err != nil {
 		return vd, err
 	}

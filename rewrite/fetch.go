@@ -282,8 +282,13 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	// from pgsketch.capture_check, which fails the statement (and the
 	// proxy then runs the query exactly) when the rollup's change capture
 	// is not in place or too many of the range's buckets changed. Every
-	// fetch returns this row, so the check always runs.
+	// fetch returns this row, so the check always runs. For an unqualified
+	// table name it first checks that the name is the rollup's source on
+	// the session's search_path (plan.NotSource when not).
 	info := "'" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(m.r.Name) + ", " + p.Time.DirtyFrom + ", " + p.Time.DirtyTo + ")"
+	if g := guardCond(m.fi, m.r.Source); g != "" {
+		info = "CASE WHEN " + g + " THEN " + info + " ELSE '" + InfoPrefix + plan.NotSource + "' END"
+	}
 	f.Rest = append(f.Rest, plan.Select{Cols: append([]string{info}, slices.Repeat([]string{"NULL"}, len(c.rollup)-1)...)})
 	m.lift = nil
 	p.FetchSQL = f.SQL(false, "")

@@ -258,14 +258,24 @@ func planTable(s *syntax.Select, sketch catalog.Aggregate, snap *catalog.Snapsho
 	return best, ""
 }
 
-// guard is the query a plan's Guard runs for FROM item fi answered from
-// a rollup of source: whether its unqualified name resolves to source in
-// the session; none when the name is qualified.
+// guard is the query a plan's Guard states for FROM item fi answered from
+// a rollup of source (guardCond, as a query); none when the name is
+// qualified.
 func guard(fi syntax.FromItem, source catalog.Table) string {
+	if c := guardCond(fi, source); c != "" {
+		return "SELECT " + c
+	}
+	return ""
+}
+
+// guardCond is true when FROM item fi's unqualified name resolves to
+// source on the session's search_path; "" when the name is qualified. The
+// fetch evaluates it in its info row.
+func guardCond(fi syntax.FromItem, source catalog.Table) string {
 	if fi.Schema != "" {
 		return ""
 	}
-	return fmt.Sprintf("SELECT to_regclass(%s) = to_regclass(%s)",
+	return fmt.Sprintf("to_regclass(%s) = to_regclass(%s)",
 		catalog.QuoteLiteral(catalog.QuoteIdent(fi.Name)), catalog.QuoteLiteral(source.String()))
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -359,5 +360,53 @@ func TestCacheRoleChange(t *testing.T) {
 	mustExec(t, c.Conn, "RESET ROLE")
 	if !trustCheck(t, "tv after RESET ROLE", c, directExact(t, direct, trustQuery), trustQuery) {
 		t.Fatal("the repeated query did not take its rollup rows from the cache")
+	}
+}
+
+// TestGuardInFetch: the fetch itself checks that the statement's
+// unqualified table is the rollup's source on the session's search_path.
+// With a table of that name in an earlier schema, the statement is
+// PostgreSQL's, silently, in the simple and the extended protocol, outside
+// and inside a transaction block (which goes on); moving the schema out of
+// the path again gets the rollup's answer.
+func TestGuardInFetch(t *testing.T) {
+	t.Parallel()
+	db, conn := trustDB(t)
+	mustExec(t, conn, `CREATE SCHEMA shadow; CREATE TABLE shadow.tv (LIKE public.tv);
+		INSERT INTO shadow.tv SELECT * FROM public.tv WHERE user_id % 5 = 0`)
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	direct := connectSimple(t, db.DSN)
+	ctx := context.Background()
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		c := connectMode(t, p.URL(db.DSN), mode)
+		trustCheck(t, fmt.Sprintf("%v: public", mode), c, directExact(t, direct, trustQuery), trustQuery)
+		mustExec(t, direct.Conn, "SET search_path = shadow, public")
+		want := directExact(t, direct, trustQuery)()
+		for _, block := range []bool{false, true} {
+			mustExec(t, c.Conn, "SET search_path = shadow, public")
+			if block {
+				mustExec(t, c.Conn, "BEGIN")
+			}
+			got, err := c.query(ctx, trustQuery)
+			if err != nil {
+				t.Fatalf("%v, block %v: %v", mode, block, err)
+			}
+			if err := sameAnswer(got, want); err != nil {
+				t.Fatalf("%v, block %v: shadow.tv: %v", mode, block, err)
+			}
+			if len(got.notices) != 0 {
+				t.Errorf("%v, block %v: notices %q, want none", mode, block, got.notices)
+			}
+			if block {
+				var one int
+				if err := c.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+					t.Fatalf("%v: the transaction after the statement: %v", mode, err)
+				}
+				mustExec(t, c.Conn, "COMMIT")
+			}
+		}
+		mustExec(t, direct.Conn, "RESET search_path")
+		mustExec(t, c.Conn, "RESET search_path")
+		trustCheck(t, fmt.Sprintf("%v: public again", mode), c, directExact(t, direct, trustQuery), trustQuery)
 	}
 }

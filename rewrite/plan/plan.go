@@ -366,6 +366,11 @@ type TimeSplit struct {
 // the number of changed buckets of the range read from the base table.
 const InfoPrefix = "pgsketch_info:"
 
+// NotSource follows InfoPrefix in place of the count when the statement's
+// unqualified table name is not the rollup's source on the session's
+// search_path (Head.Guard's condition): the answer is PostgreSQL's.
+const NotSource = "not the source"
+
 // TopK modes, the values of Session.TopK.
 const (
 	// TopKVerified answers only what the summaries' bounds prove exact:
