@@ -51,7 +51,9 @@ type Cache struct {
 type cacheEntry struct {
 	key, token string
 	part       *rollupPart
-	size       int64
+	// shaped is a shaping statement's answer (shapeKey); part is then nil.
+	shaped *upstream.Result
+	size   int64
 }
 
 // NewCache returns a cache bounded by maxBytes of decoded rows, or nil
@@ -97,25 +99,30 @@ func (c *Cache) count(hit bool) {
 // put stores part under key for token, replacing the key's entry, and
 // evicts the least recently used entries beyond the bound.
 func (c *Cache) put(key, token string, part *rollupPart) {
-	size := part.size + int64(len(key)+len(token)) + 128
-	if size > c.max {
+	c.putEntry(&cacheEntry{key: key, token: token, part: part, size: part.size + int64(len(key)+len(token)) + 128})
+}
+
+// putEntry stores ce, replacing its key's entry, and evicts the least
+// recently used entries beyond the bound.
+func (c *Cache) putEntry(ce *cacheEntry) {
+	if ce.size > c.max {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[key]; ok {
+	if e, ok := c.m[ce.key]; ok {
 		c.used -= e.Value.(*cacheEntry).size
 		c.lru.Remove(e)
-		delete(c.m, key)
+		delete(c.m, ce.key)
 	}
-	c.m[key] = c.lru.PushFront(&cacheEntry{key: key, token: token, part: part, size: size})
-	c.used += size
+	c.m[ce.key] = c.lru.PushFront(ce)
+	c.used += ce.size
 	for c.used > c.max {
 		e := c.lru.Back()
-		ce := e.Value.(*cacheEntry)
+		old := e.Value.(*cacheEntry)
 		c.lru.Remove(e)
-		delete(c.m, ce.key)
-		c.used -= ce.size
+		delete(c.m, old.key)
+		c.used -= old.size
 	}
 }
 
@@ -353,4 +360,72 @@ func cacheKey(scope string, p *plan.Rollup, st upstream.Statement) string {
 		add(st.Params[i])
 	}
 	return string(b)
+}
+
+// shapeKey is the cache key of a shaping statement's answer, which depends
+// on nothing but the statement as bound (the merged groups and the
+// client's parameters), its result formats and the caller's scope (the
+// settings it prints under); keep is false when the plan may not keep it
+// (plan.Groups.ShapeCache) or a parameter it reads names a relative time.
+// The fetch before it still ran: the privileges, the capture check and
+// the table guard were checked for this query.
+func shapeKey(x *run, g *plan.Groups, st upstream.Statement) (key string, keep bool) {
+	if x.cache == nil || g.ShapeCache == nil || g.ShapeCache.Why != "" {
+		return "", false
+	}
+	for _, n := range g.ShapeCache.Params {
+		if n >= 1 && n <= len(x.params.Values) && plan.NamesRelativeTime(string(x.params.Values[n-1])) {
+			return "", false
+		}
+	}
+	var b []byte
+	add := func(s []byte) {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	add([]byte("shape"))
+	add([]byte(x.scope))
+	add([]byte(st.SQL))
+	for i, v := range st.Params {
+		if v == nil {
+			b = binary.BigEndian.AppendUint32(b, ^uint32(0))
+		} else {
+			add(v)
+		}
+		b = binary.BigEndian.AppendUint32(b, st.ParamOIDs[i])
+	}
+	for _, f := range st.ParamFormats {
+		b = binary.BigEndian.AppendUint16(b, uint16(f))
+	}
+	b = append(b, '|')
+	for _, f := range st.ResultFormats {
+		b = binary.BigEndian.AppendUint16(b, uint16(f))
+	}
+	return string(b), true
+}
+
+// getShaped returns the shaping statement's answer kept under key, or nil:
+// a copy whose rows' values are the kept ones, which no one modifies.
+func (c *Cache) getShaped(key string) *upstream.Result {
+	e := c.get(key)
+	if e == nil || e.shaped == nil {
+		return nil
+	}
+	return &upstream.Result{Fields: slices.Clone(e.shaped.Fields), Rows: slices.Clone(e.shaped.Rows), Tag: e.shaped.Tag}
+}
+
+// putShaped keeps a shaping statement's answer under key. The answer is
+// never modified once kept: callers only read it.
+func (c *Cache) putShaped(key string, res *upstream.Result) {
+	size := int64(len(key)) + 128 + int64(len(res.Tag))
+	for _, f := range res.Fields {
+		size += int64(len(f.Name)) + 32
+	}
+	for _, r := range res.Rows {
+		size += 24
+		for _, v := range r {
+			size += int64(len(v)) + 24
+		}
+	}
+	c.putEntry(&cacheEntry{key: key, shaped: res, size: size})
 }

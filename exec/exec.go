@@ -361,9 +361,18 @@ func (m *merged) shape(ctx context.Context, x *run, g *plan.Groups, n int) (*ups
 	if err != nil {
 		return nil, err
 	}
+	key, keep := shapeKey(x, g, st)
+	if keep {
+		if res := x.cache.getShaped(key); res != nil {
+			return res, nil
+		}
+	}
 	res, err := x.q.Query(ctx, st)
 	if err != nil {
 		return nil, fmt.Errorf("exec: shape: %w", err)
+	}
+	if keep {
+		x.cache.putShaped(key, res)
 	}
 	return res, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -232,5 +233,83 @@ func TestRunNotSource(t *testing.T) {
 	}
 	if len(q.stmts) != 1 {
 		t.Errorf("%d statements run, want the fetch alone", len(q.stmts))
+	}
+}
+
+// repeatSession answers every fetch with the same rows and counts the
+// shaping statements it runs.
+type repeatSession struct {
+	upstream.Session
+	fetch  *upstream.Result
+	shapes int
+}
+
+func (s *repeatSession) Query(_ context.Context, st upstream.Statement) (*upstream.Result, error) {
+	if strings.Contains(st.SQL, "pgsketch_groups") {
+		s.shapes++
+		return &upstream.Result{Fields: []pgproto3.FieldDescription{{Name: []byte("n")}}, Rows: [][][]byte{{[]byte(strconv.Itoa(s.shapes))}}, Tag: "SELECT 1"}, nil
+	}
+	res := *s.fetch
+	info := make([][]byte, len(res.Fields))
+	info[0] = []byte(plan.InfoPrefix + "0")
+	res.Rows = append(append([][][]byte(nil), res.Rows...), info)
+	return &res, nil
+}
+
+// TestShapeKept: with a cache, the answer of a shaping statement the plan
+// may keep comes from it when the same statement binds the same groups and
+// parameters; the fetch still runs every time. A plan that may not keep it,
+// a parameter naming a relative time, other groups or another scope run
+// the shaping statement again.
+func TestShapeKept(t *testing.T) {
+	i8 := func(n int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(n)) }
+	newPlan := func(keep *plan.Cacheability) *plan.Rollup {
+		return &plan.Rollup{
+			Head: plan.Head{Rollup: "daily", Params: 1},
+			Groups: plan.Groups{Keys: []plan.Key{{Name: "pgsketch_k1"}},
+				Aggs:     []plan.Agg{{Name: "pgsketch_a1", Op: plan.AddCounts, Type: "bigint", RollupColumn: 2, BaseColumn: 2, ExactColumn: -1}},
+				ShapeSQL: "SELECT * FROM pgsketch_groups LIMIT $1", ShapeParams: []int{1}, ShapeCache: keep},
+			FetchSQL: "fetch",
+		}
+	}
+	fetch := func(n int64) *upstream.Result {
+		return &upstream.Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.TextOID), field(pgtype.Int8OID)},
+			Rows: [][][]byte{{[]byte("rollup"), []byte("DE"), i8(n)}}}
+	}
+	params := func(v string) Params { return Params{OIDs: []uint32{pgtype.TextOID}, Values: [][]byte{[]byte(v)}} }
+	cache := NewCache(1 << 20)
+	s := &repeatSession{fetch: fetch(3)}
+	run := func(p *plan.Rollup, ps Params, scope string) string {
+		t.Helper()
+		ans, err := RunCached(context.Background(), s, p, ps, nil, cache, scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(ans.Rows[0][0])
+	}
+	kept := newPlan(&plan.Cacheability{Params: []int{1}})
+	if a, b := run(kept, params("5"), "s"), run(kept, params("5"), "s"); a != "1" || b != "1" || s.shapes != 1 {
+		t.Fatalf("kept: answers %s, %s after %d shaping statements; want the first kept", a, b, s.shapes)
+	}
+	for _, c := range []struct {
+		name  string
+		p     *plan.Rollup
+		ps    Params
+		scope string
+		rows  int64
+	}{
+		{"a plan that may not keep it", newPlan(nil), params("5"), "s", 3},
+		{"a plan judged uncacheable", newPlan(&plan.Cacheability{Why: "it calls now"}), params("5"), "s", 3},
+		{"a parameter naming a relative time", newPlan(&plan.Cacheability{Params: []int{1}}), params("now"), "s", 3},
+		{"another parameter", kept, params("6"), "s", 3},
+		{"other groups", kept, params("5"), "s", 4},
+		{"another scope", kept, params("5"), "t", 3},
+	} {
+		before := s.shapes
+		s.fetch = fetch(c.rows)
+		run(c.p, c.ps, c.scope)
+		if s.shapes != before+1 {
+			t.Errorf("%s: the shaping statement did not run", c.name)
+		}
 	}
 }

@@ -34,6 +34,22 @@ func cacheability(exprs []syntax.Expr) plan.Cacheability {
 	return c
 }
 
+// shapeCacheability says whether the answer of the shaping statement of s
+// may be kept: what it evaluates over the merged groups (the select list,
+// HAVING, ORDER BY, LIMIT and OFFSET) is judged as a rollup arm's keys and
+// filters are. WHERE and GROUP BY are not: the groups hold their effect.
+func shapeCacheability(s *syntax.Select) *plan.Cacheability {
+	exprs := []syntax.Expr{s.Having, s.Limit, s.Offset}
+	for _, t := range s.Targets {
+		exprs = append(exprs, t.Expr)
+	}
+	for _, o := range s.OrderBy {
+		exprs = append(exprs, o.Expr)
+	}
+	c := cacheability(slices.DeleteFunc(exprs, func(e syntax.Expr) bool { return e == nil }))
+	return &c
+}
+
 // uncacheable says why expression node x keeps a rollup arm from the
 // cache, or "".
 func uncacheable(x syntax.Expr) string {

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,6 +105,36 @@ func TestExplainVerbose(t *testing.T) {
 		}
 		if r.Plan.String() != r.Plan.Explain(true) {
 			t.Errorf("%s: String is not the verbose printout", sql)
+		}
+	}
+}
+
+// TestShapeCacheability: the shaping statement's answer may be kept unless
+// what it evaluates over the groups reads the clock, the session or a
+// quoted relative time; the time range's now() does not count (the
+// groups hold it), and the parameters it reads are listed.
+func TestShapeCacheability(t *testing.T) {
+	sess := Session{TimeZone: "UTC", Approx: true}
+	for _, c := range []struct {
+		sql       string
+		cacheable bool
+		params    []int
+	}{
+		{"SELECT country, count(DISTINCT user_id) FROM events WHERE created_at >= now() - interval '7 days' GROUP BY 1", true, nil},
+		{"SELECT country, count(DISTINCT user_id) AS u FROM events GROUP BY 1 ORDER BY u DESC LIMIT $1", true, []int{1}},
+		{"SELECT country, count(DISTINCT user_id), now() FROM events GROUP BY 1", false, nil},
+		{"SELECT country, count(DISTINCT user_id) FROM events GROUP BY 1 HAVING count(DISTINCT user_id) > extract(epoch FROM now())", false, nil},
+		{"SELECT country, count(DISTINCT user_id), current_user FROM events GROUP BY 1", false, nil},
+		{"SELECT country, count(DISTINCT user_id), 'today' AS d FROM events GROUP BY 1", false, nil},
+	} {
+		r := Rewrite(c.sql, testCatalog(), sess)
+		p, ok := r.Plan.(*plan.Rollup)
+		if !ok {
+			t.Errorf("%s: no rollup plan: %s", c.sql, r.Reason)
+			continue
+		}
+		if p.ShapeCache == nil || (p.ShapeCache.Why == "") != c.cacheable || !slices.Equal(p.ShapeCache.Params, c.params) {
+			t.Errorf("%s: shape cache %+v, want cacheable %v, params %v", c.sql, p.ShapeCache, c.cacheable, c.params)
 		}
 	}
 }

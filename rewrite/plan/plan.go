@@ -144,6 +144,11 @@ type Groups struct {
 	ShapeSQL string
 	// ShapeParams lists the client's $n ShapeSQL references.
 	ShapeParams []int
+	// ShapeCache, when set, says whether ShapeSQL's answer may be kept
+	// between queries (with its Params, the client's $n it reads): it
+	// reads only the merged groups and the parameters, and calls nothing
+	// whose value changes from one statement to the next. Nil: never.
+	ShapeCache *Cacheability
 }
 
 // Cacheability is whether a fetch's rollup half may come from the proxy's
