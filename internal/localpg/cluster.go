@@ -50,6 +50,7 @@ type Cluster struct {
 
 	bin      string
 	cred     *syscall.Credential // nil when not root
+	home     string              // the postgres user's home directory, with cred
 	keep     bool
 	log      *slog.Logger
 	watchdog *os.Process
@@ -83,7 +84,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{Dir: opts.Dir, Port: opts.Port, User: Superuser, bin: bin, keep: opts.Keep, log: log}
 	if os.Geteuid() == 0 {
-		if c.cred, err = postgresCredential(); err != nil {
+		if c.cred, c.home, err = postgresCredential(); err != nil {
 			return nil, err
 		}
 	}
@@ -260,6 +261,13 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte,
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	}
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	if c.home != "" {
+		// The server runs as postgres: libpq in it (extensions that
+		// connect to other servers, such as Citus) looks for client
+		// certificates under $HOME/.postgresql, and fails on a home it
+		// may not read.
+		cmd.Env = append(cmd.Env, "HOME="+c.home)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -278,17 +286,17 @@ func (c *Cluster) chown(path string) error {
 	return nil
 }
 
-func postgresCredential() (*syscall.Credential, error) {
+func postgresCredential() (*syscall.Credential, string, error) {
 	u, err := user.Lookup("postgres")
 	if err != nil {
-		return nil, fmt.Errorf("localpg: running as root, so the server must run as the OS user postgres, which does not exist (%w): %s", err, InstallHint)
+		return nil, "", fmt.Errorf("localpg: running as root, so the server must run as the OS user postgres, which does not exist (%w): %s", err, InstallHint)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("localpg: bad uid/gid for user postgres: %q/%q", u.Uid, u.Gid)
+		return nil, "", fmt.Errorf("localpg: bad uid/gid for user postgres: %q/%q", u.Uid, u.Gid)
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, u.HomeDir, nil
 }
 
 func freePort() (int, error) {

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +136,43 @@ func TestHBA(t *testing.T) {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "28000" || !strings.Contains(pgErr.Message, "pg_hba.conf rejects connection") {
 		t.Fatalf("bob over TCP: want the pg_hba.conf rejection (28000), got %v", err)
+	}
+}
+
+// TestServerHome: the server's HOME is its own user's home directory, not
+// the caller's: as root the server runs as postgres, and libpq in it (an
+// extension connecting to other servers, such as Citus) fails on a home it
+// may not read when it looks for client certificates there.
+func TestServerHome(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Remove()
+	conn, err := pgconn.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	file := filepath.Join(c.Dir, "home.txt")
+	if _, err := conn.Exec(ctx, `COPY (SELECT 1) TO PROGRAM 'printf %s "$HOME" > `+file+`'`).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := os.Getenv("HOME")
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = u.HomeDir
+	}
+	if string(got) != want {
+		t.Fatalf("the server's HOME is %q, want %q", got, want)
 	}
 }
