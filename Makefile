@@ -33,7 +33,9 @@ build:
 lint:
 	@out=$$(gofmt -l $(GO_FILES)); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags citus ./citus_test/
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags citus ./citus_test/
 
 ## accuracy: the estimator's bias and RSE table (docs/accuracy.md, docs/accuracy.png)
 accuracy:
@@ -96,6 +98,14 @@ bench-topk: deps
 .PHONY: bench-capture
 bench-capture: deps
 	./scripts/bench-capture.sh $(BENCH_CAPTURE_ARGS)
+
+## test-citus: the Citus end-to-end suite (citus_test/, build tag citus): a coordinator and two workers, pgsketch
+## against tables distributed by Citus (docs/testing.md); installs Citus 13.2.2 first when missing (scripts/citus.sh,
+## from PGSKETCH_CITUS_TARBALL, default ../shared/vendor/citus/citus-13.2.2.tar.gz), which needs root
+.PHONY: test-citus
+test-citus: deps-run
+	./scripts/citus.sh
+	$(GO) test -count=1 -tags citus -v -timeout 30m ./citus_test/
 
 ## soak: the 50-client soak test for longer (SOAK_DURATION, default 10m); make test runs it for 60 s
 .PHONY: soak

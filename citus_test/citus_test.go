@@ -1,0 +1,420 @@
+//go:build citus
+
+package citus
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/migrations"
+)
+
+// TestCitusCluster: the cluster is what the other tests assume (two active
+// workers, hll on every node, Citus 13.2.2) and pgsketch's catalog on the
+// coordinator is made of plain local tables, migrated again as a no-op.
+func TestCitusCluster(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	var version string
+	var workers int
+	if err := conn.QueryRow(ctx, `SELECT citus_version(), (SELECT count(*) FROM citus_get_active_worker_nodes())`).Scan(&version, &workers); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(version, "Citus 13.2.2 ") || workers != 2 {
+		t.Fatalf("citus_version() %q, %d active workers; want Citus 13.2.2 and 2", version, workers)
+	}
+	for _, w := range cluster.workers {
+		var hll string
+		if err := connect(t, w.URL(database)).QueryRow(ctx, `SELECT extversion FROM pg_extension WHERE extname = 'hll'`).Scan(&hll); err != nil {
+			t.Errorf("hll on the worker on port %d: %v", w.Port, err)
+		}
+	}
+	var distributed int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pgsketch.%'`).Scan(&distributed); err != nil {
+		t.Fatal(err)
+	}
+	if distributed != 0 {
+		t.Errorf("%d catalog tables are in Citus's metadata; want plain local tables", distributed)
+	}
+	r := cli(t, "migrate", "up", "--dsn", coordURL())
+	want := fmt.Sprintf("catalog version %d of %d (clean)", migrations.Latest(), migrations.Latest())
+	if r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("migrate up again: %s; want %q", r, want)
+	}
+}
+
+// TestCitusLocalSource: a plain table on the coordinator of a Citus
+// cluster is a source like on a single PostgreSQL: rollup create builds
+// the rollup, the proxy answers distinct counts from it within its stated
+// error, writes are captured (answers stay within the error after them),
+// rollup verify passes and rollup drop removes rollup and triggers.
+func TestCitusLocalSource(t *testing.T) {
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, false)
+	name := schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create on a local table: %s", r)
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	checkAnswers(t, pc, conn, table, approxAnswer, "")
+
+	writeAll(t, coordURL(), table, 10_000_000)
+	checkAnswers(t, pc, conn, table, approxAnswer, "")
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh: %s", r)
+	}
+	if r := cli(t, "rollup", "verify", name, "--buckets", "40", "--dsn", coordURL()); r.code != 0 {
+		t.Errorf("rollup verify: %s", r)
+	}
+	checkAnswers(t, pc, conn, table, approxAnswer, "")
+	if r := cli(t, "rollup", "drop", name, "--dsn", coordURL()); r.code != 0 {
+		t.Fatalf("rollup drop: %s", r)
+	}
+	if tg := captureTriggers(t, name); len(tg) != 0 {
+		t.Errorf("capture triggers left after rollup drop: %q", tg)
+	}
+	checkAnswers(t, pc, conn, table, exactAnswer, "")
+}
+
+// TestCitusDistributedSource: on a table distributed by Citus (by user_id,
+// 32 shards) pgsketch cannot capture changes: rollup create must refuse it
+// cleanly (SQLSTATE 0A000, saying why; nothing defined, no trigger on the
+// coordinator or any shard), with citus.enable_unsafe_triggers off and on;
+// writes of every kind keep working, in sessions with the setting off and
+// on; and the proxy passes distinct counts through, exact, APPROX_COUNT_
+// DISTINCT counted exactly with a NOTICE, and under Citus's own
+// citus.count_distinct_error_rate the same answers as directly. rollup
+// create --no-build is refused the same way; should it define the rollup
+// instead, rollup list must report it not captured, rollup refresh refuse
+// it with 0A000 and verify say it was never refreshed, the proxy answer
+// exactly and rollup drop remove it.
+func TestCitusDistributedSource(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, true)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+
+	for i, unsafe := range []string{"off", "on"} {
+		dsn := withSettings(coordURL(), "citus.enable_unsafe_triggers", unsafe)
+		name := fmt.Sprintf("%s_unsafe_%s", schema, unsafe)
+		t.Run("create/unsafe_triggers="+unsafe, func(t *testing.T) {
+			r := rollupCreate(t, dsn, name, table)
+			if r.code != 1 || !strings.Contains(r.stderr, "SQLSTATE 0A000") || !strings.Contains(r.stderr, "distributed by Citus") {
+				t.Errorf("rollup create on a distributed table: %s; want a refusal with SQLSTATE 0A000 saying it is distributed by Citus", r)
+			}
+			if rollupExists(t, conn, name) {
+				t.Errorf("rollup %s is defined after its create was refused", name)
+			}
+			if relationExists(t, conn, schema+"."+name) {
+				t.Errorf("table %s.%s exists after the create was refused", schema, name)
+			}
+			if tg := captureTriggers(t, name); len(tg) != 0 {
+				t.Errorf("capture triggers after the refused create: %q", tg)
+			}
+		})
+		for _, session := range []string{"off", "on"} {
+			t.Run(fmt.Sprintf("writes/unsafe_triggers=%s/session=%s", unsafe, session), func(t *testing.T) {
+				base := int64(10_000_000 * (1 + 2*i))
+				if session == "on" {
+					base += 10_000_000
+				}
+				writeAll(t, withSettings(coordURL(), "citus.enable_unsafe_triggers", session), table, base)
+			})
+		}
+	}
+	t.Run("proxy/no rollup", func(t *testing.T) {
+		checkAnswers(t, pc, conn, table, exactAnswer, "")
+		// APPROX_COUNT_DISTINCT with no rollup to answer it: counted
+		// exactly, saying so.
+		var exact, got int64
+		if err := conn.QueryRow(ctx, "SELECT count(DISTINCT user_id) FROM "+table).Scan(&exact); err != nil {
+			t.Fatal(err)
+		}
+		pc.takeNotices()
+		err := pc.QueryRow(ctx, "SELECT approx_count_distinct(user_id) FROM "+table, pgx.QueryExecModeSimpleProtocol).Scan(&got)
+		if n := pc.takeNotices(); err != nil || got != exact || !strings.Contains(strings.Join(n, "\n"), "counted exactly") {
+			t.Errorf("APPROX_COUNT_DISTINCT through the proxy: %d (%v), exactly %d, notices %q", got, err, exact, n)
+		}
+	})
+	t.Run("proxy/count_distinct_error_rate", func(t *testing.T) {
+		// Citus's own approximation of COUNT(DISTINCT), which the proxy
+		// passes through unchanged: the same answer as directly.
+		direct := connect(t, withSettings(coordURL(), "citus.count_distinct_error_rate", "0.005"))
+		viaProxy := connectNotices(t, withSettings(p.url(), "citus.count_distinct_error_rate", "0.005"))
+		for _, q := range distinctQueries(table) {
+			want, got := keyedCounts(t, direct, q), keyedCounts(t, viaProxy.Conn, q)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s with citus.count_distinct_error_rate 0.005: %v through the proxy, %v directly", q, got, want)
+			}
+		}
+		all := distinctQueries(table)[0]
+		if approx, exact := keyedCounts(t, direct, all)["all"], keyedCounts(t, conn, all)["all"]; approx == exact {
+			t.Logf("citus.count_distinct_error_rate 0.005 gave the exact count %v", exact)
+		} else {
+			t.Logf("citus.count_distinct_error_rate 0.005: %v, exactly %v", approx, exact)
+		}
+	})
+
+	name := schema + "_nobuild"
+	t.Run("create --no-build", func(t *testing.T) {
+		r := rollupCreate(t, coordURL(), name, table, "--no-build")
+		switch {
+		case r.code == 1:
+			// Refused at definition: cleanly, and nothing left.
+			if !strings.Contains(r.stderr, "SQLSTATE 0A000") || rollupExists(t, conn, name) {
+				t.Errorf("rollup create --no-build refused, but not cleanly: %s", r)
+			}
+		case r.code != 0:
+			t.Fatalf("rollup create --no-build: %s", r)
+		}
+		if tg := captureTriggers(t, name); len(tg) != 0 {
+			t.Errorf("capture triggers on a distributed table: %q", tg)
+		}
+	})
+	if rollupExists(t, conn, name) {
+		t.Run("defined", func(t *testing.T) {
+			r := cli(t, "rollup", "list", "--dsn", coordURL())
+			if r.code != 0 || !strings.Contains(r.stdout, "not captured: its source "+table+" is distributed by Citus") {
+				t.Errorf("rollup list: %s; want %s reported not captured, distributed by Citus", r, name)
+			}
+			r = cli(t, "rollup", "refresh", name, "--dsn", coordURL())
+			if r.code != 1 || !strings.Contains(r.stderr, "SQLSTATE 0A000") || !strings.Contains(r.stderr, "distributed by Citus") {
+				t.Errorf("rollup refresh: %s; want a refusal with SQLSTATE 0A000", r)
+			}
+			r = cli(t, "rollup", "verify", name, "--dsn", coordURL())
+			if r.code != 1 || !strings.Contains(r.stderr, "never been refreshed") {
+				t.Errorf("rollup verify: %s; want the error that it was never refreshed", r)
+			}
+			if tg := captureTriggers(t, name); len(tg) != 0 {
+				t.Errorf("capture triggers after refresh: %q", tg)
+			}
+			writeAll(t, coordURL(), table, 60_000_000)
+			// Never refreshed, the rollup is not considered: no NOTICE.
+			checkAnswers(t, pc, conn, table, exactAnswer, "")
+			r = cli(t, "rollup", "drop", name, "--dsn", coordURL())
+			if r.code != 0 || rollupExists(t, conn, name) {
+				t.Errorf("rollup drop: %s", r)
+			}
+			checkAnswers(t, pc, conn, table, exactAnswer, "")
+		})
+	}
+}
+
+// TestCitusDistributeCapturedTable: a table with a rollup, and so capture
+// triggers, is then distributed. Without citus.enable_unsafe_triggers
+// Citus refuses; the table stays local and the rollup keeps working. With
+// it, Citus refuses too (today: copying the rows into the shards fires the
+// capture triggers on the workers, where the change log does not exist),
+// with the same checks, or distributes the table, triggers included
+// (TestCitusDistributeEmptyCapturedTable does that): then writes must still
+// succeed (pgsketch's triggers never fail a write), the proxy must answer
+// exactly (the rollup no longer sees the table's changes), rollup refresh
+// must refuse with SQLSTATE 0A000, rollup verify must not call the rollup
+// good after writes it did not see, and rollup drop must remove the
+// triggers from the coordinator's table and every shard.
+func TestCitusDistributeCapturedTable(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, false)
+	name := schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create on a local table: %s", r)
+	}
+	if tg := captureTriggers(t, name); len(tg) != 4 {
+		t.Fatalf("capture triggers after rollup create: %q, want 4 on %s", tg, table)
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	distribute := fmt.Sprintf(`SELECT create_distributed_table('%s', 'user_id', shard_count => %d)`, table, shardCount)
+
+	t.Run("unsafe_triggers=off", func(t *testing.T) {
+		_, err := conn.Exec(ctx, distribute)
+		t.Logf("create_distributed_table with capture triggers: %v", err)
+		if err == nil {
+			t.Fatalf("create_distributed_table distributed a table with triggers with citus.enable_unsafe_triggers off")
+		}
+		writeAll(t, coordURL(), table, 10_000_000)
+		checkAnswers(t, pc, conn, table, approxAnswer, "")
+	})
+
+	t.Run("unsafe_triggers=on", func(t *testing.T) {
+		mustExec(t, conn, "SET citus.enable_unsafe_triggers = on")
+		defer mustExec(t, conn, "RESET citus.enable_unsafe_triggers")
+		if _, err := conn.Exec(ctx, distribute); err != nil {
+			t.Logf("create_distributed_table with citus.enable_unsafe_triggers on: %v; the table stays local", err)
+			writeAll(t, coordURL(), table, 20_000_000)
+			checkAnswers(t, pc, conn, table, approxAnswer, "")
+			return
+		}
+		mustExec(t, conn, fmt.Sprintf(`SELECT truncate_local_data_after_distributing_table('%s')`, table))
+		t.Logf("capture triggers after distributing: %q", captureTriggers(t, name))
+		for _, session := range []string{"off", "on"} {
+			t.Run("writes/session="+session, func(t *testing.T) {
+				base := int64(30_000_000)
+				if session == "on" {
+					base = 40_000_000
+				}
+				writeAll(t, withSettings(coordURL(), "citus.enable_unsafe_triggers", session), table, base)
+			})
+		}
+		t.Run("proxy", func(t *testing.T) {
+			checkAnswers(t, pc, conn, table, exactAnswer, "distributed by Citus")
+		})
+		t.Run("refresh", func(t *testing.T) {
+			r := cli(t, "rollup", "refresh", name, "--dsn", coordURL())
+			if r.code != 1 || !strings.Contains(r.stderr, "SQLSTATE 0A000") || !strings.Contains(r.stderr, "distributed by Citus") {
+				t.Errorf("rollup refresh: %s; want a refusal with SQLSTATE 0A000", r)
+			}
+		})
+		t.Run("verify", func(t *testing.T) {
+			// The writes above put 71 rows into the 2026-01-10 buckets
+			// twice, which the rollup did not see: a check of every
+			// bucket must not pass.
+			r := cli(t, "rollup", "verify", name, "--buckets", "40", "--dsn", coordURL())
+			if r.code == 0 {
+				t.Errorf("rollup verify passed a rollup that missed writes: %s", r)
+			}
+		})
+		t.Run("drop", func(t *testing.T) {
+			r := cli(t, "rollup", "drop", name, "--dsn", coordURL())
+			if r.code != 0 || rollupExists(t, conn, name) {
+				t.Errorf("rollup drop: %s", r)
+			}
+			if tg := captureTriggers(t, name); len(tg) != 0 {
+				t.Errorf("capture triggers left after rollup drop: %q", tg)
+			}
+			writeAll(t, coordURL(), table, 50_000_000)
+			checkAnswers(t, pc, conn, table, exactAnswer, "")
+		})
+	})
+}
+
+// TestCitusDistributeEmptyCapturedTable: an empty table with a rollup (and
+// so capture triggers) is distributed with citus.enable_unsafe_triggers
+// on, which Citus allows while the table has no rows, triggers included.
+// Every write to it must still succeed (pgsketch's triggers never fail a
+// write), in sessions with the setting off and on; the proxy must answer
+// exactly, saying why; rollup refresh must refuse with SQLSTATE 0A000;
+// rollup drop must remove the triggers from the coordinator's table and
+// every shard, and writes must work after it. (With rows, Citus copies
+// them into the shards, where the triggers fire and fail: the table stays
+// local, TestCitusDistributeCapturedTable.)
+func TestCitusDistributeEmptyCapturedTable(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := schema + ".events"
+	mustExec(t, conn, `CREATE TABLE `+table+` (
+		id         bigint NOT NULL,
+		created_at timestamptz NOT NULL,
+		user_id    bigint NOT NULL,
+		country    text,
+		device     text NOT NULL,
+		amount     numeric(10,2) NOT NULL,
+		PRIMARY KEY (user_id, id))`)
+	name := schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create on an empty local table: %s", r)
+	}
+	mustExec(t, conn, "SET citus.enable_unsafe_triggers = on")
+	_, err := conn.Exec(ctx, fmt.Sprintf(`SELECT create_distributed_table('%s', 'user_id', shard_count => %d)`, table, shardCount))
+	mustExec(t, conn, "RESET citus.enable_unsafe_triggers")
+	if err != nil {
+		t.Fatalf("create_distributed_table of an empty table with capture triggers, unsafe triggers on: %v", err)
+	}
+	t.Logf("capture triggers after distributing: %q", captureTriggers(t, name))
+	for _, session := range []string{"off", "on"} {
+		t.Run("writes/session="+session, func(t *testing.T) {
+			base := int64(10_000_000)
+			if session == "on" {
+				base = 20_000_000
+			}
+			writeAll(t, withSettings(coordURL(), "citus.enable_unsafe_triggers", session), table, base)
+		})
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	t.Run("proxy", func(t *testing.T) {
+		// The rollup holds no bucket (it was built from no rows), so the
+		// proxy does not consider it and says nothing: exact answers.
+		checkAnswers(t, pc, conn, table, exactAnswer, "")
+	})
+	t.Run("refresh", func(t *testing.T) {
+		r := cli(t, "rollup", "refresh", name, "--dsn", coordURL())
+		if r.code != 1 || !strings.Contains(r.stderr, "SQLSTATE 0A000") || !strings.Contains(r.stderr, "distributed by Citus") {
+			t.Errorf("rollup refresh: %s; want a refusal with SQLSTATE 0A000", r)
+		}
+	})
+	t.Run("drop", func(t *testing.T) {
+		r := cli(t, "rollup", "drop", name, "--dsn", coordURL())
+		if r.code != 0 || rollupExists(t, conn, name) {
+			t.Errorf("rollup drop: %s", r)
+			// What a user can do then, for the record: the same with
+			// Citus's unsafe triggers allowed.
+			r = cli(t, "rollup", "drop", name, "--dsn", withSettings(coordURL(), "citus.enable_unsafe_triggers", "on"))
+			t.Logf("rollup drop with citus.enable_unsafe_triggers on: exit %d", r.code)
+		}
+		if tg := captureTriggers(t, name); len(tg) != 0 {
+			t.Errorf("%d capture triggers left after rollup drop: %q ...", len(tg), tg[:1])
+		}
+		writeAll(t, coordURL(), table, 30_000_000)
+		checkAnswers(t, pc, conn, table, exactAnswer, "")
+	})
+}
+
+// TestCitusDistributedRollupTable: docs/citus.md §1's recipe. The base
+// table stays a plain table on the coordinator; the rollup table, defined
+// with --no-build, is distributed by a dimension (device, never NULL) not
+// co-located with anything, then built with rollup refresh --full. The
+// proxy's answers are within the stated error, incremental refreshes after
+// writes keep them so, rollup verify passes and rollup drop removes it.
+func TestCitusDistributedRollupTable(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, false)
+	name := schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table, "--no-build"); r.code != 0 {
+		t.Fatalf("rollup create --no-build: %s", r)
+	}
+	var rollupTable string
+	if err := conn.QueryRow(ctx, `SELECT format('%I.%I', rollup_schema, rollup_table) FROM pgsketch.rollup_defs WHERE name = $1`, name).Scan(&rollupTable); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, fmt.Sprintf(`SELECT create_distributed_table('%s', 'device', colocate_with => 'none')`, rollupTable))
+	if r := cli(t, "rollup", "refresh", name, "--full", "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh --full of a distributed rollup table: %s", r)
+	}
+	var rows int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+rollupTable).Scan(&rows); err != nil || rows == 0 {
+		t.Fatalf("rollup table %s: %d rows, %v", rollupTable, rows, err)
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	checkAnswers(t, pc, conn, table, approxAnswer, "")
+
+	writeAll(t, coordURL(), table, 10_000_000)
+	checkAnswers(t, pc, conn, table, approxAnswer, "")
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("incremental rollup refresh of a distributed rollup table: %s", r)
+	}
+	checkAnswers(t, pc, conn, table, approxAnswer, "")
+	if r := cli(t, "rollup", "verify", name, "--buckets", "40", "--dsn", coordURL()); r.code != 0 {
+		t.Errorf("rollup verify: %s", r)
+	}
+	if r := cli(t, "rollup", "drop", name, "--dsn", coordURL()); r.code != 0 || relationExists(t, conn, rollupTable) {
+		t.Errorf("rollup drop: %s", r)
+	}
+	if tg := captureTriggers(t, name); len(tg) != 0 {
+		t.Errorf("capture triggers left after rollup drop: %q", tg)
+	}
+}
