@@ -583,6 +583,9 @@ func conv(n *pg.Node) Expr {
 		}
 		return &Unsupported{What: "an unusual boolean expression"}
 	case *pg.Node_TypeCast:
+		if c := convIntervalField(v.TypeCast); c != nil {
+			return c
+		}
 		t := convType(v.TypeCast.GetTypeName())
 		if t == nil {
 			return &Unsupported{What: "a cast to an unusual type"}
@@ -662,6 +665,45 @@ func convConst(c *pg.A_Const) Expr {
 		return &Const{Type: "bits", Val: v.Bsval.GetBsval()}
 	}
 	return &Unsupported{What: "an unusual constant"}
+}
+
+// intervalFields are the one-field masks of INTERVAL '...' FIELD (the
+// INTERVAL_MASK bits of PostgreSQL's datetime.h), by the unit they name.
+var intervalFields = map[int32]string{4: "year", 2: "month", 8: "day", 1024: "hour", 2048: "minute", 4096: "second"}
+
+// convIntervalField reads INTERVAL 'n' DAY (and YEAR, MONTH, HOUR, MINUTE,
+// SECOND) with n a whole number, as some SQL generators write intervals,
+// as the cast of 'n day' to interval it equals; nil for any other cast.
+func convIntervalField(c *pg.TypeCast) Expr {
+	t := c.GetTypeName()
+	names, ok := strs(t.GetNames())
+	if !ok || len(names) != 2 || names[0] != "pg_catalog" || names[1] != "interval" || len(t.GetTypmods()) != 1 ||
+		t.GetSetof() || len(t.GetArrayBounds()) > 0 {
+		return nil
+	}
+	unit, ok := intervalFields[t.GetTypmods()[0].GetAConst().GetIval().GetIval()]
+	n := c.GetArg().GetAConst().GetSval().GetSval()
+	if !ok || !wholeNumber(n) {
+		return nil
+	}
+	return &Cast{Arg: &Const{Type: "str", Val: n + " " + unit}, Type: &TypeName{Names: names}}
+}
+
+// wholeNumber reports whether s is an optionally signed decimal integer of
+// at most nine digits.
+func wholeNumber(s string) bool {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	if s == "" || len(s) > 9 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func convType(t *pg.TypeName) *TypeName {
