@@ -151,16 +151,27 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 
 // edges are the conditions that the query's range holds rows before the
 // rollup's first bucket (lower) and in or after its last (upper).
+//
+// In a zone other than UTC a bucket's span of rows need not start at its
+// start (see splitSQL): where the clocks go back half an hour, an hour's
+// bucket starts half an hour before the last rows of the one before it,
+// and where they go back at midnight, a day's first rows precede its start.
+// The range then holds rows before BucketsFrom's bucket when its lower
+// bound's own bucket is earlier (buckets are monotone in time), and rows of
+// BucketsTo's bucket or later when it reaches a day before BucketsTo.
 func (m *matcher) edges(ts plan.TimeSplit, cast func(bound) string) (lower, upper string) {
 	var lowerEdge, upperEdge []string
+	zoned := m.r.TimeType == catalog.Timestamptz && m.r.TimeZone != "UTC"
+	floor, _ := m.bucketSQL(m.r.Grain)
 	for _, b := range m.lower {
-		lowerEdge = append(lowerEdge, cast(b)+" < "+ts.BucketsFrom)
+		x := cast(b)
+		if zoned {
+			x = floor(x)
+		}
+		lowerEdge = append(lowerEdge, x+" < "+ts.BucketsFrom)
 	}
-	// In a zone other than UTC a bucket's first rows can precede its start
-	// (see splitSQL): the range holds rows of BucketsTo's bucket when it
-	// reaches a day before it.
 	firstRow := ts.BucketsTo
-	if m.r.TimeType == catalog.Timestamptz && m.r.TimeZone != "UTC" {
+	if zoned {
 		firstRow = "(" + ts.BucketsTo + " - interval '1 day')"
 	}
 	for _, b := range m.upper {

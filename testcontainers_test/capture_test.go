@@ -559,3 +559,81 @@ func TestRollupRepeatedMidnight(t *testing.T) {
 		}
 	}
 }
+
+// TestRollupClockChangeRanges: ranges with bounds every few minutes
+// around clock changes, inclusive and exclusive, answered from rollups cut
+// in those zones as PostgreSQL answers them. Where Lord Howe Island's
+// clocks go back half an hour, an hour's bucket (14:30 UTC) starts before
+// the last rows of the one before it (to 15:00 UTC), so a range from 14:40
+// holds rows of a bucket that starts before it, next to one that starts
+// after it; where they go forward, a bucket starts half an hour before its
+// first row. In Santiago and the Azores a midnight happens twice or not at
+// all.
+func TestRollupClockChangeRanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	cases := []struct {
+		zone, grain string
+		changes     []string // instants of clock changes, UTC
+		step        time.Duration
+		widths      []time.Duration
+	}{
+		{"Australia/Lord_Howe", "hour", []string{"2025-04-05 15:00", "2025-10-04 15:30"}, 10 * time.Minute,
+			[]time.Duration{10 * time.Minute, 30 * time.Minute, 70 * time.Minute}},
+		{"America/St_Johns", "hour", []string{"2025-03-09 05:30", "2025-11-02 04:30"}, 15 * time.Minute,
+			[]time.Duration{15 * time.Minute, 75 * time.Minute}},
+		{"America/Santiago", "day", []string{"2025-04-06 03:00", "2025-09-07 04:00"}, 2 * time.Hour,
+			[]time.Duration{time.Hour, 5 * time.Hour, 26 * time.Hour}},
+		{"Atlantic/Azores", "day", []string{"2025-03-30 01:00", "2025-10-26 01:00"}, 2 * time.Hour,
+			[]time.Duration{time.Hour, 5 * time.Hour, 26 * time.Hour}},
+	}
+	mustExec(t, conn, `CREATE TABLE lh (t timestamptz NOT NULL, u bigint, amount numeric(12,2))`)
+	for _, c := range cases {
+		for _, at := range c.changes {
+			// Rows every three minutes over two days around the change.
+			mustExec(t, conn, fmt.Sprintf(`INSERT INTO lh SELECT timestamptz '%s+00' + (i - 480) * interval '3 minutes', i %% 300, 1 FROM generate_series(0, 960) i`, at))
+		}
+	}
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	nc := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	for _, c := range cases {
+		// One rollup at a time, so that the query has no other to pick.
+		name := "lh_" + c.grain
+		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.create_rollup('%s', 'lh', 't', grain => '%s', time_zone => '%s',
+			distinct_columns => '{u}', sum_columns => '{amount}')`, name, c.grain, c.zone))
+		refreshRollup(t, conn, name, refresh.Options{})
+		for _, at := range c.changes {
+			change, err := time.Parse("2006-01-02 15:04", at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			span := c.widths[len(c.widths)-1]
+			for lo := change.Add(-span); !lo.After(change.Add(span / 2)); lo = lo.Add(c.step) {
+				for _, width := range c.widths {
+					hi := lo.Add(width)
+					for _, ops := range [][2]string{{">", "<="}, {">=", "<"}, {">", "<"}, {">=", "<="}} {
+						w := fmt.Sprintf("t %s '%s+00' AND t %s '%s+00'", ops[0], lo.Format("2006-01-02 15:04"), ops[1], hi.Format("2006-01-02 15:04"))
+						q := "SELECT count(DISTINCT u) AS users, count(*) AS n, sum(amount) AS total FROM lh WHERE " + w
+						got, err := nc.query(ctx, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want, err := direct.query(ctx, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if _, err := compareRollupAnswer(got, want); err != nil {
+							t.Errorf("%s: WHERE %s: %v, exact %v (%q)", c.zone, w, got.rows, want.rows, got.notices)
+						}
+						if len(got.notices) != 1 || !strings.Contains(got.notices[0], "rollup "+name) {
+							t.Errorf("%s: WHERE %s: notices %q, want an answer from the rollup", c.zone, w, got.notices)
+						}
+					}
+				}
+			}
+		}
+		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.drop_rollup('%s')`, name))
+	}
+}
