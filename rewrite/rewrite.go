@@ -76,6 +76,7 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	if p.Other != "" {
 		return Result{Reason: "statement is " + p.Other + ", not a single SELECT", Unsupported: p.ApproxWhy}
 	}
+	caseFilters(p.Select)
 	// Every $n of the text, also where the AST does not reach (a LATERAL
 	// subquery, VALUES, a window's frame), that the statement may bind.
 	params := maxParam(p.Select)

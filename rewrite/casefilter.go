@@ -1,0 +1,95 @@
+package rewrite
+
+import "github.com/pgsketch/pgsketch/rewrite/syntax"
+
+// Filtered measures are often written as an aggregate over a CASE that
+// yields NULL unless a condition holds (BI tools' filtered measures,
+// hand-written reports):
+//
+//	count(DISTINCT CASE WHEN device = 'ios' THEN user_id END)
+//	sum(CASE WHEN device = 'ios' THEN amount ELSE NULL END)
+//	count(CASE device WHEN 'ios' THEN 1 END)
+//
+// An aggregate that skips NULL inputs computes the same over such a CASE
+// as over its THEN value with the condition as its FILTER: the CASE is
+// NULL exactly for the rows FILTER leaves out (its condition false or
+// NULL), and the THEN value for the others. caseFilters rewrites these
+// calls into the FILTER form, which the planners answer. An ELSE other
+// than NULL (sum(CASE ... ELSE 0 END) is 0, not NULL, over a group with no
+// matching row; count(... ELSE 0 END) counts every row), two or more
+// WHEN branches, or a call that has a FILTER already are left as written.
+
+// nullSkipping are the aggregates caseFilters rewrites: each ignores NULL
+// inputs, and computes over the rest what it would over them alone.
+var nullSkipping = map[string]bool{"count": true, "sum": true, "min": true, "max": true, "avg": true, "approx_count_distinct": true}
+
+// caseFilters rewrites, in s and every statement inside it, the
+// aggregates over a CASE of one condition and no ELSE into the same
+// aggregate over its THEN value with the condition as its FILTER.
+func caseFilters(s *syntax.Select) {
+	if s == nil {
+		return
+	}
+	s.EachExpr(func(e syntax.Expr) {
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			switch x := x.(type) {
+			case *syntax.FuncCall:
+				caseFilter(x)
+			case *syntax.Unsupported:
+				if x.Link != nil {
+					caseFilters(x.Link.Select)
+				}
+			}
+			return true
+		})
+	})
+	var from func(f syntax.FromItem)
+	from = func(f syntax.FromItem) {
+		caseFilters(f.Query)
+		if f.Join != nil {
+			from(f.Join.Left)
+			from(f.Join.Right)
+		}
+	}
+	for _, f := range s.From {
+		from(f)
+	}
+	if s.With != nil {
+		for _, b := range s.With.Bodies {
+			caseFilters(b)
+		}
+	}
+	caseFilters(s.Left)
+	caseFilters(s.Right)
+}
+
+// caseFilter rewrites aggregate call f into its FILTER form when its one
+// argument is a CASE of one condition whose other rows are NULL.
+func caseFilter(f *syntax.FuncCall) {
+	name, ok := f.Builtin()
+	if !ok && len(f.Name) == 2 && f.Name[0] == "pgsketch" {
+		name, ok = f.Name[1], true
+	}
+	if !ok || !nullSkipping[name] || f.Filter != nil || f.Star || len(f.Args) != 1 {
+		return
+	}
+	c, ok := f.Args[0].(*syntax.Case)
+	if !ok || len(c.Whens) != 1 || !isNull(c.Else) {
+		return
+	}
+	cond := c.Whens[0].Cond
+	if c.Arg != nil {
+		// CASE x WHEN v THEN ...: the condition is x = v.
+		cond = &syntax.OpExpr{Op: "=", Left: c.Arg, Right: cond}
+	}
+	f.Args[0], f.Filter = c.Whens[0].Result, cond
+}
+
+// isNull reports whether e is absent or the NULL literal.
+func isNull(e syntax.Expr) bool {
+	if e == nil {
+		return true
+	}
+	k, ok := e.(*syntax.Const)
+	return ok && k.Type == "null"
+}
