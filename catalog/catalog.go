@@ -226,6 +226,24 @@ func (r *Rollup) Dimension(col string) (Dimension, bool) {
 	return Dimension{}, false
 }
 
+// Reads reports whether the rollup reads base table column col: its time
+// column, a dimension, or a measure's column (pgsketch.read_columns, whose
+// declarations the change capture's fingerprint holds).
+func (r *Rollup) Reads(col string) bool {
+	if col == r.TimeColumn {
+		return true
+	}
+	if _, ok := r.Dimension(col); ok {
+		return true
+	}
+	for _, m := range r.Measures {
+		if m.Expression == col {
+			return true
+		}
+	}
+	return false
+}
+
 // Measure returns the measure of kind k over expression expr.
 func (r *Rollup) Measure(k Aggregate, expr string) (Measure, bool) {
 	for _, m := range r.Measures {

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -463,10 +464,72 @@ func (m *matcher) measureAgg(a *aggInfo) string {
 		a.measure = rc
 	case countDistinct, approxCountDistinct:
 		return m.measureDistinct(a)
-	case countValues, sumOf, minOf, maxOf:
+	case countValues:
+		if m.neverNull(a.arg) {
+			// A count of values that cannot be NULL is the row count.
+			rc, ok := m.r.Measure(catalog.Count, "*")
+			if !ok {
+				return a.canon + ": rollup has no row count"
+			}
+			a.kind, a.measure = countRows, rc
+			return ""
+		}
+		return m.measurePartial(a)
+	case sumOf, minOf, maxOf:
 		return m.measurePartial(a)
 	}
 	return ""
+}
+
+// neverNull reports whether e is NULL for no row of the table: a column
+// the base table declares NOT NULL and the rollup reads (so that its
+// change capture's fingerprint holds the declaration, and a DROP NOT NULL
+// stops answers until the rollup is refreshed and the catalog read anew),
+// a literal other than NULL, a cast of such a value to text, or a
+// concatenation of such texts (as BI tools write a count of a composite
+// key: count(ts::text || '-' || user_id::text)). Casts to other types and
+// other operators are not: they can fail where count(*) would not.
+func (m *matcher) neverNull(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.ColRef:
+		name, why := m.column(e)
+		return why == "" && slices.Contains(m.r.NotNull, name) && m.r.Reads(name)
+	case *syntax.Const:
+		return e.Type != "null"
+	case *syntax.Cast:
+		return isTextType(e.Type) && m.neverNull(e.Arg)
+	case *syntax.OpExpr:
+		return e.Op == "||" && e.Schema == "" && e.Left != nil && textValue(e.Left) && textValue(e.Right) &&
+			m.neverNull(e.Left) && m.neverNull(e.Right)
+	}
+	return false
+}
+
+// textValue reports whether e is of type text by its form: a cast to
+// text, a string literal, or a concatenation of such.
+func textValue(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Cast:
+		return isTextType(e.Type)
+	case *syntax.Const:
+		return e.Type == "str"
+	case *syntax.OpExpr:
+		return e.Op == "||" && textValue(e.Left) && textValue(e.Right)
+	}
+	return false
+}
+
+// isTextType reports whether t names text or varchar (without a length
+// or array bounds), as x::text and CAST(x AS varchar) write them.
+func isTextType(t *syntax.TypeName) bool {
+	if t == nil || len(t.Mods) > 0 || t.Array > 0 {
+		return false
+	}
+	n := t.Names
+	if len(n) == 2 && n[0] == "pg_catalog" {
+		n = n[1:]
+	}
+	return len(n) == 1 && (n[0] == "text" || n[0] == "varchar")
 }
 
 // measureDistinct sets the sketch measure that answers distinct count a,

@@ -637,3 +637,46 @@ func TestRollupClockChangeRanges(t *testing.T) {
 		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.drop_rollup('%s')`, name))
 	}
 }
+
+// TestCountNotNullDropped: count(x) over columns declared NOT NULL is
+// answered as the row count, and a DROP NOT NULL followed by NULL values
+// never yields the row count for it: exact answers until the rollup is
+// refreshed, then the catalog read anew, with the count of values.
+func TestCountNotNullDropped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE ev (t timestamptz NOT NULL, u bigint NOT NULL, amount numeric(12,2));
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + i * interval '5 minutes', i % 500, 1 FROM generate_series(0, 5000) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 't', distinct_columns => '{u}', sum_columns => '{amount}')`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	nc := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+	const q = `SELECT count(t::text || '/' || u::text) AS n, count(u) AS m, count(DISTINCT u) AS users FROM ev WHERE t >= '2026-01-03'`
+	check := func(step string, fromRollup bool) {
+		t.Helper()
+		got, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := compareRollupAnswer(got, want); err != nil {
+			t.Fatalf("%s: %v: %v, exact %v (%q)", step, err, got.rows, want.rows, got.notices)
+		}
+		answered := len(got.notices) == 1 && strings.Contains(got.notices[0], "approximated from rollup ev_daily")
+		if answered != fromRollup {
+			t.Fatalf("%s: notices %q, want an answer from the rollup: %v", step, got.notices, fromRollup)
+		}
+	}
+	check("NOT NULL", true)
+	mustExec(t, conn, `ALTER TABLE ev ALTER COLUMN u DROP NOT NULL`)
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-05 10:00', NULL, 1), ('2026-01-20 10:00', NULL, 1)`)
+	check("dropped, not refreshed", false)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-05 11:00', NULL, 1)`)
+	check("refreshed", false)
+}
