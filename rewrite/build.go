@@ -88,7 +88,7 @@ func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 		case a.kind == countRows || a.kind == countValues:
 			ag.Op, ag.Type, ag.Measure = AddCounts, "bigint", a.measure.Column
 			ag.RollupColumn, ag.BaseColumn = col(), col()
-			c.rollup = append(c.rollup, "CAST(sum(r."+catalog.QuoteIdent(a.measure.Column)+") AS bigint)")
+			c.rollup = append(c.rollup, "sum(r."+syntax.QuoteIdent(a.measure.Column)+")::bigint")
 			if a.kind == countRows {
 				c.base = append(c.base, "count(*)")
 			} else {
@@ -114,10 +114,12 @@ func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 			}
 			ag.Log2m, ag.Regwidth, ag.Hash = ms.Log2m, ms.Regwidth, ms.Hash
 			ag.RollupColumn = col()
-			c.rollup = append(c.rollup, "array_agg(r."+catalog.QuoteIdent(ms.Column)+")")
-			c.base = append(c.base, "CAST(NULL AS bytea[])")
+			// A NULL of one half takes the type of the other's column in
+			// the UNION ALL: the rollup arm comes first, a base arm next.
+			c.rollup = append(c.rollup, "array_agg(r."+syntax.QuoteIdent(ms.Column)+")")
+			c.base = append(c.base, "NULL")
 			ag.BaseColumn = col()
-			c.rollup = append(c.rollup, "CAST(NULL AS "+ms.Type+"[])")
+			c.rollup = append(c.rollup, "NULL")
 			c.base = append(c.base, "array_agg(DISTINCT "+m.side(a.arg, false)+")")
 			if se := ms.StdErr(); se > p.StdErr {
 				p.StdErr = se
@@ -138,8 +140,8 @@ func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 			if !printableType(ag.Type) {
 				return c, a.canon + ": the catalog's type " + strconv.Quote(ms.Type) + " is not a plain type name"
 			}
-			c.rollup = append(c.rollup, "CAST("+a.kind.String()+"(r."+catalog.QuoteIdent(ms.Column)+") AS "+ag.Type+")")
-			c.base = append(c.base, "CAST("+a.kind.String()+"("+m.side(a.arg, false)+") AS "+ag.Type+")")
+			c.rollup = append(c.rollup, a.kind.String()+"(r."+syntax.QuoteIdent(ms.Column)+")::"+ag.Type)
+			c.base = append(c.base, a.kind.String()+"("+m.side(a.arg, false)+")::"+ag.Type)
 		}
 		p.Aggs = append(p.Aggs, ag)
 	}
@@ -155,9 +157,9 @@ func freqColumns(c *fetchCols, ag *plan.Agg, ms catalog.Measure, base string) st
 	}
 	ag.Op, ag.Type, ag.Measure, ag.Log2m, ag.Hash = MergeFreq, "bytea", ms.Column, ms.Log2m, ms.Hash
 	ag.RollupColumn = len(c.rollup)
-	c.rollup = append(c.rollup, "array_agg(r."+catalog.QuoteIdent(ms.Column)+")", "CAST(NULL AS "+ms.Type+"[])", "CAST(NULL AS bigint)")
+	c.rollup = append(c.rollup, "array_agg(r."+syntax.QuoteIdent(ms.Column)+")", "NULL", "NULL")
 	ag.BaseColumn = ag.RollupColumn + 1
-	c.base = append(c.base, "CAST(NULL AS bytea[])", "array_agg("+base+")", "count(*) - count("+base+")")
+	c.base = append(c.base, "NULL", "array_agg("+base+")", "count(*) - count("+base+")")
 	return ""
 }
 

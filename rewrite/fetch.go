@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,13 +18,23 @@ import (
 // computed once, in plan.BoundsRelation, and read from there; the
 // literals of the query's time bounds are parameters, so that the
 // statement's text is the same for every range of one query shape.
+//
+// It reads three common table expressions:
+//
+//	bounds(lo, hi[, lhi])  the rollup's buckets [lo, hi), lhi the end of
+//	                       a level's whole buckets in it
+//	logged(bucket[, level]) the range's buckets the change log lists
+//	spans(first, last)     what the base table answers: the rows whose
+//	                       bucket starts in [first, last]
+//
+// then the rollup arm (the buckets of [lo, hi) the log does not list),
+// the base arm (each span read by an index range on the time column), and
+// the info row.
 
-// boundsRef reads column col of plan.BoundsRelation, which then holds it.
-func (m *matcher) boundsRef(col string) string {
-	if m.bounds == nil {
-		m.bounds = map[string]bool{}
-	}
-	m.bounds[col] = true
+// boundsRef reads column col of plan.BoundsRelation: an uncorrelated
+// subquery, which PostgreSQL evaluates once (an InitPlan) and uses for
+// index ranges and partition pruning.
+func boundsRef(col string) string {
 	return "(SELECT " + col + " FROM " + plan.BoundsRelation + ")"
 }
 
@@ -70,6 +81,19 @@ func timeTypes(t catalog.TimeType) (typ, colType string, ok bool) {
 	return "", "", false
 }
 
+// castTo is x cast to type t: x::t when x is a parameter, a literal or
+// NULL, CAST(x AS t) otherwise.
+func castTo(x, t string) string {
+	if plainOperandRE.MatchString(x) {
+		return x + "::" + t
+	}
+	return "CAST(" + x + " AS " + t + ")"
+}
+
+// plainOperandRE matches a parameter, a string literal without escapes or
+// NULL, cast with :: or not.
+var plainOperandRE = regexp.MustCompile(`^(\$[0-9]+|'[^']*'|NULL)(::[a-z]+)*$`)
+
 // typedBound is bound b as PostgreSQL types it when comparing it with the
 // column, cast to typ, the type bucket arithmetic runs on: a parameter is
 // inferred, and an untyped literal (or NULL) coerced, to the column's type
@@ -79,16 +103,16 @@ func (m *matcher) typedBound(b bound, typ, colType string) string {
 	x := m.boundSQL(b)
 	switch c := b.expr.(type) {
 	case *syntax.Param:
-		x = "CAST(" + x + " AS " + colType + ")"
+		x = castTo(x, colType)
 	case *syntax.Const:
 		if c.Type == "str" || c.Type == "null" {
-			x = "CAST(" + x + " AS " + colType + ")"
+			x = castTo(x, colType)
 		}
 	}
 	if colType == typ && x != b.SQL {
 		return x
 	}
-	return "CAST(" + x + " AS " + typ + ")"
+	return castTo(x, typ)
 }
 
 // timeSplit fills p.Time: the bucket range answered from the rollup and the
@@ -102,23 +126,24 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 	}
 	m.liftBounds(p)
 	cast := func(b bound) string { return m.typedBound(b, typ, colType) }
-	floor, next := m.bucketSQL(r.Grain)
+	bm := m.bucketMath(r.Grain)
+	ts := plan.TimeSplit{Column: r.TimeColumn, Lower: planBounds(m.lower), Upper: planBounds(m.upper)}
 	// firstFinite is where the buckets after -infinity's start for a
 	// strict bound: a finite time early enough that rows before its
 	// bucket are rare (the base table's lower edge reads them), and late
 	// enough above the lowest timestamp that its bucket in any zone can
 	// be computed.
-	firstFinite := "CAST('4713-01-01 00:00:00+00 BC' AS " + typ + ")"
-	ts := plan.TimeSplit{Column: r.TimeColumn, Lower: planBounds(m.lower), Upper: planBounds(m.upper)}
-	var from []string
+	firstFinite := castTo("'4713-01-01 00:00:00+00 BC'", typ)
+	var from, fromArgs []string
 	for _, b := range m.lower {
 		x := cast(b)
+		fromArgs = append(fromArgs, x)
 		if b.Inclusive {
-			from = append(from, next("("+x+" - interval '1 microsecond')"))
+			from = append(from, bm.ceil(x))
 		} else {
 			// next of -infinity is -infinity, which would read the rollup's
 			// -infinity bucket, whose rows > '-infinity' excludes.
-			from = append(from, "CASE WHEN "+x+" = '-infinity' THEN "+next(firstFinite)+" ELSE "+next(x)+" END")
+			from = append(from, "CASE WHEN "+x+" = '-infinity' THEN "+bm.next(firstFinite)+" ELSE "+bm.next(x)+" END")
 		}
 	}
 	// The watermark is read by the statement itself, from the catalog row
@@ -128,51 +153,60 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 	// transaction). A rollup dropped and created again (its version
 	// restarts) reads as -infinity: every row then comes from the base
 	// table, exact rather than wrong.
-	wmCol := "d.watermark"
+	wmCol := "watermark"
 	if r.TimeType != catalog.Timestamptz {
-		wmCol = "(d.watermark AT TIME ZONE 'UTC')"
+		wmCol = "watermark AT TIME ZONE 'UTC'"
 	}
-	ts.Watermark = "COALESCE((SELECT " + wmCol + " FROM pgsketch.rollup_defs AS d WHERE d.name = " +
-		catalog.QuoteLiteral(r.Name) + " AND d.version >= " + strconv.FormatInt(r.Version, 10) + "), '-infinity')"
-	to := []string{"w.wm"} // never NULL
+	ts.Watermark = "COALESCE((SELECT " + wmCol + " FROM pgsketch.rollup_defs WHERE name = " +
+		catalog.QuoteLiteral(r.Name) + " AND version >= " + strconv.FormatInt(r.Version, 10) + "), '-infinity')"
+	to := []string{ts.Watermark} // never NULL
+	var toArgs []string
 	for _, b := range m.upper {
-		to = append(to, floor(cast(b)))
+		x := cast(b)
+		toArgs = append(toArgs, x)
+		to = append(to, bm.floor(x))
 	}
-	m.lo, m.hi = strictMinMax("GREATEST", from, 0), strictMinMax("LEAST", to, 1)
-	ts.BucketsTo = m.boundsRef("hi")
+	m.lo, m.hi = strictMinMax("GREATEST", from, fromArgs), strictMinMax("LEAST", to, toArgs)
+	ts.BucketsTo = boundsRef("hi")
 	if len(m.lower) > 0 {
-		ts.BucketsFrom = m.boundsRef("lo")
+		ts.BucketsFrom = boundsRef("lo")
 	}
-	ts.LowerEdge, ts.UpperEdge = m.edges(ts, cast)
-	m.logBounds(&ts)
+	ts.LowerEdge, ts.UpperEdge = m.edges(cast)
+	ts.DirtyFrom, ts.DirtyTo = "NULL", m.logInstant(ts.BucketsTo)
+	if ts.BucketsFrom != "" {
+		ts.DirtyFrom = m.logInstant(ts.BucketsFrom)
+	}
+	ts.Logged = "(SELECT string_agg(extract(epoch FROM bucket)::text, ',' ORDER BY bucket) FROM " + plan.LogRelation + ")"
 	p.Time = ts
 	return ""
 }
 
-// edges are the conditions that the query's range holds rows before the
-// rollup's first bucket (lower) and in or after its last (upper).
+// edges are the conditions, on BoundsRelation's lo and hi, that the query's
+// range holds rows before the rollup's first bucket (lower) and in or
+// after its last (upper): a span of the base table is read only when they
+// hold, and PostgreSQL evaluates them once, so that a bucket-aligned range
+// scans no edge (which matters most where the time column has no index).
 //
-// In a zone other than UTC a bucket's span of rows need not start at its
-// start (see splitSQL): where the clocks go back half an hour, an hour's
-// bucket starts half an hour before the last rows of the one before it,
-// and where they go back at midnight, a day's first rows precede its start.
-// The range then holds rows before BucketsFrom's bucket when its lower
-// bound's own bucket is earlier (buckets are monotone in time), and rows of
-// BucketsTo's bucket or later when it reaches a day before BucketsTo.
-func (m *matcher) edges(ts plan.TimeSplit, cast func(bound) string) (lower, upper string) {
+// Where buckets do not keep one offset from UTC, a bucket's span of rows
+// need not start at its start (see spanCondition): where the clocks go
+// back half an hour, an hour's bucket starts half an hour before the last
+// rows of the one before it, and where they go back at midnight, a day's
+// first rows precede its start. The range then holds rows before lo's
+// bucket when its lower bound's own bucket is earlier (buckets are
+// monotone in time), and rows of hi's bucket or later when it reaches a
+// day before hi.
+func (m *matcher) edges(cast func(bound) string) (lower, upper string) {
 	var lowerEdge, upperEdge []string
-	zoned := m.r.TimeType == catalog.Timestamptz && m.r.TimeZone != "UTC"
-	floor, _ := m.bucketSQL(m.r.Grain)
 	for _, b := range m.lower {
 		x := cast(b)
-		if zoned {
-			x = floor(x)
+		if !m.fixedOffset() {
+			x = m.bucketMath(m.r.Grain).floor(x)
 		}
-		lowerEdge = append(lowerEdge, x+" < "+ts.BucketsFrom)
+		lowerEdge = append(lowerEdge, x+" < lo")
 	}
-	firstRow := ts.BucketsTo
-	if zoned {
-		firstRow = "(" + ts.BucketsTo + " - interval '1 day')"
+	firstRow := "hi"
+	if !m.fixedOffset() {
+		firstRow = "hi - interval '1 day'"
 	}
 	for _, b := range m.upper {
 		op := " > "
@@ -184,70 +218,89 @@ func (m *matcher) edges(ts plan.TimeSplit, cast func(bound) string) (lower, uppe
 	return strings.Join(lowerEdge, " AND "), strings.Join(upperEdge, " AND ")
 }
 
-// logBounds fills ts's bounds in the change log's terms and its list of
-// the range's logged buckets.
-func (m *matcher) logBounds(ts *plan.TimeSplit) {
+// logInstant converts a bucket bound of the fetch (in the type bucket
+// arithmetic runs on) into the change log's instants: for date and
+// timestamp columns the wall-clock start read as UTC.
+func (m *matcher) logInstant(x string) string {
 	if m.r.TimeType == catalog.Timestamptz {
-		ts.DirtyFrom, ts.DirtyTo = ts.BucketsFrom, ts.BucketsTo
-	} else {
-		ts.DirtyTo = m.boundsRef("log_hi")
-		if len(m.lower) > 0 {
-			ts.DirtyFrom = m.boundsRef("log_lo")
-		}
+		return x
 	}
-	if ts.DirtyFrom == "" {
-		ts.DirtyFrom = "CAST(NULL AS timestamptz)"
-	}
-	ts.Logged = "(SELECT string_agg(CAST(extract(epoch FROM l.bucket) AS text), ',' ORDER BY l.bucket) FROM " + plan.LogRelation + " AS l)"
+	return x + " AT TIME ZONE 'UTC'"
 }
 
 // withClause is the fetch's common table expressions: BoundsRelation,
-// computed from m.lo and m.hi (and the level's bounds when the rollup arm
-// reads level lv), and LogRelation, the change log's buckets in range.
+// computed from m.lo and m.hi (and the end of the level's whole buckets
+// when the rollup arm reads level lv), LogRelation, the change log's
+// buckets in range (and their level buckets), and SpansRelation, the spans
+// the base arm reads.
 func (m *matcher) withClause(p *plan.Rollup, lv *catalog.Level) []plan.CTE {
-	inner := "SELECT "
-	if m.lo != "" {
-		inner += m.lo + " AS lo, "
-	}
-	inner += m.hi + " AS hi FROM (SELECT " + p.Time.Watermark + " AS wm) AS w"
 	var cols []string
 	if m.lo != "" {
-		cols = append(cols, "b.lo")
+		cols = append(cols, m.lo+" AS lo")
 	}
-	cols = append(cols, "b.hi")
-	plainCols := cols // inner has them
-	// The columns the statement reads besides lo and hi.
+	cols = append(cols, m.hi+" AS hi")
+	bounds := "SELECT " + strings.Join(cols, ", ")
 	if lv != nil {
-		floor, next := m.bucketSQL(lv.Grain)
-		if m.bounds["llo"] {
-			cols = append(cols, next("(b.lo - interval '1 microsecond')")+" AS llo") // the first starts at or after lo
+		lo := ""
+		if m.lo != "" {
+			lo = "lo, "
 		}
-		if m.bounds["lhi"] {
-			cols = append(cols, floor("b.hi")+" AS lhi") // the last ends at or before hi
-		}
+		// The level's last whole bucket ends at or before hi.
+		bounds = "SELECT " + lo + "hi, " + m.bucketMath(lv.Grain).floor("hi") + " AS lhi FROM (" + bounds + ") b"
 	}
-	if m.bounds["log_lo"] {
-		cols = append(cols, m.toLog("b.lo")+" AS log_lo")
+	// The log's instants, as the rollup's buckets (for date and timestamp
+	// columns the wall-clock start read as UTC).
+	bucket, item := "l.bucket", "l.bucket"
+	if m.r.TimeType != catalog.Timestamptz {
+		bucket = "l.bucket AT TIME ZONE 'UTC'"
+		item = bucket + " AS bucket"
 	}
-	if m.bounds["log_hi"] {
-		cols = append(cols, m.toLog("b.hi")+" AS log_hi")
+	logged := "SELECT DISTINCT " + item
+	if lv != nil {
+		logged += ", " + m.bucketMath(lv.Grain).floor(bucket) + " AS level"
 	}
-	bounds := inner
-	if len(cols) > len(plainCols) {
-		bounds = "SELECT " + strings.Join(cols, ", ") + " FROM (" + inner + ") AS b"
-	}
-	logged := "SELECT DISTINCT l.bucket FROM pgsketch.rollup_dirty AS l WHERE l.rollup = " + catalog.QuoteLiteral(m.r.Name)
+	logged += " FROM pgsketch.rollup_dirty l WHERE l.rollup = " + catalog.QuoteLiteral(m.r.Name)
 	if m.lo != "" {
 		logged += " AND l.bucket >= " + p.Time.DirtyFrom
 	}
 	logged += " AND l.bucket < " + p.Time.DirtyTo
-	return []plan.CTE{{Name: plan.BoundsRelation, SQL: bounds}, {Name: plan.LogRelation, SQL: logged}}
+	return []plan.CTE{
+		{Name: plan.BoundsRelation, SQL: bounds},
+		{Name: plan.LogRelation, SQL: logged},
+		{Name: plan.SpansRelation, Cols: []string{"first", "last"}, SQL: m.spans(p)},
+	}
 }
 
-// loggedBuckets selects the change log's buckets of the range, as
-// expression of l.bucket sel.
-func loggedBuckets(sel string) string {
-	return "SELECT " + sel + " FROM " + plan.LogRelation + " AS l"
+// spans is the definition of SpansRelation, what the base arm reads: the
+// rows whose bucket starts in [first, last]. They are the range's lower
+// edge (when it has a lower bound that is not a bucket's start), its upper
+// edge and the tail from hi on (when it has a bound: hi is at most the
+// watermark, and the upper edge is read only when the range ends after
+// hi), and each bucket the change log lists. A span's last is the last
+// instant of a bucket (of lo's predecessor, of a logged bucket; an
+// infinite bucket's is itself) or infinity, so that where buckets keep one
+// offset from UTC a row's bucket starts in the span exactly when its time
+// lies in it.
+func (m *matcher) spans(p *plan.Rollup) string {
+	var arms []string
+	if len(p.Time.Lower) > 0 {
+		arms = append(arms, "SELECT '-infinity', lo - interval '1 microsecond' FROM "+plan.BoundsRelation+" WHERE "+p.Time.LowerEdge)
+	}
+	if len(p.Time.Lower)+len(p.Time.Upper) > 0 {
+		// GREATEST skips a NULL lo, but a NULL lower bound makes the
+		// query's own condition, which the base arm applies, select no row.
+		first := "hi"
+		if len(p.Time.Lower) > 0 {
+			first = "GREATEST(lo, hi)"
+		}
+		tail := "SELECT " + first + ", 'infinity' FROM " + plan.BoundsRelation
+		if p.Time.UpperEdge != "" {
+			tail += " WHERE " + p.Time.UpperEdge
+		}
+		arms = append(arms, tail)
+	}
+	arms = append(arms, "SELECT bucket, "+m.bucketMath(m.r.Grain).end("bucket")+" FROM "+plan.LogRelation)
+	return strings.Join(arms, " UNION ALL ")
 }
 
 // fetchStatement makes p's fetch statement (p.Fetch, p.FetchSQL): the
@@ -259,36 +312,39 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	for i := range p.Keys {
 		groupBy = append(groupBy, strconv.Itoa(i+2))
 	}
-	var rwhere, bwhere, ranges []string
+	var rwhere, bwhere []string
 	for _, f := range m.pushed {
-		rwhere = append(rwhere, m.side(f, true))
-		bwhere = append(bwhere, m.side(f, false))
+		rwhere = append(rwhere, m.conjunct(f, true))
+		bwhere = append(bwhere, m.conjunct(f, false))
 	}
 	for _, rg := range m.ranges {
-		ranges = append(ranges, m.side(rg, false))
+		bwhere = append(bwhere, m.conjunct(rg, false))
 	}
 	f := &p.Fetch
 	f.Cols, f.Filters, f.GroupBy = c.rollup, rwhere, groupBy
-	f.From = m.r.Table.String() + " AS r"
-	bucket := "r." + catalog.QuoteIdent(catalog.BucketColumn)
+	f.From = relation(m.r.Table) + " r"
+	bucket := "r." + syntax.QuoteIdent(catalog.BucketColumn)
 	if len(p.Time.Lower) > 0 {
 		f.Range = append(f.Range, bucket+" >= "+p.Time.BucketsFrom)
 	}
 	// Buckets the change log lists are read from the base table instead
-	// (the dirty arm below), in the same statement, so in one snapshot
+	// (the base arm's spans), in the same statement, so in one snapshot
 	// with the rollup rows and the log.
-	f.Range = append(f.Range, bucket+" NOT IN ("+loggedBuckets(m.fromLog("l.bucket", true))+")", bucket+" < "+p.Time.BucketsTo)
+	logged := "bucket"
+	if m.r.TimeType == catalog.Date {
+		logged = "bucket::date"
+	}
+	f.Range = append(f.Range, bucket+" < "+p.Time.BucketsTo, bucket+" NOT IN (SELECT "+logged+" FROM "+plan.LogRelation+")")
 	lv := m.level()
 	if lv != nil {
 		p.Level = lv
 		f.From = m.levelFrom(p, *lv)
 	}
 	f.With = m.withClause(p, lv)
-	source := m.sourceSQL() + " AS t"
-	for _, where := range m.edgeConditions(p, bwhere, ranges) {
-		f.Rest = append(f.Rest, plan.Select{Cols: c.base, From: source, Where: where, GroupBy: groupBy})
+	if len(p.Time.Lower)+len(p.Time.Upper) == 0 {
+		f.Rest = append(f.Rest, m.tailArm(c.base, bwhere, groupBy))
 	}
-	f.Rest = append(f.Rest, m.dirtyArm(c.base, ranges, groupBy))
+	f.Rest = append(f.Rest, m.spanArm(c.base, bwhere, groupBy))
 	// The info row: the number of changed buckets read from the base table,
 	// from pgsketch.capture_check, which fails the statement (and the
 	// proxy then runs the query exactly) when the rollup's change capture
@@ -296,196 +352,251 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	// fetch returns this row, so the check always runs. For an unqualified
 	// table name it first checks that the name is the rollup's source on
 	// the session's search_path (plan.NotSource when not).
-	info := "'" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(m.r.Name) + ", " + p.Time.DirtyFrom + ", " + p.Time.DirtyTo + ")"
+	lo := "NULL"
+	if len(p.Time.Lower) > 0 {
+		lo = m.logInstant("lo")
+	}
+	info := "'" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(m.r.Name) + ", " + lo + ", " + m.logInstant("hi") + ")"
 	if g := guardCond(m.fi, m.r.Source); g != "" {
 		info = "CASE WHEN " + g + " THEN " + info + " ELSE '" + InfoPrefix + plan.NotSource + "' END"
 	}
-	f.Rest = append(f.Rest, plan.Select{Cols: append([]string{info}, slices.Repeat([]string{"NULL"}, len(c.rollup)-1)...)})
+	f.Rest = append(f.Rest, plan.Select{Cols: append([]string{info}, slices.Repeat([]string{"NULL"}, len(c.rollup)-1)...), From: plan.BoundsRelation})
 	m.lift = nil
 	p.FetchSQL = f.SQL(false, "")
 }
 
-// edgeConditions are the WHERE clauses of the base arms at the edges of
-// the range: filters, the query's range and the split from the rollup's
-// buckets.
-func (m *matcher) edgeConditions(p *plan.Rollup, filters, ranges []string) [][]string {
-	tcol := "t." + catalog.QuoteIdent(m.r.TimeColumn)
-	before, notBefore := m.splitSQL(tcol)
-	where := append(slices.Clone(filters), ranges...)
-	switch {
-	case len(p.Time.Lower) > 0:
-		// The two edges are read by two statements of the UNION ALL, each
-		// with the whole time range, so that PostgreSQL reads each by an
-		// index range. (As one OR, the planner factors the range out of the
-		// arms and filters every row of the range.) The upper edge also
-		// starts at the lower's end, so that a range inside one bucket
-		// (BucketsFrom > BucketsTo) is read once.
-		lower := append(slices.Clone(where), before(p.Time.BucketsFrom))
-		upper := append(where, notBefore(p.Time.BucketsTo), notBefore(p.Time.BucketsFrom))
-		return [][]string{withEdge(lower, p.Time.LowerEdge), withEdge(upper, p.Time.UpperEdge)}
-	case len(p.Time.Upper) > 0:
-		return [][]string{withEdge(append(where, notBefore(p.Time.BucketsTo)), p.Time.UpperEdge)}
+// conjunct is condition e, over rollup rows or base rows, as one of an
+// AND's operands: without the parentheses the printer puts around a
+// comparison or test, which binds tighter than AND (an OR or AND keeps
+// them).
+func (m *matcher) conjunct(e syntax.Expr, rollup bool) string {
+	s := m.side(e, rollup)
+	switch e := e.(type) {
+	case *syntax.OpExpr, *syntax.NullTest, *syntax.BoolTest, *syntax.In, *syntax.Between:
+	case *syntax.KeywordExpr:
+		if e.Fn == "NULLIF" {
+			return s
+		}
+	case *syntax.BoolExpr:
+		if e.Op != "NOT" {
+			return s
+		}
+	default:
+		return s
 	}
-	// No range on the time column: rows whose time is NULL count too, and
-	// no rollup holds them. The bound "<= 'infinity'", true of every time,
-	// makes the tail a range to PostgreSQL's planner, which cannot know
-	// the statement's own watermark and would otherwise guess a third of
-	// the table and scan it all; as a range, it reads the tail and the
-	// NULLs by the index.
-	return [][]string{append(where, "(("+notBefore(p.Time.BucketsTo)+" AND "+tcol+" <= 'infinity') OR "+tcol+" IS NULL)")}
+	if len(s) < 2 || s[0] != '(' || s[len(s)-1] != ')' {
+		return s
+	}
+	return s[1 : len(s)-1]
 }
 
-func withEdge(where []string, edge string) []string {
-	if edge != "" {
-		return append(where, edge)
+// tailArm reads, for a query without a range on the time column, the base
+// rows from the rollup's end on, and those whose time is NULL, which no
+// rollup holds. The bound "<= 'infinity'", true of every time, makes the
+// tail a range to PostgreSQL's planner, which cannot know the statement's
+// own watermark and would otherwise guess a third of the table and scan it
+// all; as a range, it reads the tail and the NULLs by the index.
+func (m *matcher) tailArm(bcols, where, groupBy []string) plan.Select {
+	tcol := "t." + syntax.QuoteIdent(m.r.TimeColumn)
+	hi := boundsRef("hi")
+	tail := tcol + " >= " + hi
+	if !m.fixedOffset() {
+		// A row belongs to the bucket its time truncates to, which in a
+		// zone with daylight saving can start after the row (a midnight
+		// that happens twice starts its day at the second): there the
+		// condition is on the truncated time, with a day's margin on the
+		// time itself for an index.
+		tail = "(" + tcol + " >= " + hi + " - interval '1 day' AND " + m.bucketMath(m.r.Grain).floor(tcol) + " >= " + hi + ")"
 	}
-	return where
+	where = append(slices.Clone(where), "(("+tail+" AND "+tcol+" <= 'infinity') OR "+tcol+" IS NULL)")
+	return plan.Select{Cols: bcols, From: m.sourceSQL() + " t", Where: where, GroupBy: groupBy}
+}
+
+// spanArm is the fetch's arm reading the base rows of SpansRelation, one
+// span at a time: by an index range on the time column where there is
+// one, and within the query's own range, so that an edge reads only the
+// rows of the range. (OFFSET 0 keeps PostgreSQL from flattening the
+// lateral read into a join it could plan as one scan of the table.)
+func (m *matcher) spanArm(bcols, where, groupBy []string) plan.Select {
+	inner := append([]string{m.spanCondition("t." + syntax.QuoteIdent(m.r.TimeColumn))}, where...)
+	return plan.Select{Cols: bcols, GroupBy: groupBy,
+		From: plan.SpansRelation + " s CROSS JOIN LATERAL (SELECT * FROM " + m.sourceSQL() + " t WHERE " +
+			strings.Join(inner, " AND ") + " OFFSET 0) t"}
+}
+
+// spanCondition is the condition that the row whose time is tcol lies in
+// span s: its bucket starts in [s.first, s.last]. Where buckets keep one
+// offset from UTC, that is its time being in the span. In a zone with
+// daylight saving a row's bucket can start after the row (a midnight that
+// happens twice starts its day at the second): there the condition is on
+// the truncated time, with a day's margin on the time itself for an index.
+func (m *matcher) spanCondition(tcol string) string {
+	if m.fixedOffset() {
+		return tcol + " BETWEEN s.first AND s.last"
+	}
+	return tcol + " BETWEEN s.first - interval '1 day' AND s.last + interval '1 day' AND " +
+		m.bucketMath(m.r.Grain).floor(tcol) + " BETWEEN s.first AND s.last"
 }
 
 // levelFrom is the rollup half's FROM item when it reads level l: the
-// level buckets lying wholly in the range's buckets [BucketsFrom,
-// BucketsTo), then the rollup's own rows outside them, as one relation r
-// with the rollup table's columns (a level table has them by
-// construction).
+// level's buckets that end at or before the range's last bucket and hold
+// no changed bucket, then the rollup's own rows of the others, as one
+// relation r with the rollup table's columns (a level table has them by
+// construction). The rollup arm's own conditions (the range, the changed
+// buckets) apply to both: a level bucket starts at or after lo exactly
+// when it starts at or after the first level bucket of the range.
 func (m *matcher) levelFrom(p *plan.Rollup, l catalog.Level) string {
-	floor, _ := m.bucketSQL(l.Grain)
-	bucket := "r." + catalog.QuoteIdent(catalog.BucketColumn)
-	in, out := bucket+" < "+m.boundsRef("lhi"), bucket+" >= "+m.boundsRef("lhi")
+	floor := m.bucketMath(l.Grain).floor
+	bucket := "r." + syntax.QuoteIdent(catalog.BucketColumn)
+	dirty := "(SELECT level FROM " + plan.LogRelation + ")"
+	in := bucket + " < " + boundsRef("lhi") + " AND " + bucket + " NOT IN " + dirty
+	out := []string{bucket + " >= " + boundsRef("lhi"), floor(bucket) + " IN " + dirty}
 	if len(p.Time.Lower) > 0 {
-		in = bucket + " >= " + m.boundsRef("llo") + " AND " + in
-		out = "(" + bucket + " < " + m.boundsRef("llo") + " OR " + out + ")"
+		out = append([]string{floor(bucket) + " < " + boundsRef("lo")}, out...)
 	}
-	// A level bucket holding a changed bucket is read as rollup rows (the
-	// changed one from the base table).
-	dirty := loggedBuckets(floor(m.fromLog("l.bucket", false)))
-	in += " AND " + bucket + " NOT IN (" + dirty + ")"
-	out = "(" + out + " OR " + floor(bucket) + " IN (" + dirty + "))"
-	return "(SELECT * FROM " + l.Table.String() + " AS r WHERE " + in +
-		" UNION ALL SELECT * FROM " + m.r.Table.String() + " AS r WHERE " + out + ") AS r"
-}
-
-// splitSQL returns SQL printers of the conditions that the base row of time
-// column tcol lies in a bucket before bucket start x (before) or in x's
-// bucket or a later one (notBefore). A row belongs to the bucket its time
-// truncates to, which in a zone other than UTC can start after the row (a
-// midnight that happens twice starts its day at the second): there the
-// condition is on the truncated time, with a day's margin on the time
-// itself for an index.
-func (m *matcher) splitSQL(tcol string) (before, notBefore func(x string) string) {
-	if m.r.TimeType != catalog.Timestamptz || m.r.TimeZone == "UTC" {
-		return func(x string) string { return tcol + " < " + x },
-			func(x string) string { return tcol + " >= " + x }
-	}
-	floor, _ := m.bucketSQL(m.r.Grain)
-	return func(x string) string {
-			return "(" + tcol + " < " + x + " + interval '1 day' AND " + floor(tcol) + " < " + x + ")"
-		}, func(x string) string {
-			return "(" + tcol + " >= " + x + " - interval '1 day' AND " + floor(tcol) + " >= " + x + ")"
-		}
-}
-
-// dirtyArm is the fetch's arm reading the base rows of the changed buckets
-// in the range, one bucket at a time (by an index range on the time
-// column where there is one; OFFSET 0 keeps PostgreSQL from flattening the
-// lateral read into one scan of the whole range). A row belongs to the
-// bucket its time truncates to; in a zone other than UTC that can lie
-// outside the bucket's span of instants (a midnight that happens twice),
-// hence a day's margin around it.
-func (m *matcher) dirtyArm(bcols, ranges, groupBy []string) plan.Select {
-	floor, next := m.bucketSQL(m.r.Grain)
-	tcol := "t." + catalog.QuoteIdent(m.r.TimeColumn)
-	lo := "pgsketch_d.lo"
-	from, to := lo, next(lo)+" - interval '1 microsecond'"
-	if m.r.TimeType == catalog.Timestamptz && m.r.TimeZone != "UTC" {
-		from, to = lo+" - interval '1 day'", next(lo)+" + interval '1 day'"
-	}
-	span := tcol + " >= " + from + " AND " + tcol + " <= CASE WHEN isfinite(" + lo + ") THEN " + to + " ELSE " + lo + " END AND " +
-		floor(tcol) + " = " + lo
-	var where []string
-	for _, f := range m.pushed {
-		where = append(where, m.side(f, false))
-	}
-	where = append(where, ranges...)
-	return plan.Select{Cols: bcols, Where: where, GroupBy: groupBy,
-		From: "(" + loggedBuckets(m.fromLog("l.bucket", false)+" AS lo") + ") AS pgsketch_d CROSS JOIN LATERAL (SELECT * FROM " +
-			m.sourceSQL() + " AS t WHERE " + span + " OFFSET 0) AS t"}
-}
-
-// fromLog converts a bucket start of the change log (an instant; for date
-// and timestamp columns the wall-clock start read as UTC) into the rollup's
-// bucket type (asBucket) or the type bucket arithmetic runs on.
-func (m *matcher) fromLog(x string, asBucket bool) string {
-	switch m.r.TimeType {
-	case catalog.Timestamptz:
-		return x
-	case catalog.Date:
-		if asBucket {
-			return "CAST((" + x + " AT TIME ZONE 'UTC') AS date)"
-		}
-	}
-	return "(" + x + " AT TIME ZONE 'UTC')"
-}
-
-// toLog converts a bucket bound of the fetch (in the type bucket
-// arithmetic runs on) into the change log's instants.
-func (m *matcher) toLog(x string) string {
-	if m.r.TimeType == catalog.Timestamptz {
-		return x
-	}
-	return "(CAST(" + x + " AS timestamp) AT TIME ZONE 'UTC')"
+	return "(SELECT * FROM " + relation(l.Table) + " r WHERE " + in +
+		" UNION ALL SELECT * FROM " + relation(m.r.Table) + " r WHERE (" + strings.Join(out, " OR ") + ")) r"
 }
 
 func (m *matcher) sourceSQL() string {
-	s := m.r.Source.String()
+	s := relation(m.r.Source)
 	if m.fi.Only {
 		return "ONLY " + s
 	}
 	return s
 }
 
-// bucketSQL returns SQL printers of the start of the bucket of grain g
-// holding x (floor), and of the first bucket start after x's bucket (next),
-// cut in the rollup's zone for a timestamptz column.
-func (m *matcher) bucketSQL(grain catalog.Grain) (floor, next func(x string) string) {
-	r := m.r
-	g := string(grain)
-	tz := catalog.QuoteLiteral(r.TimeZone)
-	floor = func(x string) string {
-		if r.TimeType == catalog.Timestamptz {
-			return "date_trunc('" + g + "', " + x + ", " + tz + ")"
-		}
-		return "date_trunc('" + g + "', " + x + ")"
-	}
-	next = func(x string) string {
-		if r.TimeType == catalog.Timestamptz {
-			// Hours are absolute: this lands inside the next bucket
-			// whatever its length (DST days, months).
-			h := map[catalog.Grain]string{catalog.Hour: "1 hour", catalog.Day: "26 hours", catalog.Week: "180 hours", catalog.Month: "768 hours"}[grain]
-			return "date_trunc('" + g + "', " + floor(x) + " + interval '" + h + "', " + tz + ")"
-		}
-		return "(" + floor(x) + " + interval '1 " + g + "')"
-	}
-	return floor, next
+// relation is table t's name as the fetch prints it: quoted only where it
+// must be.
+func relation(t catalog.Table) string {
+	return syntax.QuoteIdent(t.Schema) + "." + syntax.QuoteIdent(t.Name)
 }
 
-// strictMinMax is GREATEST or LEAST of xs, but NULL when any of them is:
+// fixedOffset reports whether the rollup's buckets keep one offset from
+// UTC: a date or timestamp column, or a timestamptz column cut in UTC or
+// another zone without daylight saving (Etc/GMT+5 ...). There a bucket
+// holds exactly the times from its start to the next's.
+func (m *matcher) fixedOffset() bool {
+	return m.r.TimeType != catalog.Timestamptz || fixedZone(m.r.TimeZone)
+}
+
+// fixedZone reports whether zone (a name from pg_timezone_names) keeps one
+// offset from UTC for all time: UTC by the names pgsketch.is_utc accepts,
+// and the Etc/GMT zones.
+func fixedZone(zone string) bool {
+	switch zone {
+	case "UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu":
+		return true
+	}
+	return etcGMT.MatchString(zone)
+}
+
+var etcGMT = regexp.MustCompile(`^Etc/GMT([+-](0|[1-9]|1[0-4]))?$`)
+
+// bucketMath prints the bucket arithmetic of one grain: in the rollup's
+// zone for a timestamptz column (date_trunc's zone argument, and
+// intervals of hours, which the session's TimeZone does not stretch), on
+// timestamps, where no zone applies, for date and timestamp columns.
+type bucketMath struct {
+	grain catalog.Grain
+	// zone is the zone's literal for a timestamptz column, "" otherwise.
+	zone string
+	// length is the buckets' length when they all have the same (hours,
+	// days and weeks that keep one offset from UTC), "" otherwise.
+	length string
+}
+
+func (m *matcher) bucketMath(g catalog.Grain) bucketMath {
+	bm := bucketMath{grain: g}
+	if m.r.TimeType == catalog.Timestamptz {
+		bm.zone = catalog.QuoteLiteral(m.r.TimeZone)
+	}
+	if m.fixedOffset() {
+		bm.length = map[catalog.Grain]string{catalog.Hour: "1", catalog.Day: "24", catalog.Week: "168"}[g]
+	}
+	return bm
+}
+
+// floor is the start of the bucket holding x.
+func (b bucketMath) floor(x string) string {
+	if b.zone == "" {
+		return "date_trunc('" + string(b.grain) + "', " + x + ")"
+	}
+	return "date_trunc('" + string(b.grain) + "', " + x + ", " + b.zone + ")"
+}
+
+// lengthLess is the buckets' length less a microsecond, as an interval
+// literal: '23:59:59.999999' for days.
+func (b bucketMath) lengthLess() string {
+	h, _ := strconv.Atoi(b.length)
+	return "interval '" + pad2(h-1) + ":59:59.999999'"
+}
+
+func pad2(n int) string {
+	if n < 10 {
+		return "0" + strconv.Itoa(n)
+	}
+	return strconv.Itoa(n)
+}
+
+// zonedHours are intervals that land inside the next bucket from the
+// start of any bucket, whatever its length (days and weeks with a clock
+// change, months): hours are absolute.
+var zonedHours = map[catalog.Grain]string{catalog.Hour: "1 hour", catalog.Day: "26 hours", catalog.Week: "180 hours", catalog.Month: "768 hours"}
+
+// next is the first bucket start after the bucket holding x.
+func (b bucketMath) next(x string) string {
+	switch {
+	case b.length != "":
+		return b.floor(x + " + interval '" + b.length + " hours'")
+	case b.zone == "":
+		return b.floor(x) + " + interval '1 " + string(b.grain) + "'"
+	}
+	return b.floor(b.floor(x) + " + interval '" + zonedHours[b.grain] + "'")
+}
+
+// ceil is the first bucket start at or after x.
+func (b bucketMath) ceil(x string) string {
+	switch {
+	case b.length != "":
+		return b.floor(x + " + " + b.lengthLess())
+	case b.zone == "":
+		return b.floor(x+" - interval '1 microsecond'") + " + interval '1 " + string(b.grain) + "'"
+	}
+	return b.next(x + " - interval '1 microsecond'")
+}
+
+// end is the last instant of the bucket starting at s (s itself when s is
+// infinite).
+func (b bucketMath) end(s string) string {
+	switch {
+	case b.length != "":
+		return s + " + " + b.lengthLess()
+	case b.zone == "":
+		return s + " + interval '1 " + string(b.grain) + "' - interval '1 microsecond'"
+	}
+	return b.floor(s+" + interval '"+zonedHours[b.grain]+"'") + " - interval '1 microsecond'"
+}
+
+// strictMinMax is GREATEST or LEAST of xs, but NULL when any of args is:
 // PostgreSQL's GREATEST and LEAST skip NULLs, while a NULL bound (a NULL
 // parameter, a NULL literal) makes the query's own comparison select no
-// row. The first notNull of xs are never NULL.
-func strictMinMax(fn string, xs []string, notNull int) string {
-	switch len(xs) {
-	case 0:
+// row. Each of xs is NULL exactly when the arg it is computed from is, or
+// never (the watermark).
+func strictMinMax(fn string, xs, args []string) string {
+	switch {
+	case len(xs) == 0:
 		return ""
-	case 1:
+	case len(xs) == 1 && len(args) <= 1:
 		return xs[0]
 	}
-	var nulls []string
-	for _, x := range xs[notNull:] {
-		nulls = append(nulls, x+" IS NULL")
-	}
 	mm := fn + "(" + strings.Join(xs, ", ") + ")"
-	if len(nulls) == 0 {
+	if len(args) == 0 {
 		return mm
 	}
-	return "CASE WHEN " + strings.Join(nulls, " OR ") + " THEN NULL ELSE " + mm + " END"
+	var notNull []string
+	for _, a := range args {
+		notNull = append(notNull, a+" IS NOT NULL")
+	}
+	return "CASE WHEN " + strings.Join(notNull, " AND ") + " THEN " + mm + " END"
 }

@@ -288,11 +288,11 @@ func (m *matcher) side(e syntax.Expr, rollup bool) string {
 			name, _ := m.column(c)
 			if rollup {
 				if name == m.r.TimeColumn {
-					return "r." + catalog.QuoteIdent(catalog.BucketColumn), true
+					return "r." + syntax.QuoteIdent(catalog.BucketColumn), true
 				}
-				return "r." + catalog.QuoteIdent(name), true
+				return "r." + syntax.QuoteIdent(name), true
 			}
-			return "t." + catalog.QuoteIdent(name), true
+			return "t." + syntax.QuoteIdent(name), true
 		}
 		return "", false
 	})

@@ -146,8 +146,6 @@ type matcher struct {
 	// the bucket range's bounds as plan.BoundsRelation computes them.
 	lift   map[*syntax.Const]int
 	lo, hi string
-	// bounds are the columns of plan.BoundsRelation the fetch reads.
-	bounds map[string]bool
 	keys   []*keyInfo
 	aggs   []*aggInfo
 	// pushed are WHERE conjuncts answered on both halves.

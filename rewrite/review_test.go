@@ -45,7 +45,7 @@ func TestPlanRecords(t *testing.T) {
 	if got != "4 [1 2] [1 2] [3 4]" {
 		t.Errorf("params: %s", got)
 	}
-	if !strings.Contains(p.FetchSQL, "FROM pgsketch.rollup_defs AS d WHERE d.name = 'events_daily' AND d.version >= 7") {
+	if !strings.Contains(p.FetchSQL, "FROM pgsketch.rollup_defs WHERE name = 'events_daily' AND version >= 7") {
 		t.Errorf("fetch does not read the watermark: %s", p.FetchSQL)
 	}
 	if !p.Watermark.Equal(time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)) {

@@ -50,8 +50,8 @@ func chooseMerge(p *plan.Rollup, hll catalog.Extension, setting Merge) {
 		f.ServerCols = slices.Clone(f.Cols)
 		for _, a := range p.Aggs {
 			if a.Op == MergeHLL {
-				s, col := catalog.QuoteIdent(hll.Schema)+".", "r."+catalog.QuoteIdent(a.Measure)
-				f.ServerCols[a.RollupColumn] = "CASE WHEN count(" + col + ") > 0 THEN ARRAY[" + s + "hll_send(" + s + "hll_union_agg(CAST(" + col + " AS " + s + "hll)))] END"
+				s, col := syntax.QuoteIdent(hll.Schema)+".", "r."+syntax.QuoteIdent(a.Measure)
+				f.ServerCols[a.RollupColumn] = "CASE WHEN count(" + col + ") > 0 THEN ARRAY[" + s + "hll_send(" + s + "hll_union_agg(" + col + "::" + s + "hll))] END"
 			}
 		}
 		p.ServerFetchSQL = f.SQL(true, "")

@@ -168,8 +168,8 @@ type Cacheability struct {
 // rollup arm, SELECT Cols FROM From WHERE Filters AND Range GROUP BY
 // GroupBy, then Rest, the base arms and the info row (a UNION ALL each).
 type Fetch struct {
-	// With are the statement's common table expressions: BoundsRelation
-	// and LogRelation.
+	// With are the statement's common table expressions: BoundsRelation,
+	// LogRelation and SpansRelation.
 	With []CTE
 	// Cols is the rollup arm's select list with the rollup rows' sketches
 	// merged in the proxy; ServerCols with them merged by PostgreSQL (nil
@@ -189,8 +189,13 @@ type Fetch struct {
 	Rest []Select
 }
 
-// CTE is one common table expression: Name AS (SQL).
-type CTE struct{ Name, SQL string }
+// CTE is one common table expression: Name AS (SQL), or Name(Cols) AS
+// (SQL) when Cols names its columns.
+type CTE struct {
+	Name string
+	Cols []string
+	SQL  string
+}
 
 // Select is one SELECT of a UNION ALL; From is empty for none.
 type Select struct {
@@ -254,7 +259,13 @@ func (f Fetch) SQL(server bool, cond string, more ...Select) string {
 		} else {
 			b.WriteString(", ")
 		}
-		b.WriteString(c.Name + " AS (")
+		b.WriteString(c.Name)
+		if len(c.Cols) > 0 {
+			b.WriteString("(")
+			joinTo(&b, c.Cols, ", ")
+			b.WriteString(")")
+		}
+		b.WriteString(" AS (")
 		b.WriteString(c.SQL)
 		b.WriteString(")")
 	}
@@ -273,14 +284,22 @@ func (f Fetch) SQL(server bool, cond string, more ...Select) string {
 
 // BoundsRelation is the fetch's one-row relation of the range's bounds,
 // computed once per statement: lo and hi, the buckets [lo, hi) read from
-// the rollup (lo only when the range has a lower bound); llo and lhi, the
-// level buckets [llo, lhi) read from a level; log_lo and log_hi, lo and hi
-// as the change log's instants.
-const BoundsRelation = "pgsketch_b"
+// the rollup (lo only when the range has a lower bound, hi never after the
+// watermark), and lhi, the end of the whole level buckets read from a
+// level. The arms read them as uncorrelated subqueries, which PostgreSQL
+// evaluates once and uses for index ranges and partition pruning.
+const BoundsRelation = "bounds"
 
 // LogRelation is the fetch's relation of the distinct buckets in [lo, hi)
-// the change log lists (column bucket, the log's instants).
-const LogRelation = "pgsketch_l"
+// the change log lists: column bucket (the rollup's bucket; for date and
+// timestamp columns a timestamp, the log's instant read in UTC), and
+// level, its level bucket, when the fetch reads a level.
+const LogRelation = "logged"
+
+// SpansRelation is the fetch's relation of the spans of base rows it
+// reads: the rows whose bucket starts in [first, last] (the range's edges,
+// the tail from hi, and each bucket LogRelation lists).
+const SpansRelation = "spans"
 
 // PartColumn is the name of FetchSQL's first column, 'rollup' or 'base'.
 const PartColumn = "pgsketch_part"
@@ -348,11 +367,12 @@ type TimeSplit struct {
 	Lower, Upper []Bound
 	BucketsFrom  string
 	BucketsTo    string
-	// LowerEdge and UpperEdge are conditions without columns, true when the
-	// query's range can hold rows before BucketsFrom (after BucketsTo): as
-	// conjuncts of an edge's read, PostgreSQL evaluates them once and skips
-	// the scan of an edge a bucket-aligned range does not have (which
-	// matters most where the time column has no index). Empty: no check.
+	// LowerEdge and UpperEdge are conditions on BoundsRelation's lo and
+	// hi, true when the query's range can hold rows before BucketsFrom
+	// (after BucketsTo): the span of an edge is read only when its
+	// condition holds, which PostgreSQL evaluates once, so that a
+	// bucket-aligned range scans no edge (which matters most where the
+	// time column has no index). Empty: no check.
 	LowerEdge, UpperEdge string
 	// Watermark is the SQL expression FetchSQL reads the rollup's
 	// watermark with (from pgsketch.rollup_defs, in the statement's
@@ -362,8 +382,8 @@ type TimeSplit struct {
 	// BucketsTo) the change log lists (LogRelation), which are read from
 	// the base table, not the rollup: their starts in order, as epoch
 	// seconds, comma-separated (NULL for none). DirtyFrom and DirtyTo
-	// bound them in the log's terms (instants; DirtyFrom a NULL
-	// timestamptz when the range has no lower bound).
+	// bound them in the log's terms (instants; DirtyFrom NULL when the
+	// range has no lower bound).
 	Logged, DirtyFrom, DirtyTo string
 }
 
