@@ -43,17 +43,7 @@ func caseFilters(s *syntax.Select) {
 			return true
 		})
 	})
-	var from func(f syntax.FromItem)
-	from = func(f syntax.FromItem) {
-		caseFilters(f.Query)
-		if f.Join != nil {
-			from(f.Join.Left)
-			from(f.Join.Right)
-		}
-	}
-	for _, f := range s.From {
-		from(f)
-	}
+	s.EachFrom(func(f syntax.FromItem) { caseFilters(f.Query) })
 	if s.With != nil {
 		for _, b := range s.With.Bodies {
 			caseFilters(b)

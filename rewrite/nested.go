@@ -349,19 +349,11 @@ const noSubquery = "no subquery"
 func planArm(c *syntax.Select, ctes []string, snap *catalog.Snapshot, sess env) (*built, string) {
 	readsCTE := func() string {
 		var why string
-		var read func(f syntax.FromItem)
-		read = func(f syntax.FromItem) {
+		c.EachFrom(func(f syntax.FromItem) {
 			if f.Name != "" && f.Schema == "" && slices.Contains(ctes, f.Name) && why == "" {
 				why = "a subquery reads the common table expression " + catalog.QuoteIdent(f.Name)
 			}
-			if f.Join != nil {
-				read(f.Join.Left)
-				read(f.Join.Right)
-			}
-		}
-		for _, f := range c.From {
-			read(f)
-		}
+		})
 		return why
 	}
 	if why := readsCTE(); why != "" {
@@ -394,19 +386,11 @@ func subqueries(s *syntax.Select) []*syntax.Select {
 	if s.SetOp != "" {
 		return append(out, s.Left, s.Right)
 	}
-	var from func(fi syntax.FromItem)
-	from = func(fi syntax.FromItem) {
+	s.EachFrom(func(fi syntax.FromItem) {
 		if fi.Query != nil && fi.Query.Placed() {
 			out = append(out, fi.Query)
 		}
-		if fi.Join != nil {
-			from(fi.Join.Left)
-			from(fi.Join.Right)
-		}
-	}
-	for _, fi := range s.From {
-		from(fi)
-	}
+	})
 	return out
 }
 

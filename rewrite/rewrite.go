@@ -185,18 +185,12 @@ func maxParam(s *syntax.Select) int {
 		})
 	}
 	s.EachExpr(visit)
-	var from func(f syntax.FromItem)
-	from = func(f syntax.FromItem) {
+	s.EachFrom(func(f syntax.FromItem) {
 		subs = append(subs, f.Query)
 		if f.Join != nil {
-			from(f.Join.Left)
-			from(f.Join.Right)
 			visit(f.Join.On)
 		}
-	}
-	for _, f := range s.From {
-		from(f)
-	}
+	})
 	if s.With != nil {
 		subs = append(subs, s.With.Bodies...)
 	}

@@ -277,6 +277,22 @@ func (s *Select) EachExpr(f func(Expr)) {
 	f(s.Offset)
 }
 
+// EachFrom calls f for each item of s's FROM clause and, inside joins,
+// for each joined item, the join first.
+func (s *Select) EachFrom(f func(FromItem)) {
+	var each func(fi FromItem)
+	each = func(fi FromItem) {
+		f(fi)
+		if fi.Join != nil {
+			each(fi.Join.Left)
+			each(fi.Join.Right)
+		}
+	}
+	for _, fi := range s.From {
+		each(fi)
+	}
+}
+
 // AnyExpr reports whether an expression of s, at any depth, satisfies
 // pred.
 func (s *Select) AnyExpr(pred func(Expr) bool) bool {
