@@ -38,6 +38,9 @@ type sessionConn struct {
 	// bare: statements run without the JIT setting sent before them
 	// outside a transaction block (see execBare).
 	bare bool
+	// spec, when set, is a view the statement was planned in, to confirm
+	// with the first statement sent upstream (speculate.go).
+	spec *speculation
 }
 
 var _ upstream.Session = (*sessionConn)(nil)
@@ -116,6 +119,9 @@ func (c *sessionConn) send(msgs ...pgproto3.FrontendMessage) error {
 // Exec implements upstream.Session.
 func (c *sessionConn) Exec(ctx context.Context, sql string) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.confirm(ctx); err != nil {
 		return err
 	}
 	if c.ext {
@@ -204,6 +210,9 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 	}
 	if c.failed {
 		return fail(errDiscarding)
+	}
+	if c.spec != nil && c.spec.pending {
+		return c.speculate(ctx, sts, each)
 	}
 	name := ""
 	if c.ext {
@@ -414,6 +423,9 @@ func (c *sessionConn) CopyTo(ctx context.Context, w io.Writer, sql string) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := c.confirm(ctx); err != nil {
+		return err
+	}
 	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
 		return err
 	}
@@ -434,6 +446,9 @@ func (c *sessionConn) CopyTo(ctx context.Context, w io.Writer, sql string) error
 
 // CopyFrom implements upstream.Session.
 func (c *sessionConn) CopyFrom(ctx context.Context, r io.Reader, sql string) (int64, error) {
+	if err := c.confirm(ctx); err != nil {
+		return 0, err
+	}
 	if err := c.send(&pgproto3.Query{String: sql}); err != nil {
 		return 0, err
 	}

@@ -70,6 +70,9 @@ type extSession struct {
 	// prepared are the proxy's own statements prepared upstream in this
 	// session (see sessionConn.runMany).
 	prepared preparedStmts
+	// last is the view last read, which the next statement may be planned
+	// in before it is confirmed (speculate.go).
+	last *lastView
 }
 
 // ownedStmt is a prepared statement the proxy holds for the client.

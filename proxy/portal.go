@@ -46,18 +46,17 @@ func (h *Handler) answerPortal(ctx context.Context, x *extRequest, p *ownedPorta
 		}
 		return h.recordFallback(p.stmt.sql, fallbackOf(plan, err), start), nil
 	}
-	v, why, err := h.readView(ctx, c)
+	_, why, vd, rerr, err := h.viewAnswer(ctx, c, statement{sql: p.stmt.sql, extended: true, described: p.stmt.fields,
+		params: exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}, formats: p.resultFormats})
 	if !c.noSync {
 		es.txStatus = c.txStatus
 	}
-	if err != nil {
-		return fail(err)
+	if rerr != nil {
+		return fail(rerr)
 	}
-	if why != "" || es.txStatus == 'E' {
+	if why != "" {
 		return "", nil
 	}
-	vd, err := h.answer(ctx, c, v, statement{sql: p.stmt.sql, extended: true, described: p.stmt.fields,
-		params: exec.Params{OIDs: p.stmt.paramOIDs, Values: p.params, Formats: p.paramFormats}, formats: p.resultFormats})
 	plan = vd.plan
 	if !c.noSync {
 		es.txStatus = c.txStatus

@@ -66,6 +66,9 @@ type sessionSettings struct {
 	catalogOK bool
 	// fingerprint identifies the catalog's state ("" if not read).
 	fingerprint string
+	// read is the settings row and the fingerprint as read, to compare
+	// with a later reading (see speculation).
+	read string
 	// badMerge is a pgsketch.merge value that is not a strategy: a plan
 	// is refused rather than run (rw.Merge is then auto).
 	badMerge string
@@ -152,6 +155,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 			return sessionSettings{}, err
 		}
 	}
+	st.read = viewKey(r, st.fingerprint)
 	return st, nil
 }
 

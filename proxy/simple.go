@@ -50,17 +50,16 @@ func (h *Handler) serveQuery(ctx context.Context, q *pgproto3.Query, cmd syntax.
 		}
 		return show(cmd.Show, st, c, s)
 	}
-	v, why, err := h.readView(ctx, c)
-	if err != nil {
-		if isPgError(err) { // an aborted transaction, say: PostgreSQL answers
-			return pass("the session's settings or catalog could not be read: " + err.Error())
+	v, why, vd, rerr, err := h.viewAnswer(ctx, c, statement{sql: q.String})
+	if rerr != nil {
+		if isPgError(rerr) { // an aborted transaction, say: PostgreSQL answers
+			return pass("the session's settings or catalog could not be read: " + rerr.Error())
 		}
-		return err
+		return rerr
 	}
 	if why != "" {
 		return pass(why)
 	}
-	vd, err := h.answer(ctx, c, v, statement{sql: q.String})
 	switch {
 	case err != nil:
 		return h.failed(ctx, c, s, vd.plan, err, q.String, start)

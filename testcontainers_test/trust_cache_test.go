@@ -410,3 +410,92 @@ func TestGuardInFetch(t *testing.T) {
 		trustCheck(t, fmt.Sprintf("%v: public again", mode), c, directExact(t, direct, trustQuery), trustQuery)
 	}
 }
+
+// TestViewChangedBetweenStatements: a statement is planned in the view its
+// session's last statement read (settings, role, catalog) and that view is
+// confirmed in the round trip of the statement's first upstream read. Each
+// change of the view between two statements is seen by the second, in the
+// simple and the extended protocol: pgsketch.approx turned off and on, the
+// session's TimeZone, the role, and the rollup dropped by another session.
+func TestViewChangedBetweenStatements(t *testing.T) {
+	t.Parallel()
+	db, conn := trustDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	direct := connectSimple(t, db.DSN)
+	ctx := context.Background()
+	role := "pgsk_view" + strings.TrimPrefix(db.Name, server.prefix)
+	mustExec(t, conn, `DROP ROLE IF EXISTS `+role+`; CREATE ROLE `+role+`;
+		GRANT USAGE ON SCHEMA pgsketch TO `+role+`; GRANT SELECT ON pgsketch.rollup_defs TO `+role+`;
+		GRANT EXECUTE ON FUNCTION pgsketch.catalog() TO `+role+`; GRANT SELECT ON tv TO `+role)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), db.DSN)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	exactOnly := func(step string, c *noticeConn, q string, set ...string) {
+		t.Helper()
+		got, err := c.query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: proxy: %v", step, err)
+		}
+		for _, s := range set {
+			mustExec(t, direct.Conn, s)
+		}
+		want, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, direct.Conn, "RESET ALL")
+		if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+			t.Fatalf("%s: %v, exact %v", step, got.rows, want.rows)
+		}
+		for _, n := range got.notices {
+			if strings.Contains(n, "approximated from rollup") {
+				t.Fatalf("%s: answered from the rollup: %q", step, got.notices)
+			}
+		}
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		c := connectMode(t, p.URL(db.DSN), mode)
+		step := func(s string) string { return fmt.Sprintf("%v: %s", mode, s) }
+		trustCheck(t, step("first"), c, directExact(t, direct, trustQuery), trustQuery)
+		trustCheck(t, step("again"), c, directExact(t, direct, trustQuery), trustQuery)
+		mustExec(t, c.Conn, "SET pgsketch.approx = off")
+		exactOnly(step("approx off"), c, trustQuery)
+		mustExec(t, c.Conn, "SET pgsketch.approx = on")
+		trustCheck(t, step("approx on again"), c, directExact(t, direct, trustQuery), trustQuery)
+		mustExec(t, c.Conn, "SET TimeZone = 'Asia/Kolkata'")
+		// Midnight in Kolkata is 18:30 UTC: the days are not the rollup's.
+		got, err := c.query(ctx, trustQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, direct.Conn, "SET TimeZone = 'Asia/Kolkata'")
+		want, err := direct.query(ctx, trustQuery)
+		mustExec(t, direct.Conn, "RESET TimeZone")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := compareRollupAnswer(got, want); err != nil {
+			t.Fatalf("%s: %v: %v, exact %v (%q)", step("TimeZone Asia/Kolkata"), err, got.rows, want.rows, got.notices)
+		}
+		mustExec(t, c.Conn, "RESET TimeZone")
+		trustCheck(t, step("TimeZone reset"), c, directExact(t, direct, trustQuery), trustQuery)
+		mustExec(t, c.Conn, "SET ROLE "+role)
+		// The role may read tv but not the rollup table: PostgreSQL's
+		// answer, after a NOTICE saying the rollup was not used.
+		exactOnly(step("as "+role), c, trustQuery)
+		mustExec(t, c.Conn, "RESET ROLE")
+		trustCheck(t, step("role reset"), c, directExact(t, direct, trustQuery), trustQuery)
+	}
+	c := connectSimple(t, p.URL(db.DSN))
+	trustCheck(t, "before the drop", c, directExact(t, direct, trustQuery), trustQuery)
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('tv_daily')`)
+	exactOnly("rollup dropped by another session", c, trustQuery)
+}
