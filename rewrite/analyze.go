@@ -417,6 +417,11 @@ func (m *matcher) bucketConstant(v view, u, zone3, what string) class {
 	if ok, why := m.calendarOK(v, zone3); !ok {
 		return bad(why)
 	}
+	if m.r.TimeType == catalog.Timestamptz {
+		if why := zoneFault(m.r.TimeZone, m.r.Grain); why != "" {
+			return bad(why)
+		}
+	}
 	if v.shiftDays != 0 {
 		switch m.r.Grain {
 		case catalog.Hour, catalog.Day:
@@ -472,6 +477,9 @@ func (m *matcher) epochConstant(c class) class {
 		}
 		if !sameZone(z, m.r.TimeZone) {
 			return bad("epoch buckets are cut in time zone " + strconv.Quote(z) + ", not in the rollup's " + strconv.Quote(m.r.TimeZone))
+		}
+		if why := zoneFault(m.r.TimeZone, m.r.Grain); why != "" {
+			return bad(why)
 		}
 	default:
 		if !sameZone(m.r.TimeZone, "UTC") {

@@ -192,6 +192,9 @@ func (m *matcher) exactStatement(p *plan.Rollup, exactCols []string) {
 func (m *matcher) level() *catalog.Level {
 	hours, known := m.rangeHours()
 	for i, l := range m.r.Levels { // coarsest first
+		if m.r.TimeType == catalog.Timestamptz && zoneFault(m.r.TimeZone, l.Grain) != "" {
+			continue
+		}
 		if known && hours < minGrainHours[l.Grain] {
 			// The range holds no whole bucket of this level: a finer
 			// level may hold some (a week inside a month).

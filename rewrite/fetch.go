@@ -138,6 +138,9 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 	for _, b := range m.lower {
 		x := cast(b)
 		fromArgs = append(fromArgs, x)
+		if m.skewed(b) {
+			x = "(" + x + " + " + skewMargin + ")"
+		}
 		if b.Inclusive {
 			from = append(from, bm.ceil(x))
 		} else {
@@ -164,6 +167,9 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 	for _, b := range m.upper {
 		x := cast(b)
 		toArgs = append(toArgs, x)
+		if m.skewed(b) {
+			x = "(" + x + " - " + skewMargin + ")"
+		}
 		to = append(to, bm.floor(x))
 	}
 	m.lo, m.hi = strictMinMax("GREATEST", from, fromArgs), strictMinMax("LEAST", to, toArgs)
@@ -179,6 +185,65 @@ func (m *matcher) timeSplit(p *plan.Rollup) string {
 	ts.Logged = "(SELECT string_agg(extract(epoch FROM bucket)::text, ',' ORDER BY bucket) FROM " + plan.LogRelation + ")"
 	p.Time = ts
 	return ""
+}
+
+// skewMargin is how far inside a skewed bound (see skewed) the rollup's
+// buckets start or end: more than the longest stretch of wall-clock times
+// a clock change skips (a whole day, where a zone crossed the date line).
+const skewMargin = "interval '2 days'"
+
+// skewed reports whether PostgreSQL compares bound b with the values of a
+// date or timestamp column other than by their wall-clock order: a bound
+// of type timestamptz (now(), a timestamptz literal) is compared with the
+// column's values turned into instants in the session's zone, and where
+// its clocks skip, a wall-clock time in the gap turns into an instant past
+// the gap's end, after times that follow it on the wall clock. The rollup's
+// buckets then start (end) skewMargin inside the bound, and the base rows
+// between are read with the query's own condition. In a session whose zone
+// keeps one offset from UTC, or for a bound of the column's kind, the
+// orders agree.
+func (m *matcher) skewed(b bound) bool {
+	return m.r.TimeType != catalog.Timestamptz && !fixedZone(m.sess.TimeZone) && !wallClock(b.expr)
+}
+
+// wallClock reports whether e is surely of type date or timestamp (or
+// becomes one compared with such a column: a parameter, an untyped
+// literal), by its form.
+func wallClock(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Param:
+		return true
+	case *syntax.Const:
+		return e.Type == "str" || e.Type == "null"
+	case *syntax.Cast:
+		n := e.Type.Names
+		if len(n) == 2 && n[0] == "pg_catalog" {
+			n = n[1:]
+		}
+		return len(n) == 1 && e.Type.Array == 0 && (n[0] == "date" || n[0] == "timestamp")
+	case *syntax.VarFunc:
+		return e.Name == "current_date" || e.Name == "localtimestamp"
+	case *syntax.OpExpr:
+		// date or timestamp plus or minus an interval or a number of days
+		return (e.Op == "+" || e.Op == "-") && e.Left != nil && wallClock(e.Left) && !timeTyped(e.Right)
+	}
+	return false
+}
+
+// timeTyped reports whether e may be of a date or time type: anything but
+// a literal number or a cast to interval or a number.
+func timeTyped(e syntax.Expr) bool {
+	switch e := e.(type) {
+	case *syntax.Const:
+		return e.Type != "int" && e.Type != "float"
+	case *syntax.Cast:
+		n := e.Type.Names
+		switch n[len(n)-1] {
+		case "interval", "int4", "int8", "int2", "integer", "bigint", "numeric":
+			return false
+		}
+	}
+	return true
 }
 
 // edges are the conditions, on BoundsRelation's lo and hi, that the query's
@@ -246,7 +311,13 @@ func (m *matcher) withClause(p *plan.Rollup, lv *catalog.Level) []plan.CTE {
 			lo = "lo, "
 		}
 		// The level's last whole bucket ends at or before hi.
-		bounds = "SELECT " + lo + "hi, " + m.bucketMath(lv.Grain).floor("hi") + " AS lhi FROM (" + bounds + ") b"
+		lhi := m.bucketMath(lv.Grain).floor("hi") + " AS lhi"
+		if m.lo != "" && !m.fixedOffset() {
+			// The level bucket of the rollup's last bucket before lo (see
+			// levelFrom).
+			lhi += ", " + m.bucketMath(lv.Grain).floor(m.bucketMath(m.r.Grain).floor("lo - interval '1 microsecond'")) + " AS lfl"
+		}
+		bounds = "SELECT " + lo + "hi, " + lhi + " FROM (" + bounds + ") b"
 	}
 	// The log's instants, as the rollup's buckets (for date and timestamp
 	// columns the wall-clock start read as UTC).
@@ -445,13 +516,28 @@ func (m *matcher) spanCondition(tcol string) string {
 // construction). The rollup arm's own conditions (the range, the changed
 // buckets) apply to both: a level bucket starts at or after lo exactly
 // when it starts at or after the first level bucket of the range.
+//
+// A rollup bucket belongs to the level bucket its start truncates to.
+// Where buckets do not keep one offset from UTC that can start after the
+// rollup bucket (in the Azores the hour of the first of two midnights
+// belongs to the day that starts at the second), so the level buckets
+// read are those after lfl, the level bucket of the rollup's last bucket
+// before lo (none of theirs precedes lo: truncation is monotone), and the
+// rollup's own rows are those whose level bucket is not read.
 func (m *matcher) levelFrom(p *plan.Rollup, l catalog.Level) string {
 	floor := m.bucketMath(l.Grain).floor
 	bucket := "r." + syntax.QuoteIdent(catalog.BucketColumn)
 	dirty := "(SELECT level FROM " + plan.LogRelation + ")"
 	in := bucket + " < " + boundsRef("lhi") + " AND " + bucket + " NOT IN " + dirty
 	out := []string{bucket + " >= " + boundsRef("lhi"), floor(bucket) + " IN " + dirty}
-	if len(p.Time.Lower) > 0 {
+	if !m.fixedOffset() {
+		out[0] = floor(bucket) + " >= " + boundsRef("lhi")
+	}
+	switch {
+	case len(p.Time.Lower) > 0 && !m.fixedOffset():
+		in += " AND " + bucket + " > " + boundsRef("lfl")
+		out = append([]string{floor(bucket) + " <= " + boundsRef("lfl")}, out...)
+	case len(p.Time.Lower) > 0:
 		out = append([]string{floor(bucket) + " < " + boundsRef("lo")}, out...)
 	}
 	return "(SELECT * FROM " + relation(l.Table) + " r WHERE " + in +

@@ -143,6 +143,8 @@ func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem,
 		return nil, "its base table has row-level security enabled, which the rollup does not apply"
 	case r.CaptureBroken != "":
 		return nil, "its rows may not reflect its base table: " + r.CaptureBroken
+	case r.TimeType == catalog.Timestamptz && r.Grain != catalog.Hour && zoneFault(r.TimeZone, r.Grain) != "":
+		return nil, zoneFault(r.TimeZone, r.Grain)
 	}
 	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
 		return nil, "it has no time zone"
