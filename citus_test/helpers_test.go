@@ -151,6 +151,25 @@ func captureTriggers(t *testing.T, name string) []string {
 	return out
 }
 
+// captureFunctions lists the trigger function of rollup name on every
+// node where it exists: "port function".
+func captureFunctions(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range append(cluster.workers[:len(cluster.workers):len(cluster.workers)], cluster.coord) {
+		conn := connect(t, n.URL(database))
+		var fn *string
+		if err := conn.QueryRow(context.Background(), `SELECT to_regprocedure(format('pgsketch.%I()', 'capture_' || $1::text))::text`, name).Scan(&fn); err != nil {
+			t.Fatal(err)
+		}
+		if fn != nil {
+			out = append(out, fmt.Sprintf("%d %s", n.Port, *fn))
+		}
+		conn.Close(context.Background())
+	}
+	return out
+}
+
 // relationExists reports whether rel names a relation on the coordinator.
 func relationExists(t *testing.T, conn *pgx.Conn, rel string) bool {
 	t.Helper()

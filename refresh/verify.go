@@ -31,7 +31,8 @@ type Check struct {
 }
 
 // Verify recomputes up to buckets materialized buckets of rollup name
-// (those the change log does not list)
+// (those the change log does not list; any bucket when its change capture
+// is not in place, as the log then says nothing of which buckets changed)
 // exactly from the base table (spread evenly over the rollup's range) and
 // returns one Check per rollup row and sketch measure in them. It only
 // reads, in a transaction of its own, and does not take the refresh lock:
@@ -60,7 +61,7 @@ func Verify(ctx context.Context, conn upstream.Session, name string, buckets int
 	if !r.Refreshed() {
 		return nil, fmt.Errorf("verify %s: the rollup has never been refreshed", name)
 	}
-	bucketList, err := pickBuckets(ctx, conn, r, buckets)
+	bucketList, err := pickBuckets(ctx, conn, r, buckets, r.CaptureBroken == "")
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: pick buckets: %w", name, err)
 	}
@@ -99,20 +100,23 @@ func Verify(ctx context.Context, conn upstream.Session, name string, buckets int
 }
 
 // pickBuckets picks up to n evenly spread materialized buckets of r, but
-// for those the change log lists: they are stale by design until a
-// refresh, and queries read them from the base table. It returns them as
-// SQL literals.
-func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, n int) ([]string, error) {
+// for those the change log lists when skipLogged: they are stale by design
+// until a refresh, and queries read them from the base table. It returns
+// them as SQL literals.
+func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, n int, skipLogged bool) ([]string, error) {
 	logged := "bucket"
 	if r.TimeType != catalog.Timestamptz {
 		logged = "(bucket::timestamp AT TIME ZONE 'UTC')"
 	}
+	where := logged + " NOT IN (SELECT l.bucket FROM pgsketch.rollup_dirty l WHERE l.rollup = $2)"
+	if !skipLogged {
+		where = "$2::text IS NOT NULL"
+	}
 	rows, err := upstream.Rows(ctx, conn, fmt.Sprintf(`
-		WITH b AS (SELECT DISTINCT bucket FROM %s
-		            WHERE %s NOT IN (SELECT l.bucket FROM pgsketch.rollup_dirty l WHERE l.rollup = $2)),
+		WITH b AS (SELECT DISTINCT bucket FROM %s WHERE %s),
 		     n AS (SELECT bucket, row_number() OVER (ORDER BY bucket) AS i, count(*) OVER () AS c FROM b)
 		SELECT bucket FROM n WHERE c <= $1::int OR (i - 1) %% ceil(c::numeric / $1::int)::int = 0 ORDER BY bucket`,
-		r.Table.String(), logged), strconv.Itoa(n), r.Name)
+		r.Table.String(), where), strconv.Itoa(n), r.Name)
 	if err != nil {
 		return nil, err
 	}

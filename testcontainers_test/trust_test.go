@@ -568,7 +568,7 @@ func TestTrustUpgrade(t *testing.T) {
 
 	// Down to version 10 and up again: writes go on throughout, and each
 	// version's first refresh rebuilds the rollup.
-	if err := m.Down(1); err != nil {
+	if err := m.Down(int(migrations.Latest()) - 10); err != nil {
 		t.Fatal(err)
 	}
 	wantVersion(t, m, 10)
@@ -800,6 +800,167 @@ func TestDistributedSourceRefused(t *testing.T) {
 		t.Fatalf("%d triggers left on the distributed table (%v)", triggers, err)
 	}
 	mustExec(t, e.conn, `INSERT INTO ev VALUES ('2026-01-02 10:00+00', 'DE', 'web', 1, 1)`)
+}
+
+// TestCaptureWithoutCatalog: Citus copies a distributed table's triggers
+// onto its shards and pgsketch's functions onto the workers, where
+// pgsketch's catalog does not exist. Here the same on one server: a
+// database without the catalog gets a rollup's capture function and
+// triggers as Citus would copy them; every kind of write to the table
+// succeeds (each failed with "relation pgsketch.rollup_dirty does not
+// exist" before catalog version 12), and nothing is logged.
+func TestCaptureWithoutCatalog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newTrustEnv(t)
+	var fn string
+	if err := e.conn.QueryRow(ctx, `SELECT pg_get_functiondef('pgsketch.capture_ev_daily()'::regprocedure)`).Scan(&fn); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := e.conn.Query(ctx, `SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'ev'::regclass AND tgname LIKE 'pgsketch\_%' ORDER BY tgname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	triggers, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(triggers) != 4 {
+		t.Fatalf("capture triggers: %q (%v), want 4", triggers, err)
+	}
+	worker := newTestDB(t).Conn(t)
+	mustExec(t, worker, trustTableSQL)
+	mustExec(t, worker, `CREATE SCHEMA pgsketch`)
+	mustExec(t, worker, fn)
+	for _, tg := range triggers {
+		mustExec(t, worker, tg)
+	}
+	for _, w := range []string{
+		`INSERT INTO ev VALUES ('2026-01-02 10:00+00', 'DE', 'web', 1, 1)`,
+		`INSERT INTO ev SELECT created_at + interval '1 hour', country, device, user_id + 5000, amount FROM ev`,
+		`UPDATE ev SET amount = amount + 1 WHERE created_at < '2026-01-05'`,
+		`DELETE FROM ev WHERE created_at >= '2026-01-20'`,
+		`COPY ev FROM PROGRAM 'echo 2026-01-11 10:00+00,DE,ios,90002,4' (FORMAT csv)`,
+		`TRUNCATE ev`,
+	} {
+		if _, err := worker.Exec(ctx, w); err != nil {
+			t.Errorf("%s on a table with pgsketch's triggers but no catalog: %v", w, err)
+		}
+	}
+	var n int
+	if err := worker.QueryRow(ctx, `SELECT count(*) FROM ev`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows after TRUNCATE (%v)", n, err)
+	}
+	var tables int
+	if err := worker.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relnamespace = 'pgsketch'::regnamespace`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("%d relations in schema pgsketch (%v), want none", tables, err)
+	}
+}
+
+// TestCaptureOnShardsUpgrade: migrating from catalog version 11 to 12
+// rewrites every rollup's capture function (in the form that returns at
+// once without the catalog) and costs no rollup its answers nor its next
+// refresh a rebuild: a captured relation recorded as it is has its record
+// follow the new function, one that changed before the upgrade stays
+// changed (exact answers until a rebuild). Down to version 11 the same
+// with version 11's function, but for a rollup whose source Citus
+// distributes (a stand-in for Citus's catalog here), whose function keeps
+// the new form; dropping that rollup removes its triggers and function.
+func TestCaptureOnShardsUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Down(int(migrations.Latest()) - 11); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 11)
+	mustExec(t, conn, trustTableSQL)
+	mustExec(t, conn, `CREATE TABLE drifted AS SELECT * FROM ev; CREATE TABLE spread AS SELECT * FROM ev`)
+	for _, r := range []string{"ev", "drifted", "spread"} {
+		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.create_rollup('%s_daily', '%s', 'created_at', %s)`, r, r, captureArgs))
+		refreshRollup(t, conn, r+"_daily", refresh.Options{})
+	}
+	mustExec(t, conn, `ALTER TABLE drifted ALTER COLUMN amount TYPE numeric(12,2) USING amount * 3`)
+	guarded := func(r string) bool {
+		t.Helper()
+		var src string
+		if err := conn.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE oid = $1::regprocedure`, "pgsketch.capture_"+r+"()").Scan(&src); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(src, "to_regclass('pgsketch.rollup_defs') IS NULL")
+	}
+	broken := func(r string) string {
+		t.Helper()
+		var why *string
+		if err := conn.QueryRow(ctx, `SELECT capture_broken FROM pgsketch.rollups WHERE name = $1`, r).Scan(&why); err != nil {
+			t.Fatal(err)
+		}
+		if why == nil {
+			return ""
+		}
+		return *why
+	}
+	if guarded("ev_daily") {
+		t.Fatal("the capture function of version 11 already returns without the catalog: the case tests nothing")
+	}
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	e := &trustEnv{db: db, conn: conn, nc: connectSimple(t, p.URL(db.DSN)), p: p}
+	for _, r := range []string{"ev_daily", "drifted_daily", "spread_daily"} {
+		if !guarded(r) {
+			t.Fatalf("%s: the capture function after the upgrade does not return without the catalog", r)
+		}
+	}
+	if why := broken("ev_daily"); why != "" {
+		t.Fatalf("ev_daily after the upgrade: capture_broken %q, want none", why)
+	}
+	if why := broken("drifted_daily"); !strings.Contains(why, "altered") {
+		t.Fatalf("drifted_daily after the upgrade: capture_broken %q, want the change made before it", why)
+	}
+	e.answers(t, "after the upgrade", true)
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-04 10:00+00', 'FR', 'ios', 9001, 2)`)
+	e.answers(t, "after a write", true)
+	if res := refreshRollup(t, conn, "ev_daily", refresh.Options{}); res.RowsRead >= 6000 {
+		t.Fatalf("the first refresh after the upgrade read %d rows, want an incremental refresh", res.RowsRead)
+	}
+	sameAs(t, conn, "ev", "ev_daily")
+
+	// Down to version 11, with spread distributed.
+	mustExec(t, conn, `SET allow_system_table_mods = on;
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL);
+		RESET allow_system_table_mods;
+		INSERT INTO pg_catalog.pg_dist_partition VALUES ('spread')`)
+	if err := m.Down(1); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 11)
+	if guarded("ev_daily") || !guarded("spread_daily") {
+		t.Fatalf("after down to version 11: ev_daily's function returns without the catalog %v (want false), spread_daily's %v (want true)",
+			guarded("ev_daily"), guarded("spread_daily"))
+	}
+	if why := broken("ev_daily"); why != "" {
+		t.Fatalf("ev_daily after down to version 11: capture_broken %q, want none", why)
+	}
+	e.answers(t, "after down to version 11", true)
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-05 10:00+00', 'FR', 'ios', 9002, 2)`)
+	e.answers(t, "after a write at version 11", true)
+	if res := refreshRollup(t, conn, "ev_daily", refresh.Options{}); res.RowsRead >= 6000 {
+		t.Fatalf("the first refresh after down to version 11 read %d rows, want an incremental refresh", res.RowsRead)
+	}
+	sameAs(t, conn, "ev", "ev_daily")
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('spread_daily')`)
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'spread'::regclass)
+		+ (SELECT count(*) FROM pg_proc WHERE proname = 'capture_spread_daily')`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d triggers and functions of spread_daily left after drop_rollup (%v)", left, err)
+	}
 }
 
 // TestCaptureDDLWaitsBriefly: a refresh that must install capture triggers
