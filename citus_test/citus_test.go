@@ -390,17 +390,35 @@ func TestCitusDistributeEmptyCapturedTable(t *testing.T) {
 	})
 }
 
-// TestCitusDistributedRollupTable: docs/citus.md §1's recipe. The base
-// table stays a plain table on the coordinator; the rollup table, defined
-// with --no-build, is distributed by a dimension (device, never NULL) not
-// co-located with anything, then built with rollup refresh --full. The
-// proxy's answers are within the stated error, incremental refreshes after
-// writes keep them so, rollup verify passes and rollup drop removes it.
+// TestCitusDistributedRollupTable: pgsketch keeps rollup tables local on
+// the coordinator. Distributing one (docs/citus.md §1: by a dimension,
+// device, not co-located) is refused by Citus, for the row-level security
+// policy every rollup table carries (its check of the source's privileges
+// is a subquery, which Citus does not take on a distributed table, and no
+// form it takes could keep the check: it runs on the workers). The table
+// stays local and the rollup works as on one node: built, answered within
+// its error, refreshed after writes, verified. A role reads it only while
+// it may read the source, checked at once after a REVOKE, directly and
+// through the proxy; a role that never could, never. Distributed anyway,
+// its policy dropped by hand, the rollup is refused by rollup refresh
+// (SQLSTATE 0A000, saying to keep it local) and answered exactly, saying
+// why; rollup drop removes it.
 func TestCitusDistributedRollupTable(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t, coordURL())
 	schema := newSchema(t, conn)
 	table := createEvents(t, conn, schema, false)
+	reader, stranger := schema+"_reader", schema+"_stranger"
+	for _, role := range []string{reader, stranger} {
+		mustExec(t, conn, fmt.Sprintf("CREATE ROLE %s LOGIN; GRANT USAGE ON SCHEMA %s TO %s", role, schema, role))
+		t.Cleanup(func() {
+			c := connect(t, coordURL())
+			if _, err := c.Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", role)); err != nil {
+				t.Logf("drop role %s: %v", role, err)
+			}
+		})
+	}
+	mustExec(t, conn, fmt.Sprintf("GRANT SELECT ON %s TO %s", table, reader))
 	name := schema + "_daily"
 	if r := rollupCreate(t, coordURL(), name, table, "--no-build"); r.code != 0 {
 		t.Fatalf("rollup create --no-build: %s", r)
@@ -409,31 +427,103 @@ func TestCitusDistributedRollupTable(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT format('%I.%I', rollup_schema, rollup_table) FROM pgsketch.rollup_defs WHERE name = $1`, name).Scan(&rollupTable); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, conn, fmt.Sprintf(`SELECT create_distributed_table('%s', 'device', colocate_with => 'none')`, rollupTable))
-	if r := cli(t, "rollup", "refresh", name, "--full", "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh --full of a distributed rollup table: %s", r)
+	distribute := fmt.Sprintf(`SELECT create_distributed_table('%s', 'device', colocate_with => 'none')`, rollupTable)
+	_, err := conn.Exec(ctx, distribute)
+	t.Logf("create_distributed_table of the rollup table: %v", err)
+	if sqlstate(err) != "0A000" || !strings.Contains(err.Error(), "policy") {
+		t.Fatalf("create_distributed_table of the rollup table: %v; want Citus's refusal of its policy, SQLSTATE 0A000", err)
 	}
-	var rows int64
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+rollupTable).Scan(&rows); err != nil || rows == 0 {
-		t.Fatalf("rollup table %s: %d rows, %v", rollupTable, rows, err)
+	var distributed bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = $1::regclass)`, rollupTable).Scan(&distributed); err != nil || distributed {
+		t.Fatalf("rollup table %s in Citus's metadata after the refusal: %v (%v)", rollupTable, distributed, err)
+	}
+
+	if r := cli(t, "rollup", "refresh", name, "--full", "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh --full: %s", r)
 	}
 	p := startProxy(t, "--approx", "on")
 	pc := connectNotices(t, p.url())
 	checkAnswers(t, pc, conn, table, approxAnswer, "")
-
 	writeAll(t, coordURL(), table, 10_000_000)
 	checkAnswers(t, pc, conn, table, approxAnswer, "")
 	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("incremental rollup refresh of a distributed rollup table: %s", r)
+		t.Fatalf("incremental rollup refresh: %s", r)
 	}
 	checkAnswers(t, pc, conn, table, approxAnswer, "")
 	if r := cli(t, "rollup", "verify", name, "--buckets", "40", "--dsn", coordURL()); r.code != 0 {
 		t.Errorf("rollup verify: %s", r)
 	}
+
+	// refused: reading the rollup table directly and every distinct query
+	// through the proxy fail with SQLSTATE 42501 for role.
+	refused := func(t *testing.T, role, why string) {
+		t.Helper()
+		direct := connect(t, asUser(coordURL(), role))
+		var n int64
+		err := direct.QueryRow(ctx, "SELECT count(*) FROM "+rollupTable).Scan(&n)
+		if sqlstate(err) != "42501" {
+			t.Errorf("%s, %s reading %s directly: %d rows, %v; want SQLSTATE 42501", why, role, rollupTable, n, err)
+		}
+		viaProxy := connectNotices(t, asUser(p.url(), role))
+		for _, q := range distinctQueries(table) {
+			rows, err := viaProxy.Query(ctx, q, pgx.QueryExecModeSimpleProtocol)
+			if err == nil {
+				for rows.Next() {
+				}
+				err = rows.Err()
+			}
+			if sqlstate(err) != "42501" {
+				t.Errorf("%s, %s through the proxy: %s: %v; want SQLSTATE 42501", why, role, q, err)
+			}
+		}
+	}
+	t.Run("privileges", func(t *testing.T) {
+		direct := connect(t, asUser(coordURL(), reader))
+		var n int64
+		if err := direct.QueryRow(ctx, "SELECT count(*) FROM "+rollupTable).Scan(&n); err != nil || n == 0 {
+			t.Fatalf("%s, with SELECT on the source, reading %s: %d rows, %v", reader, rollupTable, n, err)
+		}
+		checkAnswers(t, connectNotices(t, asUser(p.url(), reader)), direct, table, approxAnswer, "")
+		refused(t, stranger, "without any right on the source")
+		// At once, not at the next refresh.
+		mustExec(t, conn, fmt.Sprintf("REVOKE SELECT ON %s FROM %s", table, reader))
+		refused(t, reader, "after REVOKE SELECT on the source")
+	})
+
+	t.Run("distributed by hand", func(t *testing.T) {
+		mustExec(t, conn, "DROP POLICY pgsketch_source_readers ON "+rollupTable)
+		mustExec(t, conn, distribute)
+		r := cli(t, "rollup", "refresh", name, "--dsn", coordURL())
+		if r.code != 1 || !strings.Contains(r.stderr, "SQLSTATE 0A000") || !strings.Contains(r.stderr, "keeps rollup tables local") {
+			t.Errorf("rollup refresh of a distributed rollup table: %s; want a refusal with SQLSTATE 0A000", r)
+		}
+		// The proxy's catalog predates the distribution (nothing it
+		// fingerprints changed), so the answering statement's own check
+		// refuses the rollup, saying why.
+		checkAnswers(t, pc, conn, table, exactAnswer, "distributed by Citus")
+		r = cli(t, "rollup", "list", "--dsn", coordURL())
+		if r.code != 0 || !strings.Contains(r.stdout, "its table "+rollupTable+" is distributed by Citus") {
+			t.Errorf("rollup list: %s; want %s reported distributed by Citus", r, name)
+		}
+		viaProxy := connectNotices(t, asUser(p.url(), reader))
+		for _, q := range distinctQueries(table) {
+			rows, err := viaProxy.Query(ctx, q, pgx.QueryExecModeSimpleProtocol)
+			if err == nil {
+				for rows.Next() {
+				}
+				err = rows.Err()
+			}
+			if sqlstate(err) != "42501" {
+				t.Errorf("%s through the proxy: %s: %v; want SQLSTATE 42501", reader, q, err)
+			}
+		}
+	})
+
 	if r := cli(t, "rollup", "drop", name, "--dsn", coordURL()); r.code != 0 || relationExists(t, conn, rollupTable) {
 		t.Errorf("rollup drop: %s", r)
 	}
 	if tg := captureTriggers(t, name); len(tg) != 0 {
 		t.Errorf("capture triggers left after rollup drop: %q", tg)
 	}
+	checkAnswers(t, pc, conn, table, exactAnswer, "")
 }

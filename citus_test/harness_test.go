@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,6 +223,17 @@ func newSchema(t *testing.T, conn *pgx.Conn) string {
 	s := fmt.Sprintf("t%d", schemaCounter.Add(1))
 	mustExec(t, conn, "CREATE SCHEMA "+s)
 	return s
+}
+
+// asUser returns url with its user set to user (the suite's clusters
+// trust every local connection).
+func asUser(rawURL, user string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		panic(err)
+	}
+	u.User = url.User(user)
+	return u.String()
 }
 
 // withSettings returns url with the server settings kv (name, value, ...)

@@ -802,6 +802,36 @@ func TestDistributedSourceRefused(t *testing.T) {
 	mustExec(t, e.conn, `INSERT INTO ev VALUES ('2026-01-02 10:00+00', 'DE', 'web', 1, 1)`)
 }
 
+// TestDistributedRollupTableRefused: a rollup whose table (or a level
+// table) Citus distributes (a stand-in for Citus's catalog here) is
+// answered exactly and refused by a refresh, saying to keep it local:
+// pgsketch keeps rollup tables local on the coordinator (docs/citus.md).
+func TestDistributedRollupTableRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newTrustEnv(t)
+	mustExec(t, e.conn, `SELECT pgsketch.add_rollup_level('ev_daily', 'week')`)
+	refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
+	e.answers(t, "local", true)
+	mustExec(t, e.conn, `SET allow_system_table_mods = on;
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL);
+		RESET allow_system_table_mods`)
+	for _, tbl := range []string{"ev_daily", "ev_daily_week"} {
+		mustExec(t, e.conn, `TRUNCATE pg_catalog.pg_dist_partition; INSERT INTO pg_catalog.pg_dist_partition VALUES ('`+tbl+`')`)
+		e.answers(t, tbl+" distributed", false)
+		if why := e.broken(t); !strings.Contains(why, tbl+" is distributed by Citus") {
+			t.Fatalf("%s distributed: capture_broken %q, want it to name the table and Citus", tbl, why)
+		}
+		_, err := refresh.Refresh(ctx, pgsession.Conn{C: e.conn.PgConn()}, "ev_daily", refresh.Options{})
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "0A000" || !strings.Contains(pe.Message, "keeps rollup tables local") {
+			t.Fatalf("refresh with %s distributed: %v, want SQLSTATE 0A000", tbl, err)
+		}
+	}
+	mustExec(t, e.conn, `TRUNCATE pg_catalog.pg_dist_partition`)
+	e.repaired(t)
+}
+
 // TestCaptureWithoutCatalog: Citus copies a distributed table's triggers
 // onto its shards and pgsketch's functions onto the workers, where
 // pgsketch's catalog does not exist. Here the same on one server: a
@@ -934,7 +964,7 @@ func TestCaptureOnShardsUpgrade(t *testing.T) {
 		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL);
 		RESET allow_system_table_mods;
 		INSERT INTO pg_catalog.pg_dist_partition VALUES ('spread')`)
-	if err := m.Down(1); err != nil {
+	if err := m.Down(int(migrations.Latest()) - 11); err != nil {
 		t.Fatal(err)
 	}
 	wantVersion(t, m, 11)
