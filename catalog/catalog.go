@@ -254,6 +254,10 @@ func (r *Rollup) Measure(k Aggregate, expr string) (Measure, bool) {
 	return Measure{}, false
 }
 
+// NoCapture is Rollup.CaptureBroken for a catalog older than change
+// capture, which has no pgsketch.capture_check for a fetch to call.
+const NoCapture = "the catalog has no change capture (run pgsketch-proxy migrate up)"
+
 // Snapshot is the whole catalog at one instant. It is immutable once built.
 type Snapshot struct {
 	rollups  []*Rollup

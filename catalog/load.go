@@ -80,7 +80,7 @@ func Parse(b []byte) (*Snapshot, error) {
 		}
 		switch {
 		case len(j.Capture) == 0:
-			r.CaptureBroken = "the catalog has no change capture (run pgsketch-proxy migrate up)"
+			r.CaptureBroken = NoCapture
 		case string(j.Capture) != "null":
 			if err := json.Unmarshal(j.Capture, &r.CaptureBroken); err != nil || r.CaptureBroken == "" {
 				r.CaptureBroken = "its change capture is not in place"

@@ -141,7 +141,12 @@ func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem,
 		return nil, "its source columns have changed since it was created"
 	case r.SourceRLS:
 		return nil, "its base table has row-level security enabled, which the rollup does not apply"
-	case r.CaptureBroken != "":
+	case r.CaptureBroken == catalog.NoCapture:
+		// Any other reason the catalog gives (the source changed, the
+		// capture failed on a write, ...) is the fetch's own check's too:
+		// it refuses the rollup when the statement runs, and the proxy
+		// answers exactly with a NOTICE saying why, whether the catalog
+		// snapshot saw the fault or not.
 		return nil, "its rows may not reflect its base table: " + r.CaptureBroken
 	case r.TimeType == catalog.Timestamptz && r.Grain != catalog.Hour && zoneFault(r.TimeZone, r.Grain) != "":
 		return nil, zoneFault(r.TimeZone, r.Grain)

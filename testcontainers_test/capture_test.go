@@ -680,3 +680,52 @@ func TestCountNotNullDropped(t *testing.T) {
 	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-05 11:00', NULL, 1)`)
 	check("refreshed", false)
 }
+
+// TestBrokenCaptureSaysWhy: a rollup whose source changed since its last
+// refresh is not used, and every query it would have answered says so in
+// a NOTICE, both while the proxy's catalog snapshot predates the change
+// and once it has read the catalog anew (an ALTER TABLE that rewrites the
+// source changes its pg_class row, which the snapshot's fingerprint
+// holds), in the simple and the extended protocol.
+func TestBrokenCaptureSaysWhy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE ev (t timestamptz NOT NULL, u bigint NOT NULL, country text, amount numeric(12,2));
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + i * interval '5 minutes', i % 500, 'DE', 1 FROM generate_series(0, 5000) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 't', dimensions => '{country}', distinct_columns => '{u}')`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	direct := connectSimple(t, db.DSN)
+	const q = `SELECT country, count(DISTINCT u) AS users FROM ev GROUP BY 1`
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		nc := connectMode(t, p.URL(db.DSN), mode)
+		got, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "approximated from rollup ev_daily") {
+			t.Fatalf("%v: before the change: notices %q", mode, got.notices)
+		}
+	}
+	mustExec(t, conn, `ALTER TABLE ev ALTER COLUMN country TYPE varchar(10)`)
+	want, err := direct.query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeExec} {
+		nc := connectMode(t, p.URL(db.DSN), mode)
+		for i := range 2 {
+			got, err := nc.query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+				t.Fatalf("%v, query %d after the change: %v, exact %v", mode, i+1, got.rows, want.rows)
+			}
+			if len(got.notices) != 1 || !strings.Contains(got.notices[0], "rollup ev_daily not used") {
+				t.Fatalf("%v, query %d after the change: notices %q, want one saying why the rollup is not used", mode, i+1, got.notices)
+			}
+		}
+	}
+}
