@@ -209,23 +209,35 @@ func psqlServerError(stderr string) string {
 func installNode(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", "connect.js"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "node", f))
+	if err := npmCI(dir, "node", "connect.js"); err != nil {
+		t.Fatalf("%v (Node.js 20 and npm are needed for the node-postgres tests)", err)
+	}
+	return dir
+}
+
+// npmCI copies package.json, package-lock.json and files from
+// testdata/<sub> into dir and runs `npm ci` there, without install scripts:
+// from npm's cache when it holds the locked versions, else the registry.
+func npmCI(dir, sub string, files ...string) error {
+	for _, f := range append([]string{"package.json", "package-lock.json"}, files...) {
+		b, err := os.ReadFile(filepath.Join("testdata", sub, f))
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, f), b, 0o644)
 		}
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	// --prefer-offline: packages in npm's cache are used without asking
+	// the registry whether they are current (the lock file pins them).
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--prefer-offline")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci of testdata/node (Node.js 20 and npm are needed for the node-postgres tests): %v\n%s", err, out)
+		return fmt.Errorf("npm ci of testdata/%s: %v\n%s", sub, err, out)
 	}
-	return dir
+	return nil
 }
 
 type nodeResult struct {
