@@ -103,8 +103,7 @@ func (c *sessionConn) confirm(ctx context.Context) error {
 	if c.spec == nil || !c.spec.pending {
 		return nil
 	}
-	errs := c.runMany(ctx, nil, nil)
-	return errs[0]
+	return c.speculate(ctx, nil, nil)[0]
 }
 
 // viewStatements are the statements that read the view, and collectors

@@ -99,3 +99,16 @@ func TestSpeculationConfirmAlone(t *testing.T) {
 		t.Fatalf("confirm once more: %v (nothing is pending)", err)
 	}
 }
+
+// TestSpeculationConfirmCancelled: confirming a view when the statement's
+// context is already done sends nothing and reports the view unconfirmed
+// (it used to index the reply of an empty batch).
+func TestSpeculationConfirmCancelled(t *testing.T) {
+	w := wiretest.New(t)
+	c := &sessionConn{s: w.Session, txStatus: 'I', spec: &speculation{read: viewKey(settingsRow, "fp"), pending: true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.confirm(ctx); !errors.Is(err, errViewChanged) {
+		t.Fatalf("confirm with a cancelled context: %v, want errViewChanged", err)
+	}
+}
