@@ -216,11 +216,8 @@ func wallClock(e syntax.Expr) bool {
 	case *syntax.Const:
 		return e.Type == "str" || e.Type == "null"
 	case *syntax.Cast:
-		n := e.Type.Names
-		if len(n) == 2 && n[0] == "pg_catalog" {
-			n = n[1:]
-		}
-		return len(n) == 1 && e.Type.Array == 0 && (n[0] == "date" || n[0] == "timestamp")
+		n, ok := e.Type.Builtin()
+		return ok && (n == "date" || n == "timestamp")
 	case *syntax.VarFunc:
 		return e.Name == "current_date" || e.Name == "localtimestamp"
 	case *syntax.OpExpr:
@@ -237,8 +234,7 @@ func timeTyped(e syntax.Expr) bool {
 	case *syntax.Const:
 		return e.Type != "int" && e.Type != "float"
 	case *syntax.Cast:
-		n := e.Type.Names
-		switch n[len(n)-1] {
+		switch n, _ := e.Type.Builtin(); n {
 		case "interval", "int4", "int8", "int2", "integer", "bigint", "numeric":
 			return false
 		}

@@ -526,17 +526,11 @@ func textValue(e syntax.Expr) bool {
 	return false
 }
 
-// isTextType reports whether t names text or varchar (without a length
-// or array bounds), as x::text and CAST(x AS varchar) write them.
+// isTextType reports whether t names text or varchar (without a length),
+// as x::text and CAST(x AS varchar) write them.
 func isTextType(t *syntax.TypeName) bool {
-	if t == nil || len(t.Mods) > 0 || t.Array > 0 {
-		return false
-	}
-	n := t.Names
-	if len(n) == 2 && n[0] == "pg_catalog" {
-		n = n[1:]
-	}
-	return len(n) == 1 && (n[0] == "text" || n[0] == "varchar")
+	n, ok := t.Builtin()
+	return ok && len(t.Mods) == 0 && (n == "text" || n == "varchar")
 }
 
 // measureDistinct sets the sketch measure that answers distinct count a,

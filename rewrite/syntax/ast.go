@@ -369,6 +369,22 @@ func (f *FuncCall) Builtin() (string, bool) {
 	return "", false
 }
 
+// Builtin returns the name of a type PostgreSQL defines, unqualified or
+// in pg_catalog and not an array (timestamp for pg_catalog.timestamp), or
+// ok false for any other.
+func (t *TypeName) Builtin() (string, bool) {
+	if t == nil || t.Array > 0 {
+		return "", false
+	}
+	switch {
+	case len(t.Names) == 1:
+		return t.Names[0], true
+	case len(t.Names) == 2 && t.Names[0] == "pg_catalog":
+		return t.Names[1], true
+	}
+	return "", false
+}
+
 // IsGrouping reports whether f is the GROUPING(...) operation of grouped
 // queries (not a function named grouping).
 func (f *FuncCall) IsGrouping() bool {
