@@ -373,3 +373,97 @@ func describe(b []byte) string {
 	}
 	return fmt.Sprintf("%s of %d bytes (%x...)", typ, len(b), head)
 }
+
+// TestHLLEstimateInSQL checks that pgsketch.hll_estimate, the estimator
+// PostgreSQL runs where it unites sketches itself, gives Estimate's value
+// for every sketch the extension writes: EMPTY, EXPLICIT, SPARSE and FULL,
+// every regwidth, register words narrower than a byte, sparse encoding and
+// the EXPLICIT stage off, saturated registers, and that an UNDEFINED or
+// unknown sketch gives NaN rather than a count.
+func TestHLLEstimateInSQL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, conn := catalogDB(t)
+
+	var rows [][]any
+	sizes := []int{1, 3, 10, 100, 1_000, 5_000, 30_000, 200_000}
+	for _, n := range sizes {
+		for _, h := range compatHashes(3, n) {
+			rows = append(rows, []any{int32(n), int64(h)})
+		}
+	}
+	mustExec(t, conn, "CREATE TEMP TABLE est_hashes (sz int NOT NULL, h bigint NOT NULL)")
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"est_hashes"}, []string{"sz", "h"}, pgx.CopyFromRows(rows)); err != nil {
+		t.Fatalf("COPY hashes: %v", err)
+	}
+	// log2m, regwidth, expthresh (-1 automatic, 0 no EXPLICIT stage),
+	// sparse on.
+	configs := [][4]int{
+		{4, 1, -1, 1}, {4, 2, -1, 1}, {4, 3, 0, 1}, {5, 2, 0, 1}, {4, 5, -1, 0},
+		{10, 4, -1, 1}, {10, 5, 0, 1}, {11, 5, -1, 0}, {14, 5, -1, 1}, {14, 5, 0, 0},
+		{14, 4, 0, 1}, {16, 5, -1, 1}, {17, 5, 0, 1}, {12, 3, -1, 1}, {8, 1, 0, 0},
+	}
+	var cols []string
+	for _, c := range configs {
+		cols = append(cols, fmt.Sprintf("hll_send(hll_add_agg(h::hll_hashval, %d, %d, %d, %d))", c[0], c[1], c[2], c[3]))
+	}
+	res, err := conn.Query(ctx, "SELECT s, pgsketch.hll_estimate(s) FROM (SELECT unnest(ARRAY["+strings.Join(cols, ", ")+
+		"]) AS s FROM est_hashes GROUP BY sz) x UNION ALL SELECT s, pgsketch.hll_estimate(s) FROM (SELECT hll_send(hll_empty(14, 5)) UNION ALL SELECT '\\x0001'::bytea) AS e(s)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[byte]int)
+	compared := 0
+	for res.Next() {
+		var b []byte
+		var got float64
+		if err := res.Scan(&b, &got); err != nil {
+			t.Fatal(err)
+		}
+		h := new(sketch.HLL)
+		if err := h.UnmarshalBinary(b); err != nil {
+			if !math.IsNaN(got) {
+				t.Errorf("%x: not a sketch, but hll_estimate = %v, expected NaN", b, got)
+			}
+			continue
+		}
+		seen[b[0]&0x0f]++
+		want := h.Estimate()
+		if diff := math.Abs(got - want); diff > 1e-9*math.Max(1, want) || math.IsNaN(got) != math.IsNaN(want) {
+			t.Errorf("%s: hll_estimate = %v, Estimate = %v", describe(b), got, want)
+		}
+		compared++
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	requireAllTypes(t, "hll_estimate", seen, 1, 2, 3, 4)
+
+	// Every register saturated: past the sketch's range, +Inf in both.
+	sat, err := sketch.NewHLL(4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range compatHashes(4, 2000) {
+		sat.AddHash(x)
+	}
+	b, err := sat.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	if err := conn.QueryRow(ctx, "SELECT pgsketch.hll_estimate($1)", b).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := sat.Estimate(); got != want {
+		t.Errorf("saturated %s: hll_estimate = %v, Estimate = %v", describe(b), got, want)
+	}
+	// UNDEFINED: NaN, which no cast to bigint accepts.
+	if err := conn.QueryRow(ctx, "SELECT pgsketch.hll_estimate('\\x108e7f'::bytea)").Scan(&got); err != nil || !math.IsNaN(got) {
+		t.Errorf("UNDEFINED: hll_estimate = %v (%v), expected NaN", got, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT CAST(pgsketch.hll_estimate('\\x108e7f'::bytea) AS bigint)"); err == nil {
+		t.Error("an UNDEFINED sketch's estimate cast to bigint, expected an error")
+	}
+	t.Logf("compared %d sketches", compared)
+}

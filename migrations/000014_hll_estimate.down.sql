@@ -1,0 +1,3 @@
+-- Removes version 14.
+
+DROP FUNCTION pgsketch.hll_estimate(bytea);
