@@ -2,6 +2,11 @@ package exec
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,5 +75,65 @@ func TestRunNestedSketches(t *testing.T) {
 		if e := h.Estimate(); e < want-0.5 || e > want+0.5 {
 			t.Errorf("%s's sketch estimates %v, want %v", country, e, want)
 		}
+	}
+}
+
+// TestEstimateColumns: the outer statement's united sketches come back in
+// binary whatever the client asked, and leave as bigint estimates in the
+// client's format (0 for a union of no rows); bytes that are no sketch,
+// or an UNDEFINED one, fail the answer rather than count.
+func TestEstimateColumns(t *testing.T) {
+	if got := sketchFormats(nil, 3, []int{1}); len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 0 {
+		t.Errorf("sketchFormats(text) = %v", got)
+	}
+	if got := sketchFormats([]int16{1}, 2, []int{0}); got[0] != 1 || got[1] != 1 {
+		t.Errorf("sketchFormats(binary) = %v", got)
+	}
+	big := make([]string, 5000)
+	for i := range big {
+		big[i] = "u" + strconv.Itoa(i)
+	}
+	h := new(sketch.HLL)
+	if err := h.UnmarshalBinary(sketchOf(t, big...)); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(math.Round(h.Estimate()))
+	p := &plan.Nested{Estimated: []int{1}, Columns: 2}
+	result := func(s []byte) *upstream.Result {
+		return &upstream.Result{Fields: []pgproto3.FieldDescription{field(pgtype.TextOID), field(pgtype.ByteaOID)},
+			Rows: [][][]byte{{[]byte("a"), s}, {[]byte("b"), nil}, {[]byte("c"), sketchOf(t, "x", "y")}}}
+	}
+	for _, client := range [][]int16{nil, {0, 1}, {1}} {
+		res := result(sketchOf(t, big...))
+		if err := estimateColumns(res, p, client); err != nil {
+			t.Fatal(err)
+		}
+		f := res.Fields[1]
+		if f.DataTypeOID != pgtype.Int8OID || f.DataTypeSize != 8 || f.Format != upstream.FormatOf(client, 1) {
+			t.Errorf("client formats %v: field %+v", client, f)
+		}
+		var got []int64
+		for _, r := range res.Rows {
+			if f.Format == 1 {
+				got = append(got, int64(binary.BigEndian.Uint64(r[1])))
+			} else {
+				n, err := strconv.ParseInt(string(r[1]), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, []int64{want, 0, 2}) {
+			t.Errorf("client formats %v: estimates %v, want [%d 0 2]", client, got, want)
+		}
+	}
+	for _, bad := range [][]byte{[]byte("no sketch"), {0x10, 0x8e, 0x7f}} {
+		if err := estimateColumns(result(bad), p, nil); !errors.Is(err, ErrData) {
+			t.Errorf("%x: error %v, want ErrData", bad, err)
+		}
+	}
+	if err := estimateColumns(result(nil), &plan.Nested{Estimated: []int{1}, Columns: 3}, nil); err == nil {
+		t.Error("a statement of 2 columns where 3 were planned: no error")
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgsketch/pgsketch/upstream"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -397,21 +398,9 @@ func withFormats(fields []pgproto3.FieldDescription, codes []int16) []pgproto3.F
 	out := make([]pgproto3.FieldDescription, len(fields))
 	copy(out, fields)
 	for i := range out {
-		out[i].Format = formatOf(codes, i)
+		out[i].Format = upstream.FormatOf(codes, i)
 	}
 	return out
-}
-
-func formatOf(codes []int16, i int) int16 {
-	switch {
-	case len(codes) == 0:
-		return 0
-	case len(codes) == 1:
-		return codes[0]
-	case i < len(codes):
-		return codes[i]
-	}
-	return 0
 }
 
 func (x *extRequest) close(m *pgproto3.Close) {

@@ -30,7 +30,7 @@ var planners = []planner{
 	{shape: retentionShape, plan: onSelect(planRetention)},
 	{shape: topkShape, plan: onSelect(planTopK)},
 	{shape: anySelect, plan: onSelect(planSingle)},
-	{plan: onSelect(planStarJoin), none: notAJoin, prefix: "as a join: "},
+	{plan: onSelect(planWholeStarJoin), none: notAJoin, prefix: "as a join: "},
 	{plan: planNested, none: noSubquery},
 }
 

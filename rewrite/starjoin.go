@@ -32,8 +32,20 @@ import (
 // original; a key matching none drops, or keeps NULLs under LEFT JOIN):
 // distinct counts are never summed, and counts and sums stay exact.
 
-// planStarJoin plans s as a star join, or says why not.
+// planStarJoin plans s as a star join, or says why not, for a subquery of
+// a larger statement: every distinct count is estimated in PostgreSQL.
 func planStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
+	return starJoinPlan(s, snap, sess, false)
+}
+
+// planWholeStarJoin plans s as a star join, or says why not, for the whole
+// statement: the distinct counts it returns as they are (see
+// proxyEstimated) are estimated by the proxy.
+func planWholeStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, string) {
+	return starJoinPlan(s, snap, sess, true)
+}
+
+func starJoinPlan(s *syntax.Select, snap *catalog.Snapshot, sess env, whole bool) (*built, string) {
 	sj, why := readStarJoin(s, snap, sess)
 	if why != "" {
 		return nil, why
@@ -64,7 +76,12 @@ func planStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, s
 			return nil, "the exact " + a.Expr + " cannot be regrouped"
 		}
 	}
-	hook := sj.outerHook(b, aggOf, hll)
+	var byProxy map[*syntax.FuncCall]bool
+	var estimated []int
+	if whole {
+		byProxy, estimated = proxyEstimated(s, aggOf)
+	}
+	hook := sj.outerHook(b, aggOf, hll, byProxy)
 	from, united := sj.outerFrom(s, hook)
 	var where []string
 	for _, c := range sj.outer {
@@ -84,14 +101,69 @@ func planStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, s
 	pl := &plan.Nested{Outer: []string{before, after}, Arms: []*plan.Rollup{b}, Head: plan.Head{Rollup: b.Rollup, Source: b.Source,
 		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}}
 	pl.OuterParams = paramsIn(before + " " + after)
+	if len(estimated) > 0 {
+		pl.Estimated, pl.Columns = estimated, len(s.Targets)
+	}
 	return &built{Plan: pl}, ""
+}
+
+// proxyEstimated picks the distinct counts of a whole statement that the
+// outer statement may return as united sketches for the proxy to estimate
+// (pgsketch.hll_estimate in SQL costs milliseconds per sketch): an output
+// column that is the aggregate itself, in a statement without DISTINCT
+// (which would compare the sketches) and without an ORDER BY item that
+// names an output column by number or name (which would sort them). The
+// same aggregate written again in HAVING or ORDER BY is another node,
+// estimated in SQL by the same estimator.
+func proxyEstimated(s *syntax.Select, aggOf map[*syntax.FuncCall]int) (map[*syntax.FuncCall]bool, []int) {
+	if s.Distinct {
+		return nil, nil
+	}
+	named := map[string]bool{}
+	for _, o := range s.OrderBy {
+		switch e := o.Expr.(type) {
+		case *syntax.Const:
+			return nil, nil
+		case *syntax.ColRef:
+			if len(e.Parts) == 1 {
+				named[e.Parts[0]] = true
+			}
+		}
+	}
+	var byProxy map[*syntax.FuncCall]bool
+	var cols []int
+	for i, t := range s.Targets {
+		if t.Star {
+			return nil, nil
+		}
+		f, ok := t.Expr.(*syntax.FuncCall)
+		if _, agg := aggOf[f]; !ok || !agg {
+			continue
+		}
+		if k := classifyAgg(unfiltered(f)); k != countDistinct && k != approxCountDistinct {
+			continue
+		}
+		name := t.Name
+		if name == "" {
+			name = syntax.ColumnName(t.Expr)
+		}
+		if named[name] {
+			continue
+		}
+		if byProxy == nil {
+			byProxy = map[*syntax.FuncCall]bool{}
+		}
+		byProxy[f] = true
+		cols = append(cols, i)
+	}
+	return byProxy, cols
 }
 
 // outerHook prints the statement's expressions over the arm's rows: keys
 // and fact columns as the arm's columns, by the fact table's name, and
 // aggregates as merges of the arm's (aggOf gives their columns; the plan's
 // own Agg names are internal to the arm).
-func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll catalog.Extension) func(syntax.Expr) (string, bool) {
+func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll catalog.Extension, byProxy map[*syntax.FuncCall]bool) func(syntax.Expr) (string, bool) {
 	q := catalog.QuoteIdent(refName(sj.fact)) + "."
 	hs := catalog.QuoteIdent(hll.Schema) + "."
 	var hook func(e syntax.Expr) (string, bool)
@@ -121,7 +193,11 @@ func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll
 		}
 		switch classifyAgg(unfiltered(f)) {
 		case countDistinct, approxCountDistinct:
-			return "CAST(COALESCE(pgsketch.hll_estimate(" + hs + "hll_send(" + hs + "hll_union_agg(CAST(" + col + " AS " + hs + "hll))" + filter + ")), 0) AS bigint)", true
+			united := hs + "hll_send(" + hs + "hll_union_agg(CAST(" + col + " AS " + hs + "hll))" + filter + ")"
+			if byProxy[f] {
+				return united, true
+			}
+			return "CAST(COALESCE(pgsketch.hll_estimate(" + united + "), 0) AS bigint)", true
 		case countRows:
 			if sj.dimKept {
 				// A dimension row without facts is one joined row.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/sketch"
 )
@@ -96,7 +98,6 @@ func TestUnitedInPostgresEstimatedAsStated(t *testing.T) {
 	}
 
 	p := startProxy(t, server.adminURL, "--approx", "on")
-	proxied := connectSimple(t, p.URL(db.DSN))
 	cases := []struct {
 		sql  string
 		want map[string]float64 // by the first column's text
@@ -116,36 +117,61 @@ func TestUnitedInPostgresEstimatedAsStated(t *testing.T) {
 				"C2": union("C2"), "C3": union("C3"), "C4": union("C4")}},
 		{`SELECT 'everyone', count(DISTINCT e.user_id) * 1 FROM events e JOIN countries c ON c.code = e.country`,
 			map[string]float64{"everyone": union(all...)}},
+		// Returned as they are, the united sketches are estimated by the
+		// proxy.
+		{`SELECT c.region, count(DISTINCT e.user_id) AS users, count(*) AS events FROM events e JOIN countries c ON c.code = e.country
+		   GROUP BY c.region`,
+			map[string]float64{"R0": union(region(0)...), "R1": union(region(1)...), "R2": union(region(2)...), "": union("C11")}},
+		{`SELECT coalesce(country, 'all'), count(DISTINCT user_id) FROM events WHERE country IN ('C0', 'C1', 'C2', 'C3', 'C4')
+		   GROUP BY ROLLUP (country)`,
+			map[string]float64{"all": union("C0", "C1", "C2", "C3", "C4"), "C0": union("C0"), "C1": union("C1"),
+				"C2": union("C2"), "C3": union("C3"), "C4": union("C4")}},
+		{`SELECT c.region, count(DISTINCT e.user_id) AS users FROM events e JOIN countries c ON c.code = e.country
+		   WHERE c.region = 'nowhere' GROUP BY ROLLUP (c.region)`,
+			map[string]float64{"": 0}},
 	}
-	for _, c := range cases {
-		got, err := proxied.query(ctx, c.sql)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
+		proxied := connectMode(t, p.URL(db.DSN), mode)
+		for _, c := range cases {
+			checkUnited(t, ctx, proxied, mode, c.sql, c.want)
+		}
+	}
+}
+
+// checkUnited requires sql's answer through the proxy to be a bigint in
+// its second column, want by the text of the first, within 1 (rounding).
+func checkUnited(t *testing.T, ctx context.Context, proxied *noticeConn, mode pgx.QueryExecMode, sql string, want map[string]float64) {
+	t.Helper()
+	got, err := proxied.query(ctx, sql)
+	if err != nil {
+		t.Errorf("%v: %s: %v", mode, sql, err)
+		return
+	}
+	if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup daily (standard error 0.81%)") {
+		t.Errorf("%v: %s: notices %q, want the rollup's", mode, sql, got.notices)
+		return
+	}
+	if len(got.rows) != len(want) {
+		t.Errorf("%v: %s: %d rows %q, want %d", mode, sql, len(got.rows), got.rows, len(want))
+		return
+	}
+	if f := got.fields[1]; f.DataTypeOID != 20 || f.DataTypeSize != 8 {
+		t.Errorf("%v: %s: column 2 is of type %d (size %d), want bigint", mode, sql, f.DataTypeOID, f.DataTypeSize)
+	}
+	for _, r := range got.rows {
+		w, ok := want[r[0]]
+		if !ok {
+			t.Errorf("%v: %s: unexpected row %q", mode, sql, r)
+			continue
+		}
+		v, err := strconv.ParseFloat(r[1], 64)
 		if err != nil {
-			t.Errorf("%s: %v", c.sql, err)
+			t.Errorf("%v: %s: row %q: %v", mode, sql, r, err)
 			continue
 		}
-		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup daily (standard error 0.81%)") {
-			t.Errorf("%s: notices %q, want the rollup's", c.sql, got.notices)
-			continue
+		if math.Abs(v-w) > 1 {
+			t.Errorf("%v: %s: %s = %v, pgsketch's estimate of the united sketch is %.1f (%+.2f %%)", mode, sql, r[0], v, w, 100*(v-w)/w)
 		}
-		if len(got.rows) != len(c.want) {
-			t.Errorf("%s: %d rows %q, want %d", c.sql, len(got.rows), got.rows, len(c.want))
-			continue
-		}
-		for _, r := range got.rows {
-			want, ok := c.want[r[0]]
-			if !ok {
-				t.Errorf("%s: unexpected row %q", c.sql, r)
-				continue
-			}
-			v, err := strconv.ParseFloat(r[1], 64)
-			if err != nil {
-				t.Errorf("%s: row %q: %v", c.sql, r, err)
-				continue
-			}
-			if math.Abs(v-want) > 1 {
-				t.Errorf("%s: %s = %v, pgsketch's estimate of the united sketch is %.1f (%+.2f %%)", c.sql, r[0], v, want, 100*(v-want)/want)
-			}
-		}
-		t.Logf("%s: %q", strings.Join(strings.Fields(c.sql), " "), got.rows)
 	}
+	t.Logf("%v: %s: %q", mode, strings.Join(strings.Fields(sql), " "), got.rows)
 }

@@ -25,6 +25,21 @@ type Session interface {
 	CopyFrom(ctx context.Context, r io.Reader, sql string) (int64, error)
 }
 
+// FormatOf is the format of result column i under a Bind's result format
+// codes: none means text for all, one is every column's, else one per
+// column.
+func FormatOf(codes []int16, i int) int16 {
+	switch {
+	case len(codes) == 0:
+		return 0
+	case len(codes) == 1:
+		return codes[0]
+	case i < len(codes):
+		return codes[i]
+	}
+	return 0
+}
+
 // Statement is one statement with its parameters, run with the extended
 // protocol.
 type Statement struct {

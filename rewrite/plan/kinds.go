@@ -159,6 +159,14 @@ type Nested struct {
 	// OuterParams lists the $n the pieces reference.
 	Outer       []string
 	OuterParams []int
+	// Estimated lists the output columns (from 0) that the outer statement
+	// returns as a united HLL sketch, in hll_send's bytes, for the
+	// executor to replace by pgsketch's estimate of it (a bigint; 0 for
+	// NULL, a union of no rows); Columns is the number of output columns.
+	// Every other distinct count the outer statement estimates itself,
+	// with the same estimator (pgsketch.hll_estimate).
+	Estimated []int
+	Columns   int
 }
 
 // SQLWith is the statement a Nested plan runs: Outer with each arm's

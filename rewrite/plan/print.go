@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
@@ -91,6 +92,9 @@ func (p *Nested) Explain(verbose bool) string {
 		l.arm(fmt.Sprintf("subquery %d:", i+1), a)
 	}
 	l.sql("outer", p.SQLWith(nestedMarks(len(p.Arms))))
+	if len(p.Estimated) > 0 {
+		l.w("estimated by the proxy: output column%s %s of %d", plural(len(p.Estimated), "", "s"), columnList(p.Estimated), p.Columns)
+	}
 	return l.tail(&p.Head)
 }
 
@@ -301,4 +305,17 @@ func nestedMarks(n int) []string {
 		out[i] = fmt.Sprintf("subquery %d", i+1)
 	}
 	return out
+}
+
+// columnList prints output column indexes (from 0) as the numbers ORDER BY
+// would give them: "1, 3".
+func columnList(cols []int) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(c + 1))
+	}
+	return b.String()
 }
