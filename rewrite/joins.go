@@ -32,6 +32,9 @@ func readStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (starJoin,
 	sj.groupKeys(s)
 	if r := sj.rollup; r != nil {
 		sj.bucketFilters(s, r, sess.TimeZone)
+		if why := sj.readWindows(r); why != "" {
+			return sj, why
+		}
 	}
 	rr := &refReader{sj: &sj, keys: map[string]bool{}}
 	sj.splitConditions(s, rr)
@@ -82,6 +85,9 @@ func joinTables(s *syntax.Select) (sj starJoin, items []syntax.FromItem, why str
 		sj.kind, sj.on = "", nil
 	}
 	for _, it := range items {
+		if len(items) == 2 && seriesItem(it) {
+			continue // a series of window ends (window.go)
+		}
 		if it.Name == "" || it.Unsupported != "" || it.Only {
 			if len(items) == 2 {
 				return sj, nil, "a join of other than two plain tables"

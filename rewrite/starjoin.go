@@ -168,6 +168,11 @@ func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll
 	hs := catalog.QuoteIdent(hll.Schema) + "."
 	var hook func(e syntax.Expr) (string, bool)
 	hook = func(e syntax.Expr) (string, bool) {
+		if o, ok := e.(*syntax.OpExpr); ok {
+			if w, ok := sj.windows[o]; ok {
+				return sj.windowSQL(w, q, sj.rollup.Grain, hook), true
+			}
+		}
 		if k := sj.exprKey(e); k != "" {
 			return q + k, true
 		}
@@ -297,6 +302,11 @@ type starJoin struct {
 	// the bucket key that stands for them over the arm's rows.
 	timeRefs map[*syntax.ColRef]bool
 	timeKey  string
+	// windows are the conditions of a join to a series (window.go) that
+	// compare the time column with a window bound, read on the bucket
+	// key; span is the time range the arm reads for them, as UTC text.
+	windows map[*syntax.OpExpr]windowBound
+	span    [2]string
 }
 
 // exprKey is the arm's column of a key expression, or "".
@@ -348,8 +358,15 @@ func (sj starJoin) arm(s *syntax.Select) (*syntax.Select, map[*syntax.FuncCall]i
 	return arm, aggOf, ""
 }
 
-// fromSQL prints a plain table FROM item.
+// fromSQL prints a plain table FROM item, or a series.
 func fromSQL(fi syntax.FromItem) string {
+	if fi.Func != nil {
+		s := syntax.SQL(fi.Func, nil) + " AS " + catalog.QuoteIdent(fi.Alias)
+		if len(fi.FuncCols) > 0 {
+			s += "(" + catalog.QuoteIdent(fi.FuncCols[0]) + ")"
+		}
+		return s
+	}
 	s := catalog.QuoteIdent(fi.Name)
 	if fi.Schema != "" {
 		s = catalog.QuoteIdent(fi.Schema) + "." + s

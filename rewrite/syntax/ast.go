@@ -323,6 +323,10 @@ type FromItem struct {
 	Query      *Select
 	ColAliases bool
 	Join       *Join
+	// Func is a function in FROM called plainly (Unsupported is still
+	// set), FuncCols the column names its alias gives, if any.
+	Func     *FuncCall
+	FuncCols []string
 }
 
 // Join is l typ r [ON on].

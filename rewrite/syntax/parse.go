@@ -478,11 +478,42 @@ func convFrom(n *pg.Node) FromItem {
 		}
 		return fi
 	case n.GetRangeFunction() != nil:
-		return FromItem{Unsupported: "a function in FROM"}
+		return convFromFunction(n.GetRangeFunction())
 	case n.GetRangeTableSample() != nil:
 		return FromItem{Unsupported: "TABLESAMPLE"}
 	}
 	return FromItem{Unsupported: "an unsupported FROM item"}
+}
+
+// convFromFunction converts a function in FROM. It stays unsupported
+// (what reads a FROM item's rows reads only tables and subqueries); a
+// plain call of one function (not LATERAL, WITH ORDINALITY or ROWS FROM,
+// no column definition list) keeps its call, alias and column aliases for
+// the planners that read it as a list of values.
+func convFromFunction(rf *pg.RangeFunction) FromItem {
+	fi := FromItem{Unsupported: "a function in FROM"}
+	if rf.GetLateral() || rf.GetOrdinality() || rf.GetIsRowsfrom() || len(rf.GetColdeflist()) > 0 || len(rf.GetFunctions()) != 1 {
+		return fi
+	}
+	pair := rf.GetFunctions()[0].GetList().GetItems()
+	if len(pair) == 0 || len(pair) > 1 && pair[1] != nil && len(pair[1].GetList().GetItems()) > 0 {
+		return fi
+	}
+	f, ok := conv(pair[0]).(*FuncCall)
+	if !ok {
+		return fi
+	}
+	fi.Func = f
+	if a := rf.GetAlias(); a != nil {
+		fi.Alias = a.GetAliasname()
+		cols, ok := strs(a.GetColnames())
+		if !ok {
+			fi.Func = nil
+			return fi
+		}
+		fi.FuncCols = cols
+	}
+	return fi
 }
 
 // joinTypes are the join types of SQL's syntax, as printed.

@@ -1,0 +1,298 @@
+package rewrite
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/syntax"
+)
+
+// Rolling windows: a series of times joined to the fact table on a window
+// of its time column per time, as analysts and query builders write
+// 7-day active users per day:
+//
+//	SELECT d.d::date AS day, count(DISTINCT e.user_id)
+//	FROM generate_series('2026-02-01'::timestamp, '2026-04-30', interval '1 day') AS d
+//	LEFT JOIN events e ON e.created_at >= d.d - interval '6 days' AND e.created_at < d.d + interval '1 day'
+//	GROUP BY d.d ORDER BY d.d
+//
+// is a star join whose dimension is the series: the arm returns, per
+// bucket of the rollup over the whole span the windows can reach, the
+// merged sketches, counts and sums; PostgreSQL joins the series to those
+// rows with each window condition read on the bucket's start, and unites
+// the sketches per window. That is exact when every window bound is the
+// start of a bucket: a bucket then lies wholly inside a window or wholly
+// outside it. The bounds are computed by PostgreSQL from the series, so
+// the outer statement checks each one where it compares it: a bound that
+// is not a bucket start, or outside the span the arm read, fails the
+// statement (a cast of a message to timestamptz), and PostgreSQL answers
+// the query instead.
+
+// seriesItem reports whether fi is generate_series(start, stop, step) in
+// FROM with an alias, whose one column the join reads.
+func seriesItem(fi syntax.FromItem) bool {
+	if fi.Func == nil || fi.Alias == "" || len(fi.FuncCols) > 1 || len(fi.Func.Args) != 3 {
+		return false
+	}
+	name, ok := fi.Func.Builtin()
+	return ok && name == "generate_series" && fi.Func.Filter == nil && !fi.Func.Distinct && !fi.Func.Star
+}
+
+// windowBound is a window condition of the join: the fact table's time
+// column compared (>= or <) with an expression of the series.
+type windowBound struct {
+	op    string
+	bound syntax.Expr
+}
+
+// windowSlack bounds how far before the series' start or after its end a
+// window bound may lie beyond the offsets the window conditions add: a
+// session zone's offset from the rollup's.
+const windowSlack = 2 * 24 * time.Hour
+
+// readWindows reads the window conditions of a join to a series: at
+// least one lower (>=) and one upper (<) bound on the time column, each
+// an expression of the series' values with constant offsets. It adds the
+// span the arm reads to the arm's conditions and the bucket key the
+// conditions are read on.
+func (sj *starJoin) readWindows(r *catalog.Rollup) string {
+	var series *syntax.FromItem
+	for i := range sj.dims {
+		if seriesItem(sj.dims[i]) {
+			series = &sj.dims[i]
+		}
+	}
+	if series == nil {
+		return ""
+	}
+	switch {
+	case len(sj.dims) != 1 || sj.on == nil:
+		return "a series joined to the fact table other than by one JOIN ... ON"
+	case sj.kind == "LEFT JOIN" && !sj.dimKept:
+		// The facts outside every window would stay, with no series
+		// value: the arm reads only the span the windows reach.
+		return "the fact table LEFT JOIN a series"
+	}
+	if r.Grain != catalog.Day && r.Grain != catalog.Hour {
+		return "a series joined to a rollup of " + string(r.Grain) + "s (days and hours are read)"
+	}
+	loc, err := time.LoadLocation(r.TimeZone)
+	if err != nil {
+		return "a series joined to a rollup in zone " + r.TimeZone + ", which Go does not know"
+	}
+	start, ok1 := timeLiteral(series.Func.Args[0])
+	stop, ok2 := timeLiteral(series.Func.Args[1])
+	if !ok1 || !ok2 || !intervalLiteral(series.Func.Args[2]) {
+		return "a series whose start, stop and step are not literal times and a literal interval"
+	}
+	if stop.Sub(start) > 3*366*24*time.Hour || stop.Before(start) {
+		return "a series of more than three years, or none"
+	}
+	var lower, upper bool
+	var reach time.Duration
+	for _, c := range conjuncts(sj.on) {
+		o, ok := c.(*syntax.OpExpr)
+		if !ok || o.Schema != "" || o.Op != ">=" && o.Op != "<" {
+			continue
+		}
+		col, ok := o.Left.(*syntax.ColRef)
+		if !ok || sj.side(col) != "fact" || col.Parts[len(col.Parts)-1] != r.TimeColumn {
+			continue
+		}
+		off, why := seriesOffset(o.Right, *series)
+		if why != "" {
+			return "a window bound " + syntax.SQL(o.Right, nil) + ": " + why
+		}
+		reach = max(reach, off)
+		if sj.windows == nil {
+			sj.windows = map[*syntax.OpExpr]windowBound{}
+		}
+		if sj.timeRefs == nil {
+			sj.timeRefs = map[*syntax.ColRef]bool{}
+		}
+		sj.windows[o] = windowBound{op: o.Op, bound: o.Right}
+		sj.timeRefs[col] = true
+		lower, upper = lower || o.Op == ">=", upper || o.Op == "<"
+	}
+	if !lower || !upper {
+		return "a series joined without a window of the time column (>= below, < above) per value"
+	}
+	step := time.Hour
+	if r.Grain == catalog.Day {
+		step = 24 * time.Hour
+	}
+	lo := floorIn(start.Add(-reach-windowSlack), loc, r.Grain)
+	hi := floorIn(stop.Add(reach+windowSlack+step), loc, r.Grain)
+	sj.span = [2]string{lo.UTC().Format("2006-01-02 15:04:05+00"), hi.UTC().Format("2006-01-02 15:04:05+00")}
+	ts := &syntax.ColRef{Parts: []string{refName(sj.fact), r.TimeColumn}}
+	spanEnd := func(op, at string) syntax.Expr {
+		return &syntax.OpExpr{Op: op, Left: ts, Right: &syntax.Cast{Arg: &syntax.Const{Type: "str", Val: at},
+			Type: &syntax.TypeName{Names: []string{"pg_catalog", "timestamptz"}}}}
+	}
+	sj.inner = append(sj.inner, spanEnd(">=", sj.span[0]), spanEnd("<", sj.span[1]))
+	key := &syntax.FuncCall{Name: []string{"date_trunc"}, Args: []syntax.Expr{&syntax.Const{Type: "str", Val: string(r.Grain)}, ts}}
+	if sj.exprKey(key) == "" {
+		sj.exprKeys = append(sj.exprKeys, syntax.SQL(key, nil))
+		sj.exprs = append(sj.exprs, key)
+	}
+	sj.timeKey = sj.exprKey(key)
+	return ""
+}
+
+// windowSQL prints a window condition over the arm's rows: the bucket's
+// start compared with the bound, the bound checked to be a bucket start
+// within the span the arm read (else the statement fails: the message
+// names the bound, so that it is no constant PostgreSQL would cast while
+// planning).
+func (sj starJoin) windowSQL(w windowBound, q string, grain catalog.Grain, hook func(syntax.Expr) (string, bool)) string {
+	x := "CAST((" + syntax.SQL(w.bound, hook) + ") AS timestamptz)"
+	lo, hi := catalog.QuoteLiteral(sj.span[0])+"::timestamptz", catalog.QuoteLiteral(sj.span[1])+"::timestamptz"
+	check := "CASE WHEN " + x + " = date_trunc(" + catalog.QuoteLiteral(string(grain)) + ", " + x + ") AND " +
+		x + " >= " + lo + " AND " + x + " <= " + hi + " THEN " + x +
+		" ELSE CAST('pgsketch: a window bound is not a bucket start of the rollup within the span read: ' || CAST(" + x + " AS text) AS timestamptz) END"
+	return "(" + q + sj.timeKey + " " + w.op + " " + check + ")"
+}
+
+// seriesOffset reads a window bound: the series' column, plus or minus
+// literal intervals, under casts and AT TIME ZONE; off bounds the
+// intervals' total.
+func seriesOffset(e syntax.Expr, series syntax.FromItem) (off time.Duration, why string) {
+	col := series.Alias
+	if len(series.FuncCols) == 1 {
+		col = series.FuncCols[0]
+	}
+	seen := false
+	var walk func(e syntax.Expr) bool
+	walk = func(e syntax.Expr) bool {
+		switch x := e.(type) {
+		case *syntax.ColRef:
+			if len(x.Parts) != 2 || x.Parts[0] != series.Alias || x.Parts[1] != col {
+				why = "it reads " + syntax.SQL(x, nil) + ", not the series' column by its table"
+				return false
+			}
+			seen = true
+			return true
+		case *syntax.Cast:
+			if d, ok := intervalOf(x); ok {
+				off += d.abs()
+				return true
+			}
+			return walk(x.Arg)
+		case *syntax.OpExpr:
+			if x.Schema != "" || x.Op != "+" && x.Op != "-" || x.Left == nil {
+				why = "an operator other than + and -"
+				return false
+			}
+			return walk(x.Left) && walk(x.Right)
+		case *syntax.FuncCall:
+			// AT TIME ZONE 'literal'.
+			if name, ok := x.Builtin(); ok && name == "timezone" && len(x.Args) == 2 {
+				if c, ok := x.Args[0].(*syntax.Const); ok && c.Type == "str" {
+					return walk(x.Args[1])
+				}
+			}
+		}
+		why = "a construct other than the series' column, casts, AT TIME ZONE and literal intervals"
+		return false
+	}
+	if !walk(e) {
+		return 0, why
+	}
+	if !seen {
+		return 0, "it does not read the series"
+	}
+	return off, ""
+}
+
+// offset is a literal interval's length.
+type offset time.Duration
+
+func (o offset) abs() time.Duration {
+	if o < 0 {
+		return time.Duration(-o)
+	}
+	return time.Duration(o)
+}
+
+// intervalOf reads a literal interval of days, weeks or hours: interval
+// '6 days', '1 week', '12 hours', INTERVAL '1' DAY.
+func intervalOf(c *syntax.Cast) (offset, bool) {
+	if c.Type == nil || c.Type.Names[len(c.Type.Names)-1] != "interval" || c.Type.Array > 0 {
+		return 0, false
+	}
+	k, ok := c.Arg.(*syntax.Const)
+	if !ok || k.Type != "str" {
+		return 0, false
+	}
+	f := strings.Fields(strings.ToLower(k.Val))
+	unit := ""
+	switch {
+	case len(f) == 2:
+		unit = strings.TrimSuffix(f[1], "s")
+	case len(f) == 1 && len(c.Type.Mods) == 1:
+		// INTERVAL '1' DAY: the unit is the type's field mask.
+		m, ok := c.Type.Mods[0].(*syntax.Const)
+		if !ok {
+			return 0, false
+		}
+		unit = map[string]string{"8": "day", "1024": "hour"}[m.Val]
+	default:
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < -3660 || n > 3660 {
+		return 0, false
+	}
+	switch unit {
+	case "day":
+		return offset(time.Duration(n) * 24 * time.Hour), true
+	case "week":
+		return offset(time.Duration(n) * 7 * 24 * time.Hour), true
+	case "hour":
+		return offset(time.Duration(n) * time.Hour), true
+	}
+	return 0, false
+}
+
+// intervalLiteral reports whether e is a literal interval intervalOf reads.
+func intervalLiteral(e syntax.Expr) bool {
+	c, ok := e.(*syntax.Cast)
+	if !ok {
+		return false
+	}
+	_, ok = intervalOf(c)
+	return ok
+}
+
+// timeLiteral reads a literal date or time without a zone (a string, or
+// one cast to date or timestamp), as UTC.
+func timeLiteral(e syntax.Expr) (time.Time, bool) {
+	if c, ok := e.(*syntax.Cast); ok {
+		if n, _ := c.Type.Builtin(); n != "date" && n != "timestamp" || len(c.Type.Mods) > 0 || c.Type.Array > 0 {
+			return time.Time{}, false
+		}
+		e = c.Arg
+	}
+	k, ok := e.(*syntax.Const)
+	if !ok || k.Type != "str" {
+		return time.Time{}, false
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02T15:04:05.000"} {
+		if t, err := time.Parse(layout, strings.TrimSpace(k.Val)); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// floorIn is the start of the bucket of grain g (a day or an hour) in loc
+// that holds t.
+func floorIn(t time.Time, loc *time.Location, g catalog.Grain) time.Time {
+	t = t.In(loc)
+	if g == catalog.Hour {
+		return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, loc)
+	}
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, loc)
+}

@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestRollingWindows: rolling windows of distinct users per day (a series
+// of days joined to the events on a window of created_at per day) are
+// answered from the daily rollup in both protocols: every day's count
+// within 5 standard errors of PostgreSQL's, counts and days exact, the
+// columns PostgreSQL's. A series whose windows do not start and end on
+// the rollup's buckets is planned but refused at run time by the outer
+// statement's check, and PostgreSQL answers it.
+func TestRollingWindows(t *testing.T) {
+	t.Parallel()
+	db, _ := rolledUpEvents(t, 1_000_000, 90, "2026-03-29 12:00", "3 days")
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	ctx := context.Background()
+	answered := []string{
+		// As kysely writes it.
+		`select "d"."d"::date as "day", count(distinct "events"."user_id") as "users_7d" from generate_series('2026-02-01'::timestamp, '2026-03-20'::timestamp, interval '1 day') as "d" left join "events" on "events"."created_at" >= ("d"."d" - interval '6 days') AT TIME ZONE 'UTC' and "events"."created_at" < ("d"."d" + interval '1 day') AT TIME ZONE 'UTC' group by "d"."d" order by "d"."d"`,
+		// By hand: 28-day actives with a count, an inner join and a
+		// filter, the series before the window's start.
+		`SELECT d.day, count(DISTINCT e.user_id) AS users_28d, count(*) AS events FROM generate_series('2026-02-01', '2026-03-01', interval '1 day') AS d(day)
+		   JOIN events e ON e.created_at >= d.day - interval '28 days' AND e.created_at < d.day WHERE e.country = 'DE' GROUP BY d.day ORDER BY 1`,
+		// Weekly steps, a window beyond the data (no rows: 0).
+		`SELECT d.w, count(DISTINCT e.user_id) FILTER (WHERE e.device = 'ios') AS users_ios FROM generate_series('2026-03-02'::date, '2026-04-20'::date, interval '7 days') AS d(w)
+		   LEFT JOIN events e ON e.created_at >= d.w AND e.created_at < d.w + interval '7 days' GROUP BY 1 ORDER BY 1`,
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
+		proxied, direct := connectMode(t, p.URL(db.DSN), mode), connectMode(t, db.DSN, mode)
+		for _, sql := range answered {
+			want, err := direct.query(ctx, sql)
+			if err != nil {
+				t.Fatalf("direct: %v\n%s", err, sql)
+			}
+			got, err := proxied.query(ctx, sql)
+			if err != nil {
+				t.Errorf("%v: through the proxy: %v\n%s", mode, err, sql)
+				continue
+			}
+			if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup daily (standard error 0.81%)") {
+				t.Errorf("%v: notices %q, want the rollup's\n%s\n%s", mode, got.notices, sql, p.Log())
+				continue
+			}
+			errs, err := compareRollupAnswer(got, want)
+			if err != nil {
+				t.Errorf("%v: %v\n%s\n got %q\nwant %q", mode, err, sql, got.rows, want.rows)
+				continue
+			}
+			for i := range got.fields {
+				g, w := got.fields[i], want.fields[i]
+				if g.Name != w.Name || g.DataTypeOID != w.DataTypeOID || g.DataTypeSize != w.DataTypeSize || g.TypeModifier != w.TypeModifier {
+					t.Errorf("%v: column %d is %+v, PostgreSQL's %+v\n%s", mode, i+1, g, w, sql)
+				}
+			}
+			worst := 0.0
+			for _, e := range errs {
+				worst = max(worst, e)
+			}
+			if worst > 5 {
+				t.Errorf("%v: an estimate is %.2f standard errors off\n%s\n got %q\nwant %q", mode, worst, sql, got.rows, want.rows)
+			}
+			t.Logf("%v: %d rows, worst %.2f standard errors: %s", mode, len(got.rows), worst, strings.Join(strings.Fields(sql), " "))
+		}
+	}
+
+	// Windows from noon to noon: planned, refused by the outer
+	// statement's check of the bounds, answered by PostgreSQL.
+	direct := connectSimple(t, db.DSN)
+	noon := `SELECT d.d, count(DISTINCT e.user_id) FROM generate_series('2026-02-01 12:00:00'::timestamp, '2026-02-10 12:00:00'::timestamp, interval '1 day') AS d
+	           LEFT JOIN events e ON e.created_at >= d.d - interval '6 days' AND e.created_at < d.d GROUP BY 1 ORDER BY 1`
+	want, err := direct.query(ctx, noon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := connectSimple(t, p.URL(db.DSN))
+	got, err := proxied.query(ctx, noon)
+	if err != nil {
+		t.Fatalf("windows from noon: %v", err)
+	}
+	if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+		t.Errorf("windows from noon: got %q, PostgreSQL's %q", got.rows, want.rows)
+	}
+	for _, n := range got.notices {
+		if strings.Contains(n, "approximated") {
+			t.Errorf("windows from noon: answered from the rollup (%q)", n)
+		}
+	}
+}
