@@ -35,11 +35,15 @@
 # the events joined to a 15-row dimension table on its key (join.go): exact,
 # by hand over the rollup (hll_union_agg of the daily sketches joined to the
 # same table), and through the proxy without and with its cache.
+# --rolling times rolling windows instead: 7-day active users per day over
+# the table's 90 days, a series of days joined to the events on a window of
+# created_at per day (rolling.go): exact, by hand over the rollup, and
+# through the proxy without and with its cache.
 #
 #   scripts/bench-query.sh [--rows N] [--days N] [--runs N] [--exact-runs N]
 #                          [--keep DIR] [--dsn URL] [--profile DIR]
 #                          [--cache-bytes N] [--merge-bench [--merge-more]]
-#                          [--matrix] [--join]
+#                          [--matrix] [--join] [--rolling]
 #
 # It builds bin/pgsketch-proxy, then starts a throwaway PostgreSQL 15 cluster
 # (removed at the end; --keep DIR keeps it and reuses its table and rollup
@@ -49,6 +53,6 @@
 # installs them) and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy
 exec go run ./scripts/benchquery --proxy bin/pgsketch-proxy "$@"

@@ -73,6 +73,8 @@ func parseFlags() options {
 		"hll_union_agg on the month level too (hll-level); without it, levels "+rollupName+" has are dropped")
 	flag.BoolVar(&o.join, "join", false, "instead, time distinct users by region for one month, the events joined to a 15-row dimension "+
 		"table, exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
+	flag.BoolVar(&o.rolling, "rolling", false, "instead, time 7-day active users per day over the table's 90 days (a series of days "+
+		"joined to the events on a window per day), exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
 	flag.BoolVar(&o.matrix, "matrix", false, "instead, time five ranges by three groupings against the rollup rollup create makes "+
 		"without tuning flags (matrix.go): cold, warm and new-connection through the proxy, exact, hll_union_agg daily and by a "+
 		"monthly table built by hand, over a simple-protocol client and pgx; --runs rounds, --exact-runs exact runs per shape")
@@ -100,6 +102,8 @@ func run(ctx context.Context, o options) error {
 		return runMatrix(ctx, o, dsn)
 	case o.join:
 		return runJoin(ctx, o, dsn)
+	case o.rolling:
+		return runRolling(ctx, o, dsn)
 	}
 	return runDashboard(ctx, o, dsn)
 }
@@ -129,4 +133,5 @@ type options struct {
 	levels     string
 	matrix     bool
 	join       bool
+	rolling    bool
 }
