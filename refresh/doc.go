@@ -25,4 +25,11 @@
 // its rows: pgsketch.level_begin hands back a query over the rollup table
 // whose sketches are united rather than hashed (field form "sketch"), and
 // the same pipeline writes the level's rows.
+//
+// Background (background.go) is the background refresher pgsketch-proxy
+// serve and demo run: a round at start and every interval, refreshing the
+// rollups its login's role owns (as PostgreSQL says at every round), its
+// sessions under a short lock_timeout so that it gives way to the
+// application, and saying once, in its log and its status, why it cannot
+// refresh where it cannot.
 package refresh

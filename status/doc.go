@@ -1,6 +1,8 @@
 // Package status keeps what pgsketch-proxy did recently and renders the
 // status page served on --http-listen: the rollups with their freshness and
-// size, the last queries answered from rollups and passed through (with the
+// size, what the background refresher does or why it cannot (its counters
+// also as Prometheus metrics: Refresher.WritePrometheus), the last queries
+// answered from rollups and passed through (with the
 // plan or the reason and the latency), the rollup answers that failed when
 // they ran and were answered exactly instead (counted by reason, also as
 // Prometheus metrics: Recorder.WritePrometheus), and a chart of the

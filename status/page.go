@@ -30,6 +30,8 @@ type RollupSource func(ctx context.Context) ([]Rollup, error)
 type Page struct {
 	Recorder *Recorder
 	Rollups  RollupSource
+	// Refresher is the background refresher's state; nil: no section.
+	Refresher RefresherSource
 	// Upstream names the PostgreSQL server, for the heading.
 	Upstream string
 	// Now is the clock (tests set it); time.Now when nil.
@@ -42,6 +44,7 @@ type pageData struct {
 	Rollups     []Rollup
 	RollupsErr  string
 	HaveRollups bool
+	Refresher   *Refresher
 	Snapshot
 	Chart template.HTML
 }
@@ -62,6 +65,10 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d.RollupsErr = err.Error()
 		}
 		d.Rollups = rs
+	}
+	if p.Refresher != nil {
+		r := p.Refresher()
+		d.Refresher = &r
 	}
 	if p.Recorder != nil {
 		d.Snapshot = p.Recorder.Snapshot()
@@ -94,6 +101,12 @@ var pageTmpl = template.Must(template.New("status").Funcs(template.FuncMap{
 	"ms":   func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) },
 	"join": strings.Join,
 	"at":   func(t time.Time) string { return t.UTC().Format("15:04:05") },
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>pgsketch-proxy status</title>
 <style>
@@ -114,7 +127,13 @@ code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0;max-
 {{else}}<table><tr><th>rollup</th><th>source</th><th>grain</th><th>dimensions</th><th>measures</th><th>watermark</th><th>last refresh</th><th>lag</th><th>changes</th><th>rows</th><th>size</th></tr>
 {{range .Rollups}}<tr class="rollup"><td><b>{{.Name}}</b> <span class="muted">v{{.Version}}</span></td><td>{{.Source}}</td><td>{{.Grain}} ({{.TimeZone}})</td><td>{{join .Dimensions ", "}}</td><td>{{join .Measures "; "}}</td><td>{{when .Watermark}}</td><td>{{when .LastRefresh}}</td><td>{{.Lag}}</td><td>{{.Capture}}</td><td class="n">{{.Rows}}</td><td class="n">{{size .Bytes}}</td></tr>
 {{end}}</table>{{end}}
-
+{{with .Refresher}}
+<h2 id="refresher">Background refresher</h2>
+<p id="refresher-note" class="{{if .Refreshing}}refreshing{{else}}err{{end}}">{{if .Refreshing}}{{.Note}}{{else}}Not refreshing: {{.Note}}{{end}}</p>
+<table><tr><th>rounds</th><th>refreshed</th><th>gave way (lock timeout)</th><th>failed</th><th>last round</th><th>last refresh</th></tr>
+<tr><td class="n" id="refresher-rounds">{{.Rounds}}</td><td class="n" id="refresher-refreshed">{{.Refreshed}}</td><td class="n" id="refresher-gave-way">{{.GaveWay}}</td><td class="n" id="refresher-failed">{{.Failed}}</td><td>{{stamp .LastRound}}</td><td>{{stamp .LastRefresh}}</td></tr></table>
+{{if .LastError}}<p class="err" id="refresher-error">{{.LastError}}</p>{{end}}
+{{end}}
 <h2 id="rewritten">Answered from rollups</h2>
 {{if not .Rewritten}}<p class="muted">None yet.</p>{{else}}
 <table><tr><th>at</th><th>query</th><th>rollup</th><th>plan</th><th>latency</th></tr>

@@ -136,3 +136,54 @@ func TestFallbacks(t *testing.T) {
 	var nilRec *Recorder
 	nilRec.Fallback(Fallback{}) // a nil recorder records nothing, without a panic
 }
+
+// TestRefresherSection: the page shows what the background refresher does
+// or why it cannot, its counters and its last error (escaped), and the
+// metrics count its rounds and refreshes by result.
+func TestRefresherSection(t *testing.T) {
+	at := time.Date(2026, 4, 1, 12, 0, 0, 0, time.UTC)
+	r := Refresher{Refreshing: true, Note: "refreshing 1 rollup(s) of database analytics as role owner every 1m0s: events_daily",
+		Interval: time.Minute, Rounds: 7, Refreshed: 5, GaveWay: 1, Failed: 1, LastRound: at, LastRefresh: at,
+		LastError: "2026-04-01 11:59:00: events_daily: <boom>"}
+	page := func(r Refresher) string {
+		w := httptest.NewRecorder()
+		(&Page{Refresher: func() Refresher { return r }}).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		return w.Body.String()
+	}
+	body := page(r)
+	for _, want := range []string{
+		`<p id="refresher-note" class="refreshing">refreshing 1 rollup(s) of database analytics`,
+		`id="refresher-rounds">7<`, `id="refresher-refreshed">5<`, `id="refresher-gave-way">1<`, `id="refresher-failed">1<`,
+		"2026-04-01 12:00:00 UTC", "events_daily: &lt;boom&gt;",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q:\n%s", want, body)
+		}
+	}
+	body = page(Refresher{Note: "role reader owns none of the rollups of database analytics"})
+	if !strings.Contains(body, `class="err">Not refreshing: role reader owns none`) || !strings.Contains(body, "never") {
+		t.Errorf("page of a refresher that cannot refresh:\n%s", body)
+	}
+	if body = page(Refresher{}); !strings.Contains(body, `id="refresher"`) {
+		t.Error("no refresher section")
+	}
+	w := httptest.NewRecorder()
+	(&Page{}).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if strings.Contains(w.Body.String(), `id="refresher"`) {
+		t.Error("a refresher section without a refresher")
+	}
+
+	var m strings.Builder
+	if err := r.WritePrometheus(&m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"pgsketch_refresher_refreshing 1\n", "# TYPE pgsketch_refresher_rounds_total counter\n", "pgsketch_refresher_rounds_total 7\n",
+		`pgsketch_refresher_refreshes_total{result="ok"} 5` + "\n", `pgsketch_refresher_refreshes_total{result="gave_way"} 1` + "\n",
+		`pgsketch_refresher_refreshes_total{result="failed"} 1` + "\n",
+	} {
+		if !strings.Contains(m.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, m.String())
+		}
+	}
+}

@@ -84,6 +84,72 @@ func (p *proxyProc) Log() string {
 	return p.stderr.String()
 }
 
+// httpAddr is the address the proxy serves its status page and metrics on
+// (--http-listen), from its log.
+func (p *proxyProc) httpAddr(t *testing.T) string {
+	t.Helper()
+	var addr string
+	waitFor(t, 10*time.Second, "the http listening log line", func() bool {
+		recs := p.records("http listening")
+		if len(recs) > 0 {
+			addr, _ = recs[0]["addr"].(string)
+		}
+		return addr != ""
+	})
+	return addr
+}
+
+// records are the proxy's JSON log lines whose message is msg, so far.
+func (p *proxyProc) records(msg string) []map[string]any {
+	var out []map[string]any
+	for _, l := range strings.Split(p.Log(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// httpGet fetches path from the proxy's HTTP server at addr, returning the
+// body and its content type.
+func httpGet(t *testing.T, addr, path string) (body, contentType string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), resp.Header.Get("Content-Type")
+}
+
+// scrapeMetrics reads the Prometheus metrics served at addr, each value by
+// its name and labels.
+func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	body, ct := httpGet(t, addr, "/metrics")
+	if !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Fatalf("content type %q", ct)
+	}
+	m := map[string]float64{}
+	for _, l := range strings.Split(body, "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		v, err := strconv.ParseFloat(l[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q", l)
+		}
+		m[l[:i]] = v
+	}
+	return m
+}
+
 // Stop sends SIGTERM and waits up to timeout for a clean exit. Safe to call twice.
 func (p *proxyProc) Stop(timeout time.Duration) error {
 	if p.cmd.ProcessState != nil {
@@ -117,17 +183,7 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	db := newTestDB(t)
 	p := startProxy(t, server.adminURL, "--http-listen", "127.0.0.1:0")
-	var httpAddr string
-	waitFor(t, 10*time.Second, "the http listening log line", func() bool {
-		for _, l := range strings.Split(p.Log(), "\n") {
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "http listening" {
-				httpAddr = rec.Addr
-				return true
-			}
-		}
-		return false
-	})
+	httpAddr := p.httpAddr(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, p.URL(db.DSN))
 	if err != nil {
@@ -137,30 +193,7 @@ func TestMetrics(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		t.Fatal(err)
 	}
-	metrics := func() map[string]float64 {
-		resp, err := http.Get("http://" + httpAddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
-			t.Fatalf("content type %q", ct)
-		}
-		m := map[string]float64{}
-		for _, l := range strings.Split(string(body), "\n") {
-			if l == "" || strings.HasPrefix(l, "#") {
-				continue
-			}
-			i := strings.LastIndexByte(l, ' ')
-			v, err := strconv.ParseFloat(l[i+1:], 64)
-			if err != nil {
-				t.Fatalf("metrics line %q", l)
-			}
-			m[l[:i]] = v
-		}
-		return m
-	}
+	metrics := func() map[string]float64 { return scrapeMetrics(t, httpAddr) }
 	m := metrics()
 	if m["pgsketch_connections_open"] != 1 || m["pgsketch_connections_total"] != 1 ||
 		m[`pgsketch_bytes_total{direction="from_client"}`] == 0 || m[`pgsketch_bytes_total{direction="to_client"}`] == 0 ||
@@ -180,17 +213,7 @@ func TestMetrics(t *testing.T) {
 
 	// A proxy whose upstream refuses connections counts the failure.
 	bad := startProxy(t, "postgres://127.0.0.1:1/?sslmode=disable", "--http-listen", "127.0.0.1:0", "--connect-timeout", "2s")
-	var badHTTP string
-	waitFor(t, 10*time.Second, "the http listening log line", func() bool {
-		for _, l := range strings.Split(bad.Log(), "\n") {
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "http listening" {
-				badHTTP = rec.Addr
-				return true
-			}
-		}
-		return false
-	})
+	badHTTP := bad.httpAddr(t)
 	if c, err := pgx.Connect(ctx, bad.URL(db.DSN)); err == nil {
 		c.Close(ctx)
 		t.Fatal("connected through a proxy with no upstream")

@@ -319,7 +319,7 @@ func TestRollupRefreshAllOrNothing(t *testing.T) {
 		waitFor(t, 30*time.Second, "the refresher's COPY to start", func() bool {
 			var n int
 			_ = conn.QueryRow(context.Background(),
-				`SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY (SELECT true,%' AND state = 'active'`).Scan(&n)
+				`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY (SELECT true,%' AND state = 'active'`).Scan(&n)
 			return n > 0
 		})
 		_ = cmd.Process.Signal(syscall.SIGKILL)
@@ -328,7 +328,7 @@ func TestRollupRefreshAllOrNothing(t *testing.T) {
 		waitFor(t, 30*time.Second, "the killed refresher's backend to end", func() bool {
 			var n int
 			_ = conn.QueryRow(context.Background(),
-				`SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY (SELECT true,%'`).Scan(&n)
+				`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY (SELECT true,%'`).Scan(&n)
 			return n == 0
 		})
 		if got := rollupState(t, conn, "daily"); got != initial {

@@ -2,16 +2,12 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -51,16 +47,7 @@ func newFallbackEnv(t *testing.T) *fallbackEnv {
 	// No cache: a rollup table changed behind the catalog's back is read
 	// again.
 	e.p = startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "0", "--http-listen", "127.0.0.1:0")
-	waitFor(t, 10*time.Second, "the http listening log line", func() bool {
-		for _, l := range strings.Split(e.p.Log(), "\n") {
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "http listening" {
-				e.httpAddr = rec.Addr
-				return true
-			}
-		}
-		return false
-	})
+	e.httpAddr = e.p.httpAddr(t)
 	return e
 }
 
@@ -69,17 +56,9 @@ var fallbackCountRE = regexp.MustCompile(`id="fallbacks-([a-z_]+)">(\d+)<`)
 // fallbacks reads the status page's fallback counts by reason.
 func (e *fallbackEnv) fallbacks(t *testing.T) map[string]int {
 	t.Helper()
-	resp, err := http.Get("http://" + e.httpAddr + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body, _ := httpGet(t, e.httpAddr, "/")
 	out := map[string]int{}
-	for _, m := range fallbackCountRE.FindAllStringSubmatch(string(body), -1) {
+	for _, m := range fallbackCountRE.FindAllStringSubmatch(body, -1) {
 		out[m[1]], _ = strconv.Atoi(m[2])
 	}
 	if len(out) == 0 {

@@ -65,15 +65,17 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if *keep != "" {
 		stopNote = " (the cluster is kept in " + *keep + ")"
 	}
-	if *refreshEvery > 0 {
-		// Stopped before the cluster is removed (defers run in reverse).
-		defer startRefresher(ctx, a, cluster.URL(demoDB), *refreshEvery)()
+	bg := &refresh.Background{DSN: cluster.URL(demoDB), Interval: *refreshEvery, Log: a.log.With("component", "refresher")}
+	if *refreshEvery == 0 {
+		bg.Off = "turned off (--refresh-interval 0)"
 	}
+	// Stopped before the cluster is removed (defers run in reverse).
+	defer startRefresher(ctx, bg)()
 	recorder := status.NewRecorder(50, 1000)
 	h := proxy.New(a.log)
 	h.Recorder = recorder
 	cfg := wire.Config{Upstream: cluster.URL(""), Logger: a.log, Handler: h}
-	ho := httpOptions{addr: *httpListen, recorder: recorder, rollups: rollupLister(cluster.URL(demoDB))}
+	ho := httpOptions{addr: *httpListen, recorder: recorder, rollups: rollupLister(cluster.URL(demoDB)), refresher: bg}
 	return serveUntilDone(ctx, a, cfg, *listen, ho, 5*time.Second, func(addr, httpAddr string) {
 		fmt.Fprintf(a.stdout, "PostgreSQL is running with the hll extension and the pgsketch catalog (version %d),\n", migrations.Latest())
 		fmt.Fprintf(a.stdout, "and pgsketch-proxy relays to it on %s.\n\n", addr)

@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -21,7 +19,6 @@ import (
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/status"
-	"github.com/pgsketch/pgsketch/upstream/pgsession"
 	"github.com/pgsketch/pgsketch/wire"
 )
 
@@ -41,12 +38,10 @@ func runServe(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
-	if o.refreshDSN != "" && o.refreshInterval > 0 {
-		a.log.Info("background refresher on", "interval", o.refreshInterval.String())
-		defer startRefresher(ctx, a, o.refreshDSN, o.refreshInterval)()
-	}
-	ho := httpOptions{addr: o.httpListen, recorder: recorder}
-	if dsn := cmp.Or(o.statusDSN, o.refreshDSN); dsn != "" {
+	bg := o.refresher(a)
+	defer startRefresher(ctx, bg)()
+	ho := httpOptions{addr: o.httpListen, recorder: recorder, refresher: bg}
+	if dsn := cmp.Or(o.statusDSN, bg.DSN); dsn != "" {
 		ho.rollups = rollupLister(dsn)
 	}
 	return serveUntilDone(ctx, a, cfg, o.listen, ho, o.shutdownTimeout, nil)
@@ -61,8 +56,6 @@ type serveOptions struct {
 	refreshInterval                    time.Duration
 	refreshDSN, approx, merge          string
 	cacheBytes                         int64
-	// intervalSet: --refresh-interval was given.
-	intervalSet bool
 
 	approxOn     bool
 	mergeDefault rewrite.Merge
@@ -73,7 +66,8 @@ func parseServeFlags(a *app, args []string) (*serveOptions, error) {
 	o := &serveOptions{}
 	f.StringVar(&o.listen, "listen", "127.0.0.1:6432", "address to accept PostgreSQL clients on")
 	f.StringVar(&o.upstream, "upstream", "", "upstream PostgreSQL, e.g. postgres://db.internal:5432/?sslmode=require; "+
-		"only host, port and TLS settings are used, user and database come from each client (required)")
+		"for clients only host, port and TLS settings are used, user and database come from each client; a user named here "+
+		"(with its password and database) is the background refresher's login unless --refresh-dsn is given (required)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate file: clients may use TLS, which ends at the proxy")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key file for --tls-cert")
 	f.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "how long to try reaching the upstream for a client")
@@ -84,12 +78,12 @@ func parseServeFlags(a *app, args []string) (*serveOptions, error) {
 		"or the GOMAXPROCS environment variable; half of them, at least 1, wait in the relay's event loops (see docs/benchmarks.md)")
 	f.StringVar(&o.pprofListen, "pprof-listen", "", "address for Go's net/http/pprof profiling endpoints (off when empty; keep it on loopback)")
 	f.StringVar(&o.httpListen, "http-listen", "", "address for the HTTP server: the status page at / and Prometheus metrics at /metrics (off when empty)")
-	f.StringVar(&o.statusDSN, "status-dsn", "", "database whose rollups the status page lists (default: --refresh-dsn)")
-	f.DurationVar(&o.refreshInterval, "refresh-interval", time.Minute, "with --refresh-dsn, refresh every rollup in the background this often "+
-		"(0: off)")
-	f.StringVar(&o.refreshDSN, "refresh-dsn", "", "database the background refresher connects to (user, password, database), "+
-		"e.g. postgres://refresher@db.internal:5432/analytics; the role must own the rollup tables. Given, the refresher runs "+
-		"every --refresh-interval")
+	f.StringVar(&o.statusDSN, "status-dsn", "", "database whose rollups the status page lists (default: the background refresher's login)")
+	f.DurationVar(&o.refreshInterval, "refresh-interval", time.Minute, "refresh the rollups the refresher's login owns in the background "+
+		"this often, the first time at start (0: off)")
+	f.StringVar(&o.refreshDSN, "refresh-dsn", "", "the background refresher's login (user, password, database), "+
+		"e.g. postgres://refresher@db.internal:5432/analytics (default: --upstream when it names a user); it refreshes "+
+		"the rollups whose tables that role owns, and says once in the log and on the status page when it cannot")
 	f.StringVar(&o.approx, "approx", "off", "pgsketch.approx for sessions that leave it unset (on|off): "+
 		"answer COUNT(DISTINCT ...) from rollups too, not only APPROX_COUNT_DISTINCT")
 	f.StringVar(&o.merge, "merge", "auto", "pgsketch.merge for sessions that leave it unset (auto|proxy|server): where the sketches "+
@@ -101,7 +95,6 @@ func parseServeFlags(a *app, args []string) (*serveOptions, error) {
 	if err := f.parseFlagsOnly(args); err != nil {
 		return nil, err
 	}
-	f.Visit(func(fl *flag.Flag) { o.intervalSet = o.intervalSet || fl.Name == "refresh-interval" })
 	return o, o.check()
 }
 
@@ -125,11 +118,8 @@ func (o *serveOptions) check() error {
 	if o.upstream == "" {
 		return fmt.Errorf("%w: --upstream (or PGSKETCH_UPSTREAM) is required", errUsage)
 	}
-	switch {
-	case o.refreshInterval < 0:
+	if o.refreshInterval < 0 {
 		return fmt.Errorf("%w: --refresh-interval must not be negative", errUsage)
-	case o.intervalSet && o.refreshInterval > 0 && o.refreshDSN == "":
-		return fmt.Errorf("%w: --refresh-interval needs --refresh-dsn, the refresher's own login", errUsage)
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
@@ -158,83 +148,12 @@ func (o *serveOptions) wireConfig(a *app, recorder *status.Recorder) (wire.Confi
 	return cfg, nil
 }
 
-// startRefresher runs refreshLoop in the background; the function it
-// returns stops it and waits until it has.
-func startRefresher(ctx context.Context, a *app, dsn string, interval time.Duration) (stop func()) {
-	done := make(chan struct{})
-	rctx, cancel := context.WithCancel(ctx)
-	go func() {
-		defer close(done)
-		refreshLoop(rctx, a, dsn, interval)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-// refreshLoop refreshes every rollup of the database at dsn now and then
-// every interval until ctx ends, logging each result. A failed round is
-// logged and retried at the next tick.
-func refreshLoop(ctx context.Context, a *app, dsn string, interval time.Duration) {
-	log := a.log.With("component", "refresher")
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := refreshAll(ctx, dsn, log); err != nil && ctx.Err() == nil {
-			log.Error("background refresh failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// refresherLockTimeout is the lock_timeout of the background refresher's
-// session.
-const refresherLockTimeout = "5s"
-
-func refreshAll(ctx context.Context, dsn string, log *slog.Logger) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	// A refresh waits for no lock longer than this: the next round retries.
-	if _, err := conn.Exec(ctx, "SET lock_timeout = '"+refresherLockTimeout+"'"); err != nil {
-		return explain(err)
-	}
-	rows, err := conn.Query(ctx, "SELECT name FROM pgsketch.rollup_defs ORDER BY name")
-	if err != nil {
-		return explain(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return explain(err)
-	}
-	var errs []error
-	for _, n := range names {
-		res, err := refresh.Refresh(ctx, pgsession.Conn{C: conn.PgConn()}, n, refresh.Options{})
-		if err != nil {
-			errs = append(errs, err)
-			if conn.IsClosed() || ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		log.Info("refreshed", "rollup", n, "rows_read", res.RowsRead, "written", res.Written,
-			"version", res.Version, "watermark", res.Watermark, "elapsed", res.Elapsed.Round(time.Millisecond).String())
-	}
-	return errors.Join(errs...)
-}
-
 // httpOptions configure the HTTP server of --http-listen.
 type httpOptions struct {
-	addr     string
-	recorder *status.Recorder
-	rollups  status.RollupSource
+	addr      string
+	recorder  *status.Recorder
+	rollups   status.RollupSource
+	refresher *refresh.Background
 }
 
 // serveUntilDone listens on addr and relays clients until ctx is done, then
@@ -291,7 +210,11 @@ func startHTTP(a *app, ho httpOptions, srv *wire.Server) (string, func(), error)
 		return "", nil, fmt.Errorf("http listen: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /{$}", &status.Page{Recorder: ho.recorder, Rollups: ho.rollups, Upstream: srv.UpstreamAddr()})
+	page := &status.Page{Recorder: ho.recorder, Rollups: ho.rollups, Upstream: srv.UpstreamAddr()}
+	if ho.refresher != nil {
+		page.Refresher = func() status.Refresher { return refresherStatus(ho.refresher) }
+	}
+	mux.Handle("GET /{$}", page)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		if err := srv.Metrics().WritePrometheus(w); err != nil {
@@ -299,6 +222,11 @@ func startHTTP(a *app, ho httpOptions, srv *wire.Server) (string, func(), error)
 		}
 		if err := ho.recorder.WritePrometheus(w); err != nil {
 			a.log.Debug("write metrics", "err", err)
+		}
+		if ho.refresher != nil {
+			if err := refresherStatus(ho.refresher).WritePrometheus(w); err != nil {
+				a.log.Debug("write metrics", "err", err)
+			}
 		}
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
