@@ -119,11 +119,15 @@ func proxyEstimated(s *syntax.Select, aggOf map[*syntax.FuncCall]int) (map[*synt
 	if s.Distinct {
 		return nil, nil
 	}
-	named := map[string]bool{}
+	named, numbered := map[string]bool{}, map[int]bool{}
 	for _, o := range s.OrderBy {
 		switch e := o.Expr.(type) {
 		case *syntax.Const:
-			return nil, nil
+			n, err := strconv.Atoi(e.Val)
+			if e.Type != "int" || err != nil {
+				return nil, nil
+			}
+			numbered[n-1] = true
 		case *syntax.ColRef:
 			if len(e.Parts) == 1 {
 				named[e.Parts[0]] = true
@@ -147,7 +151,7 @@ func proxyEstimated(s *syntax.Select, aggOf map[*syntax.FuncCall]int) (map[*synt
 		if name == "" {
 			name = syntax.ColumnName(t.Expr)
 		}
-		if named[name] {
+		if named[name] || numbered[i] {
 			continue
 		}
 		if byProxy == nil {
