@@ -84,6 +84,10 @@ func fallbackOf(p rewrite.Plan, err error) fallback {
 		fb.reason, fb.message = status.ReasonRefused, re.Error()
 	case errors.As(err, &pe):
 		fb.code, fb.message = pe.Code, pe.Message
+		if why, ok := checkFailed(pe); ok {
+			fb.reason, fb.message = status.ReasonRefused, why
+			break
+		}
 		switch {
 		case pe.Code == "42501":
 			fb.reason = status.ReasonPrivilege
@@ -98,6 +102,22 @@ func fallbackOf(p rewrite.Plan, err error) fallback {
 		fb.reason = status.ReasonData
 	}
 	return fb
+}
+
+// checkFailedPrefix starts the error of a check a plan's statement makes
+// at run time by casting its message to timestamptz (a rolling window's
+// bound that is no bucket start): PostgreSQL's message, with pgsketch's
+// own in quotes.
+const checkFailedPrefix = `invalid input syntax for type timestamp with time zone: "`
+
+// checkFailed reports whether pe is such a check's failure, and its
+// message.
+func checkFailed(pe *pgconn.PgError) (string, bool) {
+	msg, ok := strings.CutPrefix(pe.Message, checkFailedPrefix)
+	if pe.Code != "22007" || !ok || !strings.HasPrefix(msg, "pgsketch: ") {
+		return "", false
+	}
+	return strings.TrimSuffix(msg, `"`), true
 }
 
 // notice is the NOTICE the client gets before PostgreSQL's answer: which

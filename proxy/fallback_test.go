@@ -33,6 +33,10 @@ func TestFallbackOf(t *testing.T) {
 			"pgsketch: rollup events_daily not used: exec: rollup data: distinct_user_id: bad sketch; answered exactly by PostgreSQL"},
 		{&pgconn.PgError{Code: "22000", Message: "unknown schema version 0"}, status.ReasonData,
 			"pgsketch: rollup events_daily not used: unknown schema version 0 (SQLSTATE 22000); answered exactly by PostgreSQL"},
+		// A check of the plan's own statement (a rolling window's bound).
+		{&pgconn.PgError{Code: "22007", Message: `invalid input syntax for type timestamp with time zone: "pgsketch: a window bound is not a bucket start of the rollup within the span read"`},
+			status.ReasonRefused,
+			"pgsketch: a window bound is not a bucket start of the rollup within the span read (SQLSTATE 22007); answered exactly by PostgreSQL"},
 		// The statement's own error, which PostgreSQL raises again.
 		{&pgconn.PgError{Code: "22007", Message: `invalid input syntax for type timestamp with time zone: "not a time"`}, "", ""},
 		{&pgconn.PgError{Code: "42P01", Message: `relation "events_daily" does not exist`}, status.ReasonOther,

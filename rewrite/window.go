@@ -143,15 +143,16 @@ func (sj *starJoin) readWindows(r *catalog.Rollup) string {
 
 // windowSQL prints a window condition over the arm's rows: the bucket's
 // start compared with the bound, the bound checked to be a bucket start
-// within the span the arm read (else the statement fails: the message
-// names the bound, so that it is no constant PostgreSQL would cast while
-// planning).
+// within the span the arm read (else the statement fails; the message is
+// cast under a CASE on the bound, so that it is no constant PostgreSQL
+// would cast while planning; a NULL bound compares as NULL, as in the
+// original condition).
 func (sj starJoin) windowSQL(w windowBound, q string, grain catalog.Grain, hook func(syntax.Expr) (string, bool)) string {
 	x := "CAST((" + syntax.SQL(w.bound, hook) + ") AS timestamptz)"
 	lo, hi := catalog.QuoteLiteral(sj.span[0])+"::timestamptz", catalog.QuoteLiteral(sj.span[1])+"::timestamptz"
 	check := "CASE WHEN " + x + " = date_trunc(" + catalog.QuoteLiteral(string(grain)) + ", " + x + ") AND " +
 		x + " >= " + lo + " AND " + x + " <= " + hi + " THEN " + x +
-		" ELSE CAST('pgsketch: a window bound is not a bucket start of the rollup within the span read: ' || CAST(" + x + " AS text) AS timestamptz) END"
+		" ELSE CAST(CASE WHEN " + x + " IS NOT NULL THEN 'pgsketch: a window bound is not a bucket start of the rollup within the span read' END AS timestamptz) END"
 	return "(" + q + sj.timeKey + " " + w.op + " " + check + ")"
 }
 
