@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -303,4 +305,82 @@ func TestRedteamWindowWallClock(t *testing.T) {
 	} {
 		runAttack(t, proxied, direct, a)
 	}
+}
+
+// TestRedteamWindowZones: rolling windows over rollups cut in New York's
+// days and hours, across both changes of its offset in 2026, in sessions
+// in New York and elsewhere.
+func TestRedteamWindowZones(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE events (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, user_id bigint NOT NULL, country text, device text NOT NULL, amount numeric(10,2) NOT NULL)`)
+	mustExec(t, conn, `INSERT INTO events SELECT g, '2026-02-20 00:00+00'::timestamptz + g * interval '37 seconds', hashint4(g) & 65535, CASE WHEN g % 3 = 0 THEN 'US' ELSE 'DE' END, 'ios', g % 100
+		FROM generate_series(0, 290 * 86400 / 37) g`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('nyd', 'events', 'created_at', grain => 'day', time_zone => 'America/New_York', dimensions => '{country}', distinct_columns => '{user_id}', sum_columns => '{amount}')`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('nyh', 'events', 'created_at', grain => 'hour', time_zone => 'America/New_York', dimensions => '{country}', distinct_columns => '{user_id}', sum_columns => '{amount}')`)
+	refreshRollup(t, conn, "nyd", refresh.Options{})
+	refreshRollup(t, conn, "nyh", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	ny := []string{"SET TimeZone = 'America/New_York'"}
+	spring := `'2026-03-05'::timestamp, '2026-03-12'::timestamp, interval '1 day'`
+	fall := `'2026-10-29', '2026-11-05', interval '1 day'`
+	hours := `'2026-03-08 00:00:00'::timestamp, '2026-03-08 05:00:00'::timestamp, interval '1 hour'`
+	fallHours := `'2026-11-01 00:00:00', '2026-11-01 03:00:00', interval '1 hour'`
+	hourWin := `e.created_at >= d.d AND e.created_at < d.d + interval '1 hour'`
+	proxied, direct := connectSimple(t, p.URL(db.DSN)), connectSimple(t, db.DSN)
+	for _, a := range []attack{
+		{name: "NY spring, days", set: ny, sql: zwindow(spring, week, "")},
+		{name: "NY fall, days, instants", set: ny, sql: zwindow(fall, week, "")},
+		{name: "NY fall, 144 hours", set: ny, sql: zwindow(fall, `e.created_at >= d.d - interval '144 hours' AND e.created_at < d.d + interval '24 hours'`, "")},
+		{name: "NY spring, hours", set: ny, sql: zwindow(hours, hourWin, "")},
+		{name: "NY spring, 2-hour windows", set: ny, sql: zwindow(hours, `e.created_at >= d.d - interval '1 hour' AND e.created_at < d.d + interval '1 hour'`, "")},
+		{name: "NY fall, hours, instants", set: ny, sql: zwindow(fallHours, hourWin, "")},
+		{name: "NY fall, hours, wall clocks", set: ny, sql: zwindow(strings.ReplaceAll(fallHours, "'2026", "timestamp '2026"), hourWin, "")},
+		{name: "UTC session, NY days", sql: zwindow(spring, week, "")},
+		{name: "UTC session, bounds in NY", sql: zwindow(spring, `e.created_at >= (d.d - interval '6 days') AT TIME ZONE 'America/New_York' AND e.created_at < (d.d + interval '1 day') AT TIME ZONE 'America/New_York'`, "")},
+		{name: "Chicago session, bounds in NY", set: []string{"SET TimeZone = 'America/Chicago'"}, sql: zwindow(spring, `e.created_at >= (d.d - interval '6 days') AT TIME ZONE 'America/New_York' AND e.created_at < (d.d + interval '1 day') AT TIME ZONE 'America/New_York'`, "")},
+		{name: "NY, WHERE dimension", set: ny, sql: zwindow(spring, week, ` WHERE e.country = 'US'`)},
+	} {
+		runAttack(t, proxied, direct, a)
+	}
+}
+
+// TestRedteamHLLEstimateHostile: pgsketch.hll_estimate over bytes that
+// are no valid sketch errs or gives NaN, and returns promptly.
+func TestRedteamHLLEstimateHostile(t *testing.T) {
+	t.Parallel()
+	_, conn := catalogDB(t)
+	ctx := context.Background()
+	for _, c := range []struct{ name, expr string }{
+		{"empty bytes", `'\x'::bytea`},
+		{"two bytes", `'\x148b'::bytea`},
+		{"undefined", `'\x108b7f'::bytea`},
+		{"type 5", `'\x158b7f00'::bytea`},
+		{"type 15", `'\x1f8b7f00'::bytea`},
+		{"full, truncated", `'\x148b7f'::bytea || decode(repeat('21', 100), 'hex')`},
+		{"full, log2m 31", `'\x149f7f'::bytea || decode(repeat('21', 100), 'hex')`},
+		{"sparse, huge", `'\x138e7f'::bytea || decode(repeat('ffffffff', 2000000), 'hex')`},
+	} {
+		start := time.Now()
+		var v float64
+		err := conn.QueryRow(ctx, `SELECT pgsketch.hll_estimate(`+c.expr+`)`).Scan(&v)
+		took := time.Since(start)
+		switch {
+		case err != nil:
+			t.Logf("%s: error %v (%v)", c.name, err, took)
+		case math.IsNaN(v):
+			t.Logf("%s: NaN (%v)", c.name, took)
+		default:
+			t.Errorf("%s: a count, %v (%v)", c.name, v, took)
+		}
+		if took > 30*time.Second {
+			t.Errorf("%s: took %v", c.name, took)
+		}
+	}
+}
+
+// zwindow is window without min and max, which the zone tests' rollups do
+// not keep.
+func zwindow(series, on, extra string) string {
+	return strings.Replace(window(series, on, extra), ", min(e.amount) AS lo, max(e.created_at) AS hi", "", 1)
 }
