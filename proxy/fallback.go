@@ -104,20 +104,24 @@ func fallbackOf(p rewrite.Plan, err error) fallback {
 	return fb
 }
 
-// checkFailedPrefix starts the error of a check a plan's statement makes
-// at run time by casting its message to timestamptz (a rolling window's
-// bound that is no bucket start): PostgreSQL's message, with pgsketch's
-// own in quotes.
-const checkFailedPrefix = `invalid input syntax for type timestamp with time zone: "`
+// checkFailedPrefixes start the error of a check a plan's statement makes
+// at run time by casting its message to timestamptz or interval (a
+// rolling window's bound that is no bucket start): PostgreSQL's message,
+// with pgsketch's own in quotes.
+var checkFailedPrefixes = []string{`invalid input syntax for type timestamp with time zone: "`, `invalid input syntax for type interval: "`}
 
 // checkFailed reports whether pe is such a check's failure, and its
 // message.
 func checkFailed(pe *pgconn.PgError) (string, bool) {
-	msg, ok := strings.CutPrefix(pe.Message, checkFailedPrefix)
-	if pe.Code != "22007" || !ok || !strings.HasPrefix(msg, "pgsketch: ") {
+	if pe.Code != "22007" {
 		return "", false
 	}
-	return strings.TrimSuffix(msg, `"`), true
+	for _, p := range checkFailedPrefixes {
+		if msg, ok := strings.CutPrefix(pe.Message, p); ok && strings.HasPrefix(msg, "pgsketch: ") {
+			return strings.TrimSuffix(msg, `"`), true
+		}
+	}
+	return "", false
 }
 
 // notice is the NOTICE the client gets before PostgreSQL's answer: which

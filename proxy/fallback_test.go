@@ -37,6 +37,10 @@ func TestFallbackOf(t *testing.T) {
 		{&pgconn.PgError{Code: "22007", Message: `invalid input syntax for type timestamp with time zone: "pgsketch: a window bound is not a bucket start of the rollup within the span read"`},
 			status.ReasonRefused,
 			"pgsketch: a window bound is not a bucket start of the rollup within the span read (SQLSTATE 22007); answered exactly by PostgreSQL"},
+		{&pgconn.PgError{Code: "22007", Message: `invalid input syntax for type interval: "pgsketch: a window bound is not a bucket start of the rollup within the span read"`},
+			status.ReasonRefused,
+			"pgsketch: a window bound is not a bucket start of the rollup within the span read (SQLSTATE 22007); answered exactly by PostgreSQL"},
+		{&pgconn.PgError{Code: "22007", Message: `invalid input syntax for type interval: "not an interval"`}, "", ""},
 		// The statement's own error, which PostgreSQL raises again.
 		{&pgconn.PgError{Code: "22007", Message: `invalid input syntax for type timestamp with time zone: "not a time"`}, "", ""},
 		{&pgconn.PgError{Code: "42P01", Message: `relation "events_daily" does not exist`}, status.ReasonOther,

@@ -174,7 +174,7 @@ func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll
 	hook = func(e syntax.Expr) (string, bool) {
 		if o, ok := e.(*syntax.OpExpr); ok {
 			if w, ok := sj.windows[o]; ok {
-				return sj.windowSQL(w, q, sj.rollup.Grain, hook), true
+				return sj.windowSQL(w, q, sj.rollup.Grain, sj.rollup.TimeType, hook), true
 			}
 		}
 		if k := sj.exprKey(e); k != "" {

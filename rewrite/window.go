@@ -147,12 +147,33 @@ func (sj *starJoin) readWindows(r *catalog.Rollup) string {
 // cast under a CASE on the bound, so that it is no constant PostgreSQL
 // would cast while planning; a NULL bound compares as NULL, as in the
 // original condition).
-func (sj starJoin) windowSQL(w windowBound, q string, grain catalog.Grain, hook func(syntax.Expr) (string, bool)) string {
-	x := "CAST((" + syntax.SQL(w.bound, hook) + ") AS timestamptz)"
+//
+// Over a time column without a zone (timestamp or date), the bucket's
+// start is compared with the bound as written, so that PostgreSQL
+// converts them as it converts the column and the bound in the original
+// condition: a wall clock compared with a wall clock stays one (cast to
+// timestamptz, two wall clocks of a day whose clocks skip an hour, 02:00
+// and 03:00 in New York, would be the same instant, and the bucket of
+// 02:00 would fall on the wrong side of a bound of 03:00). The bound is
+// then checked to be a bucket start both as a wall clock and as an
+// instant, and fails the statement by adding the message cast to an
+// interval, which keeps the bound's own type.
+func (sj starJoin) windowSQL(w windowBound, q string, grain catalog.Grain, timeType catalog.TimeType, hook func(syntax.Expr) (string, bool)) string {
+	b := "(" + syntax.SQL(w.bound, hook) + ")"
+	x := "CAST(" + b + " AS timestamptz)"
 	lo, hi := catalog.QuoteLiteral(sj.span[0])+"::timestamptz", catalog.QuoteLiteral(sj.span[1])+"::timestamptz"
-	check := "CASE WHEN " + x + " = date_trunc(" + catalog.QuoteLiteral(string(grain)) + ", " + x + ") AND " +
+	g := catalog.QuoteLiteral(string(grain))
+	msg := "CASE WHEN " + x + " IS NOT NULL THEN 'pgsketch: a window bound is not a bucket start of the rollup within the span read' END"
+	if timeType != catalog.Timestamptz {
+		wall := "CAST(" + b + " AS timestamp)"
+		check := "CASE WHEN " + wall + " = date_trunc(" + g + ", " + wall + ") AND " + x + " = date_trunc(" + g + ", " + x + ") AND " +
+			x + " >= " + lo + " AND " + x + " <= " + hi + " THEN " + b +
+			" ELSE " + b + " + CAST(" + msg + " AS interval) END"
+		return "(" + q + sj.timeKey + " " + w.op + " " + check + ")"
+	}
+	check := "CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ") AND " +
 		x + " >= " + lo + " AND " + x + " <= " + hi + " THEN " + x +
-		" ELSE CAST(CASE WHEN " + x + " IS NOT NULL THEN 'pgsketch: a window bound is not a bucket start of the rollup within the span read' END AS timestamptz) END"
+		" ELSE CAST(" + msg + " AS timestamptz) END"
 	return "(" + q + sj.timeKey + " " + w.op + " " + check + ")"
 }
 
