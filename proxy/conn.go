@@ -41,6 +41,9 @@ type sessionConn struct {
 	// spec, when set, is a view the statement was planned in, to confirm
 	// with the first statement sent upstream (speculate.go).
 	spec *speculation
+	// desc, when set, is the description of a simple Query's statement,
+	// read after the first statements sent upstream (describe.go).
+	desc *description
 }
 
 var _ upstream.Session = (*sessionConn)(nil)
@@ -194,7 +197,8 @@ const noJIT = "SELECT pg_catalog.set_config('jit', 'off', true)"
 
 // runMany runs statements in one round trip: with Sync, each is followed by
 // its own Sync (a failure does not skip the next); without, a failure
-// skips the rest. It returns each statement's error.
+// skips the rest. It returns each statement's error. A description still
+// pending (c.desc) is read before them, in the same round trip.
 func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, each []func(pgproto3.BackendMessage) error) []error {
 	errs := make([]error, len(sts))
 	fail := func(err error) []error {
@@ -228,11 +232,37 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 	if jitOff {
 		ps = &sessionState(c.s).prepared
 	}
+	// The description is only asked for in the simple protocol, which
+	// always syncs; outside a transaction block its statement is kept
+	// (its Sync ends its own implicit transaction: it needs no JIT setting
+	// and may come before a statement that must begin one, c.bare). It
+	// goes first: PostgreSQL describes in microseconds, and its replies
+	// wait in the buffer while the statements run.
+	d := c.desc
+	if d == nil || !d.pending || c.noSync {
+		d = nil
+	}
+	var dps *preparedStmts
+	if d != nil && c.txStatus == 'I' {
+		dps = &sessionState(c.s).describedStmts
+	}
+	var (
+		dst    upstream.Statement
+		dstmt  string
+		dfresh bool
+	)
+	if d != nil {
+		d.pending, d.sent = false, true
+		dst, dstmt, dfresh = c.sendDescribe(d, name, dps)
+	}
 	fresh := c.sendMany(sts, name, jitOff, ps)
 	if c.noSync {
 		c.s.Frontend.Send(&pgproto3.Flush{})
 	}
 	if err := c.s.Frontend.Flush(); err != nil {
+		if d != nil {
+			d.err = err
+		}
 		return fail(err)
 	}
 	var retry []int
@@ -240,18 +270,27 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 		// The client dropped the proxy's statements: forget them all,
 		// and run those that failed again, prepared anew, once the
 		// batch's replies are read (the statements are independent reads).
-		if len(retry) == 0 {
-			return
-		}
-		ps.reset()
-		for _, i := range retry {
-			var f []func(pgproto3.BackendMessage) error
-			if i < len(each) {
-				f = each[i : i+1]
+		if len(retry) > 0 {
+			ps.reset()
+			for _, i := range retry {
+				var f []func(pgproto3.BackendMessage) error
+				if i < len(each) {
+					f = each[i : i+1]
+				}
+				errs[i] = c.runMany(ctx, sts[i:i+1], f)[0]
 			}
-			errs[i] = c.runMany(ctx, sts[i:i+1], f)[0]
+		}
+		// A kept statement that failed to describe, prepared anew.
+		if d != nil && d.pending {
+			c.runMany(ctx, nil, nil)
 		}
 	}()
+	if d != nil {
+		c.readDescribe(d, dps, dst, dstmt, dfresh) // its error is d.err
+		if errors.Is(d.err, errUpstream) || errors.Is(d.err, errProtocol) {
+			return fail(d.err)
+		}
+	}
 	for i := range sts {
 		var f func(pgproto3.BackendMessage) error
 		if i < len(each) {

@@ -69,8 +69,9 @@ type extSession struct {
 	// catalog's fingerprint is then read with the settings.
 	catalogOK bool
 	// prepared are the proxy's own statements prepared upstream in this
-	// session (see sessionConn.runMany).
-	prepared preparedStmts
+	// session (see sessionConn.runMany); describedStmts the exact
+	// statements of simple Queries kept to be described (describe.go).
+	prepared, describedStmts preparedStmts
 	// last is the view last read, which the next statement may be planned
 	// in before it is confirmed (speculate.go).
 	last *lastView
@@ -105,7 +106,8 @@ type ownedPortal struct {
 func sessionState(s *wire.Session) *extSession {
 	es, _ := s.State().(*extSession)
 	if es == nil {
-		es = &extSession{stmts: map[string]*ownedStmt{}, portals: map[string]*ownedPortal{}, txStatus: 'I'}
+		es = &extSession{stmts: map[string]*ownedStmt{}, portals: map[string]*ownedPortal{}, txStatus: 'I',
+			describedStmts: preparedStmts{prefix: describedPrefix, max: maxDescribed}}
 		s.SetState(es)
 	}
 	return es

@@ -56,8 +56,12 @@ type verdict struct {
 	unsupported string
 	multi       bool // several statements: the simple-protocol entry answers them one by one
 	plan        rewrite.Plan
-	ans         *exec.Answer
-	explain     []string
+	// exact, with plan, is the statement PostgreSQL runs in its place
+	// (APPROX_COUNT_DISTINCT counted exactly): its description is the
+	// answer's in the simple protocol.
+	exact   string
+	ans     *exec.Answer
+	explain []string
 }
 
 // substitute is the verdict's plan when it runs an exact statement in the
@@ -95,7 +99,7 @@ func (h *Handler) readView(ctx context.Context, c *sessionConn) (v view, pass st
 // hashed as the refresher hashed it; what the statement's protocol can
 // carry).
 func (h *Handler) decide(v view, s statement) verdict {
-	res := h.plans.rewrite(s.sql, v.snap, v.st.rw)
+	res, exact := h.plans.rewrite(s.sql, v.snap, v.st.rw)
 	p := res.Plan
 	if res.Multi {
 		return verdict{pass: res.Reason, multi: true}
@@ -118,7 +122,7 @@ func (h *Handler) decide(v view, s statement) verdict {
 			}
 		}
 	}
-	return verdict{plan: p}
+	return verdict{plan: p, exact: exact}
 }
 
 // answer takes a statement from decide to its answer: EXPLAIN's lines, or
@@ -142,18 +146,37 @@ func (h *Handler) carryOut(ctx context.Context, c *sessionConn, v view, s statem
 		return verdict{plan: p, explain: lines}, err
 	}
 	head := p.Header()
+	described := s.described
+	if !s.extended {
+		// PostgreSQL describes the exact statement, in the run's first
+		// round trip (describe.go).
+		c.toDescribe(vd.exact)
+		defer func() { c.desc = nil }()
+	}
 	// The fetch checks the table guard (plan.Head.Guard) first.
 	ans, err := h.run(ctx, c, v.st, p, s.params, s.formats)
 	if errors.Is(err, exec.ErrNotSource) {
 		h.Log.Debug("statement passed through: its table is not the rollup's source on this search_path", "rollup", head.Rollup)
 		return verdict{pass: "the table is not the source of rollup " + head.Rollup + " on this search_path"}, nil
 	}
+	if ud := (*undescribedError)(nil); errors.As(err, &ud) {
+		h.Log.Info("statement not described by PostgreSQL: executed upstream", "rollup", head.Rollup, "err", ud.err)
+		return verdict{pass: ud.Error()}, nil
+	}
 	if err != nil {
 		return vd, err
 	}
-	if s.extended && !sameColumns(ans.Fields, s.described) {
+	if !s.extended {
+		described = c.desc.fields
+	}
+	if !sameColumns(ans.Fields, described) {
 		h.Log.Info("rollup answer has other columns than the statement: executed upstream", "rollup", head.Rollup)
 		return verdict{pass: "the answer's columns differ from PostgreSQL's description"}, nil
+	}
+	if !s.extended {
+		// The rows as shaped, described as PostgreSQL describes them
+		// (the answer may be the cache's: its columns are not changed).
+		ans.Fields = described
 	}
 	return verdict{plan: p, ans: ans}, nil
 }
@@ -177,7 +200,9 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 			return nil, err
 		}
 	}
+	c.describeWithNext()
 	ans, err := exec.RunCached(ctx, c, p, params, formats, h.Cache, cacheScope(c, st))
+	err = c.withDescription(ctx, err)
 	if err != nil {
 		if inBlock && sessionGoesOn(err) && !clientVisible(err) {
 			if rerr := c.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
@@ -233,6 +258,9 @@ func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionS
 	if err != nil {
 		return nil, err
 	}
+	// The description rides with the view's confirmation, if one is due
+	// before BEGIN, else with the first statement in the transaction.
+	c.describeWithNext()
 	if err := c.execBare(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return nil, err
 	}
@@ -247,6 +275,7 @@ func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionS
 	var ans *exec.Answer
 	if err == nil {
 		ans, err = exec.RunCached(ctx, c, p, params, formats, h.Cache, cacheScope(c, st))
+		err = c.withDescription(ctx, err)
 	}
 	end := "COMMIT"
 	if err != nil {

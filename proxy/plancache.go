@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 // planCache keeps the rewriter's results for the statements sessions send
@@ -27,8 +28,9 @@ type planKey struct {
 }
 
 type planEntry struct {
-	key planKey
-	res rewrite.Result
+	key   planKey
+	res   rewrite.Result
+	exact string
 }
 
 const (
@@ -41,33 +43,48 @@ const (
 )
 
 // rewrite returns rewrite.Rewrite(sql, snap, rw), kept from an earlier call
-// with the same arguments when there was one.
-func (pc *planCache) rewrite(sql string, snap *catalog.Snapshot, rw rewrite.Session) rewrite.Result {
+// with the same arguments when there was one; and, with a plan, the exact
+// statement sql stands for (exactly), whose description PostgreSQL gives
+// a simple Query's answer (describe.go).
+func (pc *planCache) rewrite(sql string, snap *catalog.Snapshot, rw rewrite.Session) (rewrite.Result, string) {
 	if len(sql) > maxPlanSQL {
-		return rewrite.Rewrite(sql, snap, rw)
+		return planned(sql, snap, rw)
 	}
 	k := planKey{sql, snap, rw}
 	pc.mu.Lock()
 	if e, ok := pc.items[k]; ok {
 		pc.lru.MoveToFront(e)
-		res := e.Value.(*planEntry).res
+		pe := e.Value.(*planEntry)
 		pc.mu.Unlock()
-		return res
+		return pe.res, pe.exact
 	}
 	pc.mu.Unlock()
-	res := rewrite.Rewrite(sql, snap, rw)
+	res, exact := planned(sql, snap, rw)
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.items == nil {
 		pc.items = map[planKey]*list.Element{}
 	}
 	if _, ok := pc.items[k]; !ok {
-		pc.items[k] = pc.lru.PushFront(&planEntry{k, res})
+		pc.items[k] = pc.lru.PushFront(&planEntry{k, res, exact})
 		if pc.lru.Len() > maxPlans {
 			old := pc.lru.Back()
 			pc.lru.Remove(old)
 			delete(pc.items, old.Value.(*planEntry).key)
 		}
 	}
-	return res
+	return res, exact
+}
+
+// planned is what rewrite keeps: the rewriter's result, and with a plan
+// that answers the statement the exact statement.
+func planned(sql string, snap *catalog.Snapshot, rw rewrite.Session) (rewrite.Result, string) {
+	res := rewrite.Rewrite(sql, snap, rw)
+	exact := ""
+	if p := res.Plan; p != nil && !p.Header().Explain {
+		if _, sub := p.(*plan.Substitute); !sub {
+			exact, _ = exactly(sql)
+		}
+	}
+	return res, exact
 }

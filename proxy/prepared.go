@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,9 +16,13 @@ import (
 // session, by SQL and parameter types, the most recently used first; at
 // most maxPrepared are kept (the oldest is closed to make room).
 type preparedStmts struct {
-	byKey map[string]string
-	order []string // keys, least recently used first
-	next  int
+	// prefix starts their names (preparedPrefix if empty); max bounds
+	// them (maxPrepared if 0).
+	prefix string
+	max    int
+	byKey  map[string]string
+	order  []string // keys, least recently used first
+	next   int
 }
 
 // maxPrepared bounds the proxy's prepared statements per session.
@@ -39,14 +44,14 @@ func (p *preparedStmts) name(st upstream.Statement) (name string, fresh bool, ev
 		}
 		return n, false, ""
 	}
-	if len(p.order) >= maxPrepared {
+	if len(p.order) >= cmp.Or(p.max, maxPrepared) {
 		old := p.order[0]
 		evicted = p.byKey[old]
 		delete(p.byKey, old)
 		p.order = p.order[1:]
 	}
 	p.next++
-	name = preparedPrefix + strconv.Itoa(p.next)
+	name = cmp.Or(p.prefix, preparedPrefix) + strconv.Itoa(p.next)
 	p.byKey[key] = name
 	p.order = append(p.order, key)
 	return name, true, evicted
