@@ -42,6 +42,14 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 	if err != nil {
 		return err
 	}
+	return timeJoined(ctx, o, dsn, direct, joinExactSQL, hllSQL)
+}
+
+// timeJoined times exactSQL, whose answers PostgreSQL unites across a
+// join, through the proxy without and with its cache, against hllSQL (the
+// same by hand over the rollup) and itself on direct, interleaved, each
+// answer checked against the exact one.
+func timeJoined(ctx context.Context, o options, dsn string, direct *pgconn.PgConn, exactSQL, hllSQL string) error {
 	cold, err := benchproxy.Open(ctx, o.proxy, dsn, 0, false) // no cache: every answer reads and merges its rollup rows
 	if err != nil {
 		return err
@@ -53,13 +61,14 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 	}
 	defer warm.Close()
 	fmt.Println("warm-up: the exact answer, then each kind once, checked against it")
-	exact, _, err := benchproxy.Timed(ctx, direct, joinExactSQL)
+	exact, d, err := benchproxy.Timed(ctx, direct, exactSQL)
 	if err != nil {
 		return fmt.Errorf("exact: %w", err)
 	}
-	d := &benchproxy.Conn{PgConn: direct}
-	kinds := []timedKind{joinKind(ctx, "proxy-cold", cold.Conn, joinExactSQL, exact), joinKind(ctx, "proxy-warm", warm.Conn, joinExactSQL, exact),
-		joinKind(ctx, "hll-by-hand", d, hllSQL, exact), joinKind(ctx, "exact", d, joinExactSQL, exact)}
+	fmt.Printf("exact: %d groups in %s\n", len(exact), d.Round(time.Millisecond))
+	dc := &benchproxy.Conn{PgConn: direct}
+	kinds := []timedKind{joinKind(ctx, "proxy-cold", cold.Conn, exactSQL, exact), joinKind(ctx, "proxy-warm", warm.Conn, exactSQL, exact),
+		joinKind(ctx, "hll-by-hand", dc, hllSQL, exact), joinKind(ctx, "exact", dc, exactSQL, exact)}
 	for _, k := range kinds[:3] {
 		if _, err := k.run(); err != nil {
 			return err
@@ -83,12 +92,21 @@ func joinSetup(ctx context.Context, direct *pgconn.PgConn) (string, error) {
 		ANALYZE `+joinDim).Close(); err != nil {
 		return "", err
 	}
+	table, err := rollupTable(ctx, direct)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(joinHLLSQL, table), nil
+}
+
+// rollupTable is the rollup's table, quoted.
+func rollupTable(ctx context.Context, direct *pgconn.PgConn) (string, error) {
 	res := direct.ExecParams(ctx, "SELECT format('%I.%I', rollup_schema, rollup_table) FROM pgsketch.rollup_defs WHERE name = $1",
 		[][]byte{[]byte(rollupName)}, nil, nil, nil).Read()
 	if res.Err != nil || len(res.Rows) != 1 {
 		return "", fmt.Errorf("the rollup %s: %v", rollupName, res.Err)
 	}
-	return fmt.Sprintf(joinHLLSQL, string(res.Rows[0][0])), nil
+	return string(res.Rows[0][0]), nil
 }
 
 // joinKind asks sql on c and checks the answer against exact and, through
