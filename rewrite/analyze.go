@@ -385,13 +385,17 @@ func (m *matcher) calendarOK(v view, zone3 string) (bool, string) {
 			z = m.sess.TimeZone
 		}
 		if !sameZone(z, r.TimeZone) {
-			if !v.wall && zone3 == "" {
-				return false, "session TimeZone " + strconv.Quote(m.sess.TimeZone) + " differs from the rollup's time zone " + strconv.Quote(r.TimeZone) + ", which cuts " + col + " into buckets"
+			if ok, why := m.hoursAcross(z); !ok {
+				if !v.wall && zone3 == "" {
+					return false, "session TimeZone " + strconv.Quote(m.sess.TimeZone) + " differs from the rollup's time zone " + strconv.Quote(r.TimeZone) + ", which cuts " + col + " into buckets" + why
+				}
+				return false, "buckets are cut in time zone " + strconv.Quote(z) + ", not in the rollup's " + strconv.Quote(r.TimeZone) + why
 			}
-			return false, "buckets are cut in time zone " + strconv.Quote(z) + ", not in the rollup's " + strconv.Quote(r.TimeZone)
 		}
 		if v.shiftDays != 0 && !sameZone(m.sess.TimeZone, r.TimeZone) {
-			return false, "a shift by days is applied in session TimeZone " + strconv.Quote(m.sess.TimeZone) + ", not the rollup's " + strconv.Quote(r.TimeZone)
+			if ok, why := m.hoursAcross(m.sess.TimeZone); !ok {
+				return false, "a shift by days is applied in session TimeZone " + strconv.Quote(m.sess.TimeZone) + ", not the rollup's " + strconv.Quote(r.TimeZone) + why
+			}
 		}
 		return true, ""
 	}
@@ -403,6 +407,24 @@ func (m *matcher) calendarOK(v view, zone3 string) (bool, string) {
 		return true, ""
 	}
 	return false, col + " is converted between time zones before it is cut"
+}
+
+// hoursAcross reports whether units cut in zone z keep the rollup's
+// buckets, cut in another zone, whole: they do when the buckets are hours
+// and both zones' hours are UTC hours, so that an hour bucket lies within
+// one hour, day, week or month of z (New York's days over a UTC hourly
+// rollup; not India's, whose hours start at half past). why, when not,
+// is "" or a parenthesized reason to append.
+func (m *matcher) hoursAcross(z string) (ok bool, why string) {
+	if m.r.Grain != catalog.Hour {
+		return false, ""
+	}
+	for _, zone := range []string{z, m.r.TimeZone} {
+		if why := utcHours(zone); why != "" {
+			return false, " (" + why + ")"
+		}
+	}
+	return true, ""
 }
 
 // bucketConstant decides whether truncating (or extracting) unit u from view

@@ -46,6 +46,10 @@ func zoneFault(zone string, g catalog.Grain) string {
 type faults struct {
 	unknown   bool
 	hour, day string
+	// utc says when the zone's hours stopped being UTC hours: an offset
+	// from UTC other than whole hours, or a change at other than a whole
+	// UTC hour.
+	utc string
 }
 
 var zoneFaultCache sync.Map // zone name → faults
@@ -69,7 +73,10 @@ func scanZone(zone string) faults {
 	t := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
 	end := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	_, off := t.In(loc).Zone()
-	for t.Before(end) && (f.hour == "" || f.day == "") {
+	if off%3600 != 0 {
+		f.utc = offsetFault(zone, off, t)
+	}
+	for t.Before(end) && (f.hour == "" || f.day == "" || f.utc == "") {
 		next := t.Add(time.Hour)
 		_, noff := next.In(loc).Zone()
 		if noff != off {
@@ -91,11 +98,32 @@ func scanZone(zone string) faults {
 			if f.day == "" && floorDiv(after, 86400) < floorDiv(before-1, 86400) {
 				f.day = fmt.Sprintf("time zone %s turned its clocks back across midnight at %s, where a day's first rows precede the last rows of the day before", zone, at.Format(time.RFC3339))
 			}
+			if f.utc == "" && (noff%3600 != 0 || hi%3600 != 0) {
+				f.utc = offsetFault(zone, noff, at)
+			}
 			off = noff
 		}
 		t = next
 	}
 	return f
+}
+
+func offsetFault(zone string, off int, at time.Time) string {
+	return fmt.Sprintf("time zone %s is %s from UTC from %s on, where its hours are not UTC hours", zone, (time.Duration(off) * time.Second).String(), at.Format(time.RFC3339))
+}
+
+// utcHours reports why zone's wall-clock hours are not UTC hours from 1970
+// to 2100, or "": where they are, every unit of an hour or longer cut in
+// zone holds whole hours of UTC (and of any other such zone).
+func utcHours(zone string) string {
+	if fixedZone(zone) { // UTC, or Etc/GMT±N: whole hours
+		return ""
+	}
+	f := zoneFaults(zone)
+	if f.unknown {
+		return "time zone " + zone + " is unknown to pgsketch's time zone rules"
+	}
+	return f.utc
 }
 
 func floorDiv(a, b int64) int64 {

@@ -24,3 +24,20 @@ func TestZoneFaults(t *testing.T) {
 		}
 	}
 }
+
+func TestUTCHours(t *testing.T) {
+	for _, c := range []struct {
+		zone string
+		ok   bool
+	}{
+		{"UTC", true}, {"Etc/GMT-3", true}, {"America/New_York", true}, {"Europe/Berlin", true},
+		{"Australia/Sydney", true}, {"America/Sao_Paulo", true},
+		{"Asia/Kolkata", false}, {"Australia/Adelaide", false}, {"Asia/Kathmandu", false},
+		{"Australia/Lord_Howe", false}, {"America/St_Johns", false}, {"Pacific/Chatham", false},
+		{"Nowhere/Atlantis", false},
+	} {
+		if why := utcHours(c.zone); (why == "") != c.ok {
+			t.Errorf("%s: utcHours %q, want ok %v", c.zone, why, c.ok)
+		}
+	}
+}
