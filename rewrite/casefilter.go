@@ -25,10 +25,23 @@ var nullSkipping = map[string]bool{"count": true, "sum": true, "min": true, "max
 
 // caseFilters rewrites, in s and every statement inside it, the
 // aggregates over a CASE of one condition and no ELSE into the same
-// aggregate over its THEN value with the condition as its FILTER.
+// aggregate over its THEN value with the condition as its FILTER, and sums
+// and counts over a CASE whose ELSE is 0 (whole select-list items) into
+// the FILTER aggregates they are made of (zeroElse).
 func caseFilters(s *syntax.Select) {
 	if s == nil {
 		return
+	}
+	for i := range s.Targets {
+		t := &s.Targets[i]
+		if f, ok := t.Expr.(*syntax.FuncCall); ok && !t.Star {
+			if e := zeroElse(f); e != nil {
+				if t.Name == "" {
+					t.Name = syntax.ColumnName(f)
+				}
+				t.Expr = e
+			}
+		}
 	}
 	s.EachExpr(func(e syntax.Expr) {
 		syntax.Walk(e, func(x syntax.Expr) bool {
@@ -73,6 +86,59 @@ func caseFilter(f *syntax.FuncCall) {
 		cond = &syntax.OpExpr{Op: "=", Left: c.Arg, Right: cond}
 	}
 	f.Args[0], f.Filter = c.Whens[0].Result, cond
+}
+
+// zeroElse returns, for sum or count over CASE WHEN c THEN x ELSE 0 END,
+// the same value from aggregates with FILTERs, which the planners answer;
+// nil for any other call.
+//
+// A count counts the rows where c holds and x is not NULL, and the zeros
+// of the others:
+//
+//	count(x) FILTER (WHERE c) + count(*) FILTER (WHERE c IS NOT TRUE)
+//
+// A sum adds x where c holds and 0 elsewhere: the FILTER sum, or 0 when
+// that is NULL but some row gave a 0, NULL when no row did and no x was
+// summed (every row matched c, every x NULL):
+//
+//	CASE WHEN count(*) FILTER (WHERE c IS NOT TRUE) > 0
+//	     THEN COALESCE(sum(x) FILTER (WHERE c), 0)
+//	     ELSE sum(x) FILTER (WHERE c) END
+//
+// Both have the original's type: a count is bigint; sum(x) is the type
+// sum gives x's type, which the CASE shares with 0 (numeric, bigint), and
+// COALESCE with 0 keeps it.
+func zeroElse(f *syntax.FuncCall) syntax.Expr {
+	name, ok := f.Builtin()
+	if !ok || (name != "sum" && name != "count") || f.Filter != nil || f.Star || f.Distinct || len(f.Args) != 1 {
+		return nil
+	}
+	c, ok := f.Args[0].(*syntax.Case)
+	if !ok || len(c.Whens) != 1 {
+		return nil
+	}
+	if k, ok := c.Else.(*syntax.Const); !ok || k.Type != "int" || k.Val != "0" {
+		return nil
+	}
+	cond, x := c.Whens[0].Cond, c.Whens[0].Result
+	if c.Arg != nil {
+		cond = &syntax.OpExpr{Op: "=", Left: c.Arg, Right: cond}
+	}
+	zero := func() *syntax.Const { return &syntax.Const{Type: "int", Val: "0"} }
+	others := func() *syntax.FuncCall {
+		return &syntax.FuncCall{Name: []string{"count"}, Star: true, Filter: syntax.IsNotTrue(cond)}
+	}
+	matched := func() *syntax.FuncCall {
+		return &syntax.FuncCall{Name: []string{name}, Args: []syntax.Expr{x}, Filter: cond}
+	}
+	if name == "count" {
+		return &syntax.OpExpr{Op: "+", Left: matched(), Right: others()}
+	}
+	return &syntax.Case{
+		Whens: []syntax.When{{Cond: &syntax.OpExpr{Op: ">", Left: others(), Right: zero()},
+			Result: &syntax.VarFunc{Name: "coalesce", Args: []syntax.Expr{matched(), zero()}}}},
+		Else: matched(),
+	}
 }
 
 // isNull reports whether e is absent or the NULL literal.

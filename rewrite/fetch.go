@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -424,12 +425,44 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		lo = m.logInstant("lo")
 	}
 	info := "'" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(m.r.Name) + ", " + lo + ", " + m.logInstant("hi") + ")"
+	if nn := m.notNullCheck(); nn != "" {
+		what := "column " + strings.Join(quoteIdents(m.notNullNow), ", ") + " of " + m.r.Source.String() + ", counted as rows, is"
+		if len(m.notNullNow) > 1 {
+			what = "columns " + strings.Join(quoteIdents(m.notNullNow), ", ") + " of " + m.r.Source.String() + ", counted as rows, are"
+		}
+		info = "CASE WHEN " + nn + " THEN " + info + " ELSE CAST(CAST(CASE WHEN (" + nn + ") IS NOT TRUE THEN " +
+			catalog.QuoteLiteral("pgsketch: "+what+" no longer declared NOT NULL") + " END AS timestamptz) AS text) END"
+	}
 	if g := guardCond(m.fi, m.r.Source); g != "" {
 		info = "CASE WHEN " + g + " THEN " + info + " ELSE '" + InfoPrefix + plan.NotSource + "' END"
 	}
 	f.Rest = append(f.Rest, plan.Select{Cols: append([]string{info}, slices.Repeat([]string{"NULL"}, len(c.rollup)-1)...), From: plan.BoundsRelation})
 	m.lift = nil
 	p.FetchSQL = f.SQL(false, "")
+}
+
+// notNullCheck is a condition true when the source still declares every
+// column of m.notNullNow NOT NULL, or "" when there are none. When it is
+// false the info row fails the fetch with a check's error (SQLSTATE 22007,
+// the message cast to timestamptz), and PostgreSQL answers the statement.
+func (m *matcher) notNullCheck() string {
+	if len(m.notNullNow) == 0 {
+		return ""
+	}
+	var names []string
+	for _, c := range m.notNullNow {
+		names = append(names, catalog.QuoteLiteral(c))
+	}
+	return fmt.Sprintf("(SELECT count(*) FROM pg_catalog.pg_attribute a WHERE a.attrelid = %s::pg_catalog.regclass AND a.attname IN (%s) AND a.attnotnull AND NOT a.attisdropped) = %d",
+		catalog.QuoteLiteral(m.r.Source.String()), strings.Join(names, ", "), len(names))
+}
+
+func quoteIdents(names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, catalog.QuoteIdent(n))
+	}
+	return out
 }
 
 // conjunct is condition e, over rollup rows or base rows, as one of an

@@ -247,7 +247,7 @@ func testCatalog() *catalog.Snapshot {
 				part(catalog.Max, "revenue", "numeric(12,2)"), part(catalog.Count, "revenue", "bigint"),
 				part(catalog.Sum, "quantity", "integer"), theta("user_id", "bigint"), theta("session_id", "uuid"),
 				topk("user_id", "bigint"), topk("session_id", "uuid")},
-			NotNull:       []string{"user_id", "session_id", "created_at"},
+			NotNull:       []string{"id", "user_id", "session_id", "created_at"},
 			SourceColumns: []string{"id", "created_at", "user_id", "session_id", "country", "device", "app_version", "revenue", "quantity"},
 			Watermark:     wm, Version: 7, Rows: 54000,
 			Levels: []catalog.Level{

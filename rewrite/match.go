@@ -489,18 +489,28 @@ func (m *matcher) measureAgg(a *aggInfo) string {
 }
 
 // neverNull reports whether e is NULL for no row of the table: a column
-// the base table declares NOT NULL and the rollup reads (so that its
-// change capture's fingerprint holds the declaration, and a DROP NOT NULL
-// stops answers until the rollup is refreshed and the catalog read anew),
-// a literal other than NULL, a cast of such a value to text, or a
-// concatenation of such texts (as BI tools write a count of a composite
-// key: count(ts::text || '-' || user_id::text)). Casts to other types and
-// other operators are not: they can fail where count(*) would not.
+// the base table declares NOT NULL, a literal other than NULL, a cast of
+// such a value to text, or a concatenation of such texts (as BI tools
+// write a count of a composite key: count(ts::text || '-' || user_id::text)).
+// Casts to other types and other operators are not: they can fail where
+// count(*) would not. The declaration of a column the rollup reads is in
+// its change capture's fingerprint (a DROP NOT NULL stops answers until
+// the rollup is refreshed and the catalog read anew); that of another
+// column (Cube's count of a primary key) is checked by the fetch when it
+// runs (m.notNullNow): with the declaration in place in the statement's
+// snapshot, no row of the table, and so none of a bucket unchanged since
+// the refresh, has a NULL there.
 func (m *matcher) neverNull(e syntax.Expr) bool {
 	switch e := e.(type) {
 	case *syntax.ColRef:
 		name, why := m.column(e)
-		return why == "" && slices.Contains(m.r.NotNull, name) && m.r.Reads(name)
+		if why != "" || !slices.Contains(m.r.NotNull, name) {
+			return false
+		}
+		if !m.r.Reads(name) && !slices.Contains(m.notNullNow, name) {
+			m.notNullNow = append(m.notNullNow, name)
+		}
+		return true
 	case *syntax.Const:
 		return e.Type != "null"
 	case *syntax.Cast:

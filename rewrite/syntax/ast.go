@@ -194,6 +194,9 @@ type SubCall struct {
 	Over bool
 }
 
+// IsNotTrue is the test e IS NOT TRUE.
+func IsNotTrue(e Expr) *BoolTest { return &BoolTest{Arg: e, test: "IS NOT TRUE"} }
+
 func (*ColRef) isExpr()      {}
 func (*Const) isExpr()       {}
 func (*Param) isExpr()       {}

@@ -75,6 +75,8 @@ func parseFlags() options {
 		"table, exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
 	flag.BoolVar(&o.rolling, "rolling", false, "instead, time 7-day active users per day over the table's 90 days (a series of days "+
 		"joined to the events on a window per day), exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
+	flag.BoolVar(&o.localZone, "local-zone", false, "instead, time charts cut in New York's days, weeks and months over the hourly UTC rollup "+
+		"(built if missing): exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
 	flag.BoolVar(&o.matrix, "matrix", false, "instead, time five ranges by three groupings against the rollup rollup create makes "+
 		"without tuning flags (matrix.go): cold, warm and new-connection through the proxy, exact, hll_union_agg daily and by a "+
 		"monthly table built by hand, over a simple-protocol client and pgx; --runs rounds, --exact-runs exact runs per shape")
@@ -104,6 +106,8 @@ func run(ctx context.Context, o options) error {
 		return runJoin(ctx, o, dsn)
 	case o.rolling:
 		return runRolling(ctx, o, dsn)
+	case o.localZone:
+		return runLocalZone(ctx, o, dsn)
 	}
 	return runDashboard(ctx, o, dsn)
 }
@@ -134,4 +138,5 @@ type options struct {
 	matrix     bool
 	join       bool
 	rolling    bool
+	localZone  bool
 }

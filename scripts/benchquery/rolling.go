@@ -25,17 +25,27 @@ var (
 // runRolling times the rolling windows; the caller made the events table
 // and the rollup.
 func runRolling(ctx context.Context, o options, dsn string) error {
-	direct, err := pgconn.Connect(ctx, dsn)
+	direct, err := connectUTC(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer direct.Close(context.Background())
-	if err := direct.Exec(ctx, "SET TimeZone = 'UTC'").Close(); err != nil {
-		return err
-	}
 	table, err := rollupTable(ctx, direct)
 	if err != nil {
 		return err
 	}
-	return timeJoined(ctx, o, dsn, direct, rollingSQL, fmt.Sprintf(rollingHLLSQL, table))
+	return timeJoined(ctx, o, dsn, direct, rollingSQL, fmt.Sprintf(rollingHLLSQL, table), unitedNotice)
+}
+
+// connectUTC connects to dsn in a session whose TimeZone is UTC.
+func connectUTC(ctx context.Context, dsn string) (*pgconn.PgConn, error) {
+	direct, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := direct.Exec(ctx, "SET TimeZone = 'UTC'").Close(); err != nil {
+		direct.Close(context.Background())
+		return nil, err
+	}
+	return direct, nil
 }

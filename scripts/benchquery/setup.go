@@ -47,7 +47,7 @@ func setup(ctx context.Context, dsn string, o options) error {
 			return err
 		}
 	}
-	if o.mergeBench {
+	if o.mergeBench || o.localZone {
 		if err := setupHourly(ctx, conn, dsn, o.proxy, fresh); err != nil {
 			return err
 		}
