@@ -70,6 +70,10 @@ func joinTables(s *syntax.Select) (sj starJoin, items []syntax.FromItem, why str
 		j := onJoin(s.From[0])
 		sj.kind, sj.on = j.Type, j.On
 		items = []syntax.FromItem{j.Left, j.Right}
+	case len(s.From) == 1 && innerJoin(s.From[0]) != nil && innerJoin(s.From[0]).On == nil:
+		// A CROSS JOIN: the two tables listed.
+		j := innerJoin(s.From[0])
+		items = []syntax.FromItem{j.Left, j.Right}
 	case len(s.From) >= 2:
 		items = s.From
 	default:
@@ -351,7 +355,25 @@ func (sj starJoin) side(c *syntax.ColRef) string {
 			return "dim"
 		}
 	}
+	if len(c.Parts) == 1 && len(sj.factCols) > 0 && !slices.Contains(sj.factCols, c.Parts[0]) {
+		// An unqualified name of a series' column (generate_series(...)
+		// AS n: its alias) that the fact table does not have.
+		for _, d := range sj.dims {
+			if d.Func != nil && seriesColumn(d) == c.Parts[0] {
+				return "dim"
+			}
+		}
+	}
 	return ""
+}
+
+// seriesColumn is the name of a series FROM item's column: its column
+// alias, or its alias.
+func seriesColumn(fi syntax.FromItem) string {
+	if len(fi.FuncCols) > 0 {
+		return fi.FuncCols[0]
+	}
+	return fi.Alias
 }
 
 // onJoin is fi when it is an inner or left join with ON (neither NATURAL

@@ -40,6 +40,24 @@ func seriesItem(fi syntax.FromItem) bool {
 	return ok && name == "generate_series" && fi.Func.Filter == nil && !fi.Func.Distinct && !fi.Func.Star
 }
 
+// smallIntSeries reports whether fi is generate_series of integer literals
+// of at most 64 values.
+func smallIntSeries(fi syntax.FromItem) bool {
+	var n [3]int64
+	for i, a := range fi.Func.Args {
+		c, ok := a.(*syntax.Const)
+		if !ok || c.Type != "int" {
+			return false
+		}
+		v, err := strconv.ParseInt(c.Val, 10, 32)
+		if err != nil {
+			return false
+		}
+		n[i] = v
+	}
+	return n[2] > 0 && n[1] >= n[0] && (n[1]-n[0])/n[2] < 64
+}
+
 // windowBound is a window condition of the join: the fact table's time
 // column compared (>= or <) with an expression of the series.
 type windowBound struct {
@@ -64,7 +82,10 @@ func (sj *starJoin) readWindows(r *catalog.Rollup) string {
 			series = &sj.dims[i]
 		}
 	}
-	if series == nil {
+	if series == nil || sj.on == nil && len(sj.dims) == 1 && smallIntSeries(*series) {
+		// No series, or a few numbers listed beside the fact table (a
+		// CROSS JOIN, as Malloy writes nested views): a dimension table
+		// with no condition.
 		return ""
 	}
 	switch {
