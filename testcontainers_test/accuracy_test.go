@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/pgsketch/pgsketch/refresh"
 )
 
 // accuracyKinds are the plan kinds whose distinct counts are estimated in
@@ -14,7 +16,9 @@ import (
 // own groups merged by the proxy; a join to a dimension table, returned
 // as is (the proxy estimates PostgreSQL's united sketches) and ordered by
 // the count (PostgreSQL estimates them with pgsketch.hll_estimate); a
-// ROLLUP; FILTER measures; an aggregate subquery of a larger statement.
+// ROLLUP; FILTER measures; an aggregate subquery of a larger statement;
+// New York's weeks from an hourly UTC rollup; a nested view (a series
+// crossed with the table, the counts under CASE).
 var accuracyKinds = []struct{ kind, sql string }{
 	{"one table, merged by the proxy",
 		`SELECT country, date_trunc('month', created_at) AS m, count(DISTINCT user_id) AS users FROM events
@@ -35,6 +39,13 @@ var accuracyKinds = []struct{ kind, sql string }{
 	{"aggregate subquery",
 		`SELECT s.country, s.m, s.users FROM (SELECT country, date_trunc('month', created_at) AS m, count(DISTINCT user_id) AS users
 		  FROM events WHERE created_at < '2026-03-29' GROUP BY 1, 2) AS s WHERE s.users >= 0`},
+	{"New York's weeks, the hourly rollup",
+		`SELECT country, date_trunc('week', created_at AT TIME ZONE 'America/New_York') AS w, count(DISTINCT user_id) AS users FROM events
+		  WHERE created_at >= '2026-01-05 05:00+00' AND created_at < '2026-03-23 04:00+00' GROUP BY 1, 2`},
+	{"a nested view (CROSS JOIN a series), estimated in PostgreSQL",
+		`SELECT group_set, e.country, CASE WHEN group_set = 1 THEN e.device END AS device,
+		  CASE WHEN group_set >= 0 THEN count(DISTINCT e.user_id) END AS users
+		  FROM events e CROSS JOIN generate_series(0, 1, 1) AS group_set WHERE e.created_at < '2026-03-29' GROUP BY 1, 2, 3`},
 }
 
 // TestAccuracyByPlanKind: through the proxy, each plan kind's estimates
@@ -44,7 +55,9 @@ var accuracyKinds = []struct{ kind, sql string }{
 // table docs/accuracy.md quotes.
 func TestAccuracyByPlanKind(t *testing.T) {
 	t.Parallel()
-	db, _ := rolledUpEvents(t, 2_000_000, 90, "2026-03-29 12:00", "3 days")
+	db, conn := rolledUpEvents(t, 2_000_000, 90, "2026-03-29 12:00", "3 days")
+	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	direct := connectSimple(t, db.DSN)
 	proxied := connectSimple(t, p.URL(db.DSN))
