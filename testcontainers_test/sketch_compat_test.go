@@ -467,3 +467,91 @@ func TestHLLEstimateInSQL(t *testing.T) {
 	}
 	t.Logf("compared %d sketches", compared)
 }
+
+// TestHLLValidInSQL: pgsketch.hll_valid accepts exactly the bytes package
+// sketch's decoder accepts, over sketches of every type the extension
+// writes and thousands of their corruptions (truncated, extended, bytes
+// changed, header fields set out of range), and pgsketch.hll_estimate is
+// NaN for every rejected one.
+func TestHLLValidInSQL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, conn := catalogDB(t)
+
+	// Valid sketches: EMPTY, EXPLICIT, SPARSE (words narrower and wider
+	// than a byte) and FULL, from the extension.
+	var valid [][]byte
+	rows, err := conn.Query(ctx, `SELECT hll_send(hll_add_agg(hll_hash_bigint(g), p, w, e, sp))
+		FROM (VALUES (4, 1, -1, 1), (4, 2, 0, 1), (5, 3, -1, 1), (10, 4, -1, 1), (11, 5, 0, 1), (14, 5, -1, 1), (8, 1, 0, 0)) AS c(p, w, e, sp),
+		     (VALUES (1), (3), (40), (400), (5000)) AS n(k), generate_series(1, n.k) AS g
+		GROUP BY p, w, e, sp, k UNION ALL SELECT hll_send(hll_empty(14, 5))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		valid = append(valid, b)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(15, 15))
+	cases := append([][]byte{}, valid...)
+	for _, v := range valid {
+		cases = append(cases, v[:len(v)-1], append(bytes.Clone(v), 0), append(bytes.Clone(v), 0x80), v[:3])
+		for range 40 {
+			c := bytes.Clone(v)
+			switch r.IntN(4) {
+			case 0: // a byte changed
+				c[r.IntN(len(c))] ^= byte(1 + r.IntN(255))
+			case 1: // a header field
+				c[r.IntN(3)] = byte(r.IntN(256))
+			case 2: // a data byte zeroed or saturated
+				if len(c) > 3 {
+					c[3+r.IntN(len(c)-3)] = []byte{0, 0xff}[r.IntN(2)]
+				}
+			case 3: // a repeated span of data
+				if len(c) > 5 {
+					i := 3 + r.IntN(len(c)-4)
+					c = append(c[:i:i], v[i-1:]...)
+				}
+			}
+			cases = append(cases, c)
+		}
+	}
+	res, err := conn.Query(ctx, `SELECT s, pgsketch.hll_valid(s), pgsketch.hll_estimate(s) FROM unnest($1::bytea[]) AS s`, cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted, rejected int
+	for res.Next() {
+		var b []byte
+		var ok bool
+		var est float64
+		if err := res.Scan(&b, &ok, &est); err != nil {
+			t.Fatal(err)
+		}
+		goOK := new(sketch.HLL).UnmarshalBinary(b) == nil
+		if ok != goOK {
+			t.Errorf("%s: hll_valid %v, the decoder %v", describe(b), ok, goOK)
+		}
+		if !goOK && !math.IsNaN(est) {
+			t.Errorf("%s: no sketch, but hll_estimate = %v", describe(b), est)
+		}
+		if goOK {
+			accepted++
+		} else {
+			rejected++
+		}
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d byte strings: %d sketches, %d not", accepted+rejected, accepted, rejected)
+	if accepted < len(valid) || rejected < 500 {
+		t.Errorf("%d accepted, %d rejected: want every valid sketch and at least 500 corruptions", accepted, rejected)
+	}
+}
