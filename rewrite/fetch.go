@@ -430,8 +430,9 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		if len(m.notNullNow) > 1 {
 			what = "columns " + strings.Join(quoteIdents(m.notNullNow), ", ") + " of " + m.r.Source.String() + ", counted as rows, are"
 		}
+		what += " no longer declared NOT NULL there or in a table inheriting from it"
 		info = "CASE WHEN " + nn + " THEN " + info + " ELSE CAST(CAST(CASE WHEN (" + nn + ") IS NOT TRUE THEN " +
-			catalog.QuoteLiteral("pgsketch: "+what+" no longer declared NOT NULL") + " END AS timestamptz) AS text) END"
+			catalog.QuoteLiteral("pgsketch: "+what) + " END AS timestamptz) AS text) END"
 	}
 	if g := guardCond(m.fi, m.r.Source); g != "" {
 		info = "CASE WHEN " + g + " THEN " + info + " ELSE '" + InfoPrefix + plan.NotSource + "' END"
@@ -441,10 +442,12 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	p.FetchSQL = f.SQL(false, "")
 }
 
-// notNullCheck is a condition true when the source still declares every
-// column of m.notNullNow NOT NULL, or "" when there are none. When it is
-// false the info row fails the fetch with a check's error (SQLSTATE 22007,
-// the message cast to timestamptz), and PostgreSQL answers the statement.
+// notNullCheck is a condition true when every column of m.notNullNow is
+// still declared NOT NULL in the source and in every table that inherits
+// from it, at any depth (a partition cannot drop the declaration, an
+// inheritance child can), or "" when there are none. When it is false the
+// info row fails the fetch with a check's error (SQLSTATE 22007, the
+// message cast to timestamptz), and PostgreSQL answers the statement.
 func (m *matcher) notNullCheck() string {
 	if len(m.notNullNow) == 0 {
 		return ""
@@ -453,8 +456,12 @@ func (m *matcher) notNullCheck() string {
 	for _, c := range m.notNullNow {
 		names = append(names, catalog.QuoteLiteral(c))
 	}
-	return fmt.Sprintf("(SELECT count(*) FROM pg_catalog.pg_attribute a WHERE a.attrelid = %s::pg_catalog.regclass AND a.attname IN (%s) AND a.attnotnull AND NOT a.attisdropped) = %d",
-		catalog.QuoteLiteral(m.r.Source.String()), strings.Join(names, ", "), len(names))
+	return fmt.Sprintf("NOT EXISTS (WITH RECURSIVE tree(relid) AS (SELECT %s::pg_catalog.regclass::pg_catalog.oid UNION "+
+		"SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.relid) "+
+		"SELECT FROM tree CROSS JOIN unnest(ARRAY[%s]::pg_catalog.name[]) AS c(name) "+
+		"LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = tree.relid AND a.attname = c.name AND a.attnum > 0 AND NOT a.attisdropped "+
+		"WHERE a.attnotnull IS NOT TRUE)",
+		catalog.QuoteLiteral(m.r.Source.String()), strings.Join(names, ", "))
 }
 
 func quoteIdents(names []string) []string {

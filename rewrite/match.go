@@ -493,13 +493,13 @@ func (m *matcher) measureAgg(a *aggInfo) string {
 // such a value to text, or a concatenation of such texts (as BI tools
 // write a count of a composite key: count(ts::text || '-' || user_id::text)).
 // Casts to other types and other operators are not: they can fail where
-// count(*) would not. The declaration of a column the rollup reads is in
-// its change capture's fingerprint (a DROP NOT NULL stops answers until
-// the rollup is refreshed and the catalog read anew); that of another
-// column (Cube's count of a primary key) is checked by the fetch when it
-// runs (m.notNullNow): with the declaration in place in the statement's
-// snapshot, no row of the table, and so none of a bucket unchanged since
-// the refresh, has a NULL there.
+// count(*) would not. The fetch checks when it runs that the column is
+// still declared NOT NULL in the table and in every table that inherits
+// from it (m.notNullNow; an inheritance child may drop the declaration,
+// and a column the rollup does not read is in no capture fingerprint):
+// with the declarations in place in the statement's snapshot, no row of
+// the table, and so none of a bucket unchanged since the refresh, has a
+// NULL there.
 func (m *matcher) neverNull(e syntax.Expr) bool {
 	switch e := e.(type) {
 	case *syntax.ColRef:
@@ -507,7 +507,7 @@ func (m *matcher) neverNull(e syntax.Expr) bool {
 		if why != "" || !slices.Contains(m.r.NotNull, name) {
 			return false
 		}
-		if !m.r.Reads(name) && !slices.Contains(m.notNullNow, name) {
+		if !slices.Contains(m.notNullNow, name) {
 			m.notNullNow = append(m.notNullNow, name)
 		}
 		return true

@@ -155,10 +155,9 @@ type matcher struct {
 	lower  []bound
 	upper  []bound
 	exact  bool
-	// notNullNow are columns the rollup does not read whose NOT NULL
-	// declaration an answer relies on (count(id) as count(*)): the change
-	// capture's fingerprint does not cover them, so the fetch checks the
-	// declaration when it runs.
+	// notNullNow are the columns whose NOT NULL declaration an answer
+	// relies on (count(id) as count(*)), which the fetch checks when it
+	// runs, in the table and every table inheriting from it.
 	notNullNow []string
 }
 

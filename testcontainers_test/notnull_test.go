@@ -82,7 +82,7 @@ func TestCountOfNotNullColumn(t *testing.T) {
 	mustExec(t, conn, `ALTER TABLE events ALTER COLUMN amount DROP NOT NULL`)
 	mustExec(t, conn, `INSERT INTO events SELECT id + 1000000, created_at, user_id, country, device, NULL FROM events WHERE id % 1000 = 0`)
 	for _, mode := range modes {
-		check(pairs[mode], queries[1], `pgsketch: column "amount" of "public"."events", counted as rows, is no longer declared NOT NULL (SQLSTATE 22007); answered exactly by PostgreSQL`)
+		check(pairs[mode], queries[1], `pgsketch: column "amount" of "public"."events", counted as rows, is no longer declared NOT NULL there or in a table inheriting from it (SQLSTATE 22007); answered exactly by PostgreSQL`)
 		// The primary key still is: still answered.
 		check(pairs[mode], queries[0], "from rollup daily (standard error 0.81%)")
 	}
@@ -139,5 +139,43 @@ func TestZeroElseMeasures(t *testing.T) {
 	}
 	if nulls == 0 || zeros == 0 {
 		t.Fatalf("fixture: %d NULL sums and %d zero sums, want some of each", nulls, zeros)
+	}
+}
+
+// TestCountOfNotNullColumnInherited: a table inheriting from the rolled-up
+// one may drop NOT NULL where the parent keeps it, and its NULLs are in the
+// parent's rows: a count of such a column, read by the rollup or not, is
+// then PostgreSQL's, with a NOTICE, not the row count.
+func TestCountOfNotNullColumnInherited(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 20_000, 10)
+	mustExec(t, conn, `CREATE TABLE events_archive () INHERITS (events);
+		ALTER TABLE events_archive ALTER COLUMN user_id DROP NOT NULL, ALTER COLUMN amount DROP NOT NULL;
+		INSERT INTO events_archive SELECT id + 1000000, created_at, CASE WHEN id % 2 = 0 THEN user_id END, country, device,
+		       CASE WHEN id % 3 = 0 THEN amount END FROM events WHERE id % 50 = 0`)
+	createRollup(t, conn, "daily", `grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}'`)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	ctx := context.Background()
+	for _, sql := range []string{
+		`SELECT device, count(user_id) AS n, count(DISTINCT user_id) AS users FROM events GROUP BY 1 ORDER BY 1`,
+		`SELECT device, count(amount) AS n, count(DISTINCT user_id) AS users FROM events GROUP BY 1 ORDER BY 1`,
+	} {
+		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
+			want, err := connectMode(t, db.DSN, mode).query(ctx, sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := connectMode(t, p.URL(db.DSN), mode).query(ctx, sql)
+			if err != nil {
+				t.Fatalf("%v: %v\n%s", mode, err, sql)
+			}
+			if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+				t.Errorf("%v: got %q with notices %q, want PostgreSQL's %q\n%s", mode, got.rows, got.notices, want.rows, sql)
+			}
+			if len(got.notices) != 1 || !strings.Contains(got.notices[0], "no longer declared NOT NULL there or in a table inheriting from it") {
+				t.Errorf("%v: notices %q, want one saying why PostgreSQL answered\n%s", mode, got.notices, sql)
+			}
+		}
 	}
 }
