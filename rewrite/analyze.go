@@ -397,6 +397,9 @@ func (m *matcher) calendarOK(v view, zone3 string) (bool, string) {
 				return false, "a shift by days is applied in session TimeZone " + strconv.Quote(m.sess.TimeZone) + ", not the rollup's " + strconv.Quote(r.TimeZone) + why
 			}
 		}
+		if !fixedZone(z) || !fixedZone(r.TimeZone) || v.shiftDays != 0 && !fixedZone(m.sess.TimeZone) {
+			m.zoneRules = true
+		}
 		return true, ""
 	}
 	// timestamp and date columns: buckets are cut on the values themselves.

@@ -425,6 +425,15 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		lo = m.logInstant("lo")
 	}
 	info := "'" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(m.r.Name) + ", " + lo + ", " + m.logInstant("hi") + ")"
+	if m.zoneRules && m.r.TimeType == catalog.Timestamptz {
+		// Zone rules are checked from 1970 on: older buckets (New York kept
+		// its local mean time, 4:56:02 behind UTC, until 1883) may hold rows
+		// of two local days.
+		old := "EXISTS (SELECT FROM " + m.r.Table.String() + " r WHERE r.bucket < '1970-01-01 00:00:00+00')"
+		info = "CASE WHEN NOT " + old + " THEN " + info + " ELSE CAST(CAST(CASE WHEN " + old + " THEN " +
+			catalog.QuoteLiteral("pgsketch: rollup "+m.r.Name+" holds buckets before 1970, where pgsketch does not check time zone rules") +
+			" END AS timestamptz) AS text) END"
+	}
 	if nn := m.notNullCheck(); nn != "" {
 		what := "column " + strings.Join(quoteIdents(m.notNullNow), ", ") + " of " + m.r.Source.String() + ", counted as rows, is"
 		if len(m.notNullNow) > 1 {

@@ -159,6 +159,11 @@ type matcher struct {
 	// relies on (count(id) as count(*)), which the fetch checks when it
 	// runs, in the table and every table inheriting from it.
 	notNullNow []string
+	// zoneRules: a key or filter is constant on the rollup's buckets by
+	// the rules of a time zone with clock changes, which pgsketch checks
+	// from 1970 on (zones.go); the fetch then checks that the rollup has no
+	// bucket before 1970.
+	zoneRules bool
 }
 
 type keyInfo struct {
