@@ -348,11 +348,12 @@ func TestExtendedDescribeAndClose(t *testing.T) {
 // last until the block ends) and unprepared. Here the role cannot read the
 // catalog, and the Query then goes upstream as it is.
 func TestSimpleQueryAfterUnsyncedRequest(t *testing.T) {
-	row := make([][]byte, 13)
+	row := make([][]byte, 14)
 	for i := range row {
 		row[i] = []byte("x")
 	}
-	row[9] = []byte("f") // the catalog is not readable
+	row[9] = []byte("f")   // the catalog is not readable
+	row[13] = []byte("on") // standard_conforming_strings
 	c := wiretest.New(t,
 		// The last request synced: idle.
 		wiretest.Expect(&pgproto3.Sync{}),

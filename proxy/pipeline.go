@@ -79,6 +79,11 @@ func (h *Handler) readView(ctx context.Context, c *sessionConn) (v view, pass st
 	if v.st, err = h.settings(ctx, c); err != nil {
 		return v, "", err
 	}
+	if !v.st.standardStrings {
+		// With it off, 'a\' OR ...' is one literal to PostgreSQL and a
+		// backslash and a condition to the parser.
+		return v, "standard_conforming_strings is off: pgsketch reads string literals as PostgreSQL does with it on", nil
+	}
 	if !v.st.catalogOK {
 		return v, "the role cannot read the pgsketch catalog", nil
 	}

@@ -53,7 +53,10 @@ const settingsSQL = `SELECT current_setting('search_path'), current_setting('Tim
    AND has_function_privilege(to_regprocedure('pgsketch.catalog()'), 'EXECUTE')
    AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false),
  current_setting('` + MergeSetting + `', true), current_setting('` + MaxOverlapErrorSetting + `', true),
- current_setting('` + TopKSetting + `', true)`
+ current_setting('` + TopKSetting + `', true), current_setting('standard_conforming_strings')`
+
+// settingsColumns is the number of columns settingsSQL returns.
+const settingsColumns = 14
 
 // savepoint protects the client's transaction block from errors of the
 // statements the proxy runs: on one, the proxy rolls back to it and lets
@@ -64,6 +67,9 @@ type sessionSettings struct {
 	rw        rewrite.Session
 	exec      exec.Settings
 	catalogOK bool
+	// standardStrings: standard_conforming_strings is on, so the session's
+	// SQL text reads as the parser reads it.
+	standardStrings bool
 	// fingerprint identifies the catalog's state ("" if not read).
 	fingerprint string
 	// read is the settings row and the fingerprint as read, to compare
@@ -100,7 +106,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	if errs[0] != nil {
 		return sessionSettings{}, errs[0]
 	}
-	if len(rows[0]) != 1 || len(rows[0][0]) != 13 {
+	if len(rows[0]) != 1 || len(rows[0][0]) != settingsColumns {
 		return sessionSettings{}, errProtocol
 	}
 	r := rows[0][0]
@@ -109,6 +115,9 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 		exec: exec.Settings{DateStyle: string(r[4]), TimeZone: string(r[1]), IntervalStyle: string(r[5]),
 			ExtraFloatDigits: string(r[6]), ByteaOutput: string(r[7]), ClientEncoding: string(r[8])},
 		catalogOK: string(r[9]) == "t",
+		// The parser reads string literals as PostgreSQL does with the
+		// setting on ('a\' is a backslash, not an escaped quote).
+		standardStrings: string(r[13]) == "on",
 	}
 	if v, ok := parseBool(string(r[3])); ok {
 		st.rw.Approx = v

@@ -138,7 +138,7 @@ func (c *sessionConn) speculate(ctx context.Context, sts []upstream.Statement, e
 	if len(rows[1]) == 1 && rows[1][0] != nil {
 		fp = string(rows[1][0])
 	}
-	if errs[0] != nil || errs[1] != nil || len(rows[0]) != 13 || viewKey(rows[0], fp) != sp.read {
+	if errs[0] != nil || errs[1] != nil || len(rows[0]) != settingsColumns || viewKey(rows[0], fp) != sp.read {
 		sp.changed = true
 		out := make([]error, max(len(sts), 1))
 		for i := range out {
