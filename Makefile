@@ -18,7 +18,7 @@ test: deps lint
 	$(GO) test -race -count=1 -timeout 45m ./...
 	# Again without -race: race builds relay with net.Conn's own calls, the
 	# others with raw system calls (wire/rawio_linux.go).
-	$(GO) test -count=1 -timeout 30m ./wire/ ./testcontainers_test/
+	$(GO) test -count=1 -timeout 45m ./wire/ ./testcontainers_test/
 
 deps:
 	@./scripts/install-deps.sh test

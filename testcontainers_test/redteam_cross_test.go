@@ -347,10 +347,10 @@ func malloyFull(stage0 string) string {
 SELECT row_to_json(finalStage) as row FROM __stage1 AS finalStage`
 }
 
-// crossFixture is rolledUpEvents over 100 000 rows with its proxy.
+// crossFixture is rolledUpEvents over 40 000 rows with its proxy.
 func crossFixture(t *testing.T) (*testDB, *pgx.Conn, *proxyProc) {
 	t.Helper()
-	db, conn := rolledUpEvents(t, 100_000, 90, "2026-03-29 12:00", "3 days")
+	db, conn := rolledUpEvents(t, 40_000, 90, "2026-03-29 12:00", "3 days")
 	return db, conn, startProxy(t, server.adminURL, "--approx", "on")
 }
 
