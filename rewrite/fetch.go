@@ -429,19 +429,16 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		// Zone rules are checked from 1970 on: older buckets (New York kept
 		// its local mean time, 4:56:02 behind UTC, until 1883) may hold rows
 		// of two local days.
-		old := "EXISTS (SELECT FROM " + m.r.Table.String() + " r WHERE r.bucket < '1970-01-01 00:00:00+00')"
-		info = "CASE WHEN NOT " + old + " THEN " + info + " ELSE CAST(CAST(CASE WHEN " + old + " THEN " +
-			catalog.QuoteLiteral("pgsketch: rollup "+m.r.Name+" holds buckets before 1970, where pgsketch does not check time zone rules") +
-			" END AS timestamptz) AS text) END"
+		info = checked(info, "NOT EXISTS (SELECT FROM "+m.r.Table.String()+" r WHERE r.bucket < '1970-01-01 00:00:00+00')",
+			"rollup "+m.r.Name+" holds buckets before 1970, where pgsketch does not check time zone rules")
 	}
 	if nn := m.notNullCheck(); nn != "" {
-		what := "column " + strings.Join(quoteIdents(m.notNullNow), ", ") + " of " + m.r.Source.String() + ", counted as rows, is"
+		noun, verb := "column", "is"
 		if len(m.notNullNow) > 1 {
-			what = "columns " + strings.Join(quoteIdents(m.notNullNow), ", ") + " of " + m.r.Source.String() + ", counted as rows, are"
+			noun, verb = "columns", "are"
 		}
-		what += " no longer declared NOT NULL there or in a table inheriting from it"
-		info = "CASE WHEN " + nn + " THEN " + info + " ELSE CAST(CAST(CASE WHEN (" + nn + ") IS NOT TRUE THEN " +
-			catalog.QuoteLiteral("pgsketch: "+what) + " END AS timestamptz) AS text) END"
+		info = checked(info, nn, noun+" "+strings.Join(quoteIdents(m.notNullNow), ", ")+" of "+m.r.Source.String()+
+			", counted as rows, "+verb+" no longer declared NOT NULL there or in a table inheriting from it")
 	}
 	if g := guardCond(m.fi, m.r.Source); g != "" {
 		info = "CASE WHEN " + g + " THEN " + info + " ELSE '" + InfoPrefix + plan.NotSource + "' END"
@@ -449,6 +446,16 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	f.Rest = append(f.Rest, plan.Select{Cols: append([]string{info}, slices.Repeat([]string{"NULL"}, len(c.rollup)-1)...), From: plan.BoundsRelation})
 	m.lift = nil
 	p.FetchSQL = f.SQL(false, "")
+}
+
+// checked is the info row's expression info, evaluated only where
+// condition ok holds; elsewhere the statement fails as a run-time check
+// (SQLSTATE 22007: "pgsketch: " and msg cast to timestamptz, inside a CASE
+// that reads ok so that PostgreSQL cannot fold it at plan time), which the
+// proxy answers exactly with the message as its NOTICE.
+func checked(info, ok, msg string) string {
+	return "CASE WHEN " + ok + " THEN " + info + " ELSE CAST(CAST(CASE WHEN (" + ok + ") IS NOT TRUE THEN " +
+		catalog.QuoteLiteral("pgsketch: "+msg) + " END AS timestamptz) AS text) END"
 }
 
 // notNullCheck is a condition true when every column of m.notNullNow is
