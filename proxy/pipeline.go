@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/exec"
@@ -105,6 +107,13 @@ func (h *Handler) readView(ctx context.Context, c *sessionConn) (v view, pass st
 // carry).
 func (h *Handler) decide(v view, s statement) verdict {
 	res, exact := h.plans.rewrite(s.sql, v.snap, v.st.rw)
+	if len(res.ZoneParams) > 0 && s.extended {
+		if zones, ok := boundZones(res.ZoneParams, s.params); ok {
+			rw := v.st.rw
+			rw.Zones = zones
+			res, exact = h.plans.rewrite(s.sql, v.snap, rw)
+		}
+	}
 	p := res.Plan
 	if res.Multi {
 		return verdict{pass: res.Reason, multi: true}
@@ -129,6 +138,32 @@ func (h *Handler) decide(v view, s statement) verdict {
 	}
 	return verdict{plan: p, exact: exact}
 }
+
+// boundZones encodes the values bound to the parameters ns, which the
+// statement uses as time zones, for rewrite.Session.Zones: each must be a
+// text or varchar value that is not NULL (whose bytes are the same in
+// either format).
+func boundZones(ns []int, params exec.Params) (string, bool) {
+	values := map[int]string{}
+	for _, n := range ns {
+		i := n - 1
+		if i < 0 || i >= len(params.Values) || i >= len(params.OIDs) {
+			return "", false
+		}
+		v := params.Values[i]
+		switch {
+		case params.OIDs[i] != pgtype.TextOID && params.OIDs[i] != pgtype.VarcharOID,
+			v == nil, len(v) > maxZoneName, !utf8.Valid(v):
+			return "", false
+		}
+		values[n] = string(v)
+	}
+	return plan.ZoneValues(values)
+}
+
+// maxZoneName caps a zone parameter's value: longer ones are not planned
+// for (PostgreSQL's zone names and POSIX specifications are far shorter).
+const maxZoneName = 256
 
 // answer takes a statement from decide to its answer: EXPLAIN's lines, or
 // the table guard and the plan's run. A substitute plan and a pass come

@@ -159,6 +159,16 @@ func constString(e syntax.Expr) (string, bool) {
 	return "", false
 }
 
+// zoneString reads a time zone argument: a literal, or a parameter whose
+// bound value the session holds (Session.Zones), for which the plan is
+// made.
+func (m *matcher) zoneString(e syntax.Expr) (string, bool) {
+	if p, ok := e.(*syntax.Param); ok {
+		return m.sess.Zone(p.N)
+	}
+	return constString(e)
+}
+
 func constNumber(e syntax.Expr) (float64, bool) {
 	if c, ok := e.(*syntax.Const); ok && (c.Type == "int" || c.Type == "float") {
 		f, err := strconv.ParseFloat(c.Val, 64)
@@ -228,7 +238,7 @@ func (m *matcher) classifyDateTrunc(f *syntax.FuncCall) (class, bool) {
 	}
 	zone := ""
 	if len(f.Args) == 3 {
-		z, ok := constString(f.Args[2])
+		z, ok := m.zoneString(f.Args[2])
 		if !ok {
 			return bad("date_trunc with a time zone that is not a literal"), true
 		}
@@ -265,6 +275,9 @@ func (m *matcher) classifyExtract(name string, f *syntax.FuncCall) (class, bool)
 // It reports false for any other timezone call.
 func (m *matcher) classifyAtTimeZone(f *syntax.FuncCall) (class, bool) {
 	x, z, ok, found := m.timeOperand(f, 2)
+	if found && !ok {
+		z, ok = m.zoneString(f.Args[0])
+	}
 	switch {
 	case !found:
 		return class{}, false

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 
 // The golden files in testdata/*.txt hold cases of the form
 //
-//	rewrite [approx=on|off] [tz=ZONE] [search_path=a,b] [user=NAME] [merge=auto|proxy|server] [hll=off]
+//	rewrite [approx=on|off] [tz=ZONE] [search_path=a,b] [user=NAME] [merge=auto|proxy|server] [hll=off] [zones=N:ZONE,...]
 //	SQL, one or more lines
 //	----
 //	expected output: the Plan's String(), or "passthrough: reason"
@@ -111,6 +112,17 @@ func (c goldenCase) session(t testing.TB) Session {
 		case "topk":
 			s.TopK = v
 		case "hll": // the snapshot's extension: see snapshot
+		case "zones": // values bound to $N, which name time zones
+			values := map[int]string{}
+			for _, nz := range strings.Split(v, ",") {
+				n, z, _ := strings.Cut(nz, ":")
+				i, err := strconv.Atoi(n)
+				if err != nil {
+					t.Fatalf("%s:%d: bad zones %q", c.file, c.line, v)
+				}
+				values[i] = z
+			}
+			s.Zones, _ = plan.ZoneValues(values)
 		default:
 			t.Fatalf("%s:%d: unknown option %q", c.file, c.line, k)
 		}

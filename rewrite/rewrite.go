@@ -35,6 +35,11 @@ type Result struct {
 	// Multi is set when the text holds several statements: a caller may
 	// Split it and plan each.
 	Multi bool
+	// ZoneParams, on a passthrough or an exact substitute, are the
+	// parameters the statement uses as a time zone that Session.Zones
+	// holds no value for: planned again with their bound values, the
+	// statement may be answered from a rollup.
+	ZoneParams []int
 }
 
 // panicHook, when set (by tests), is called at the start of planning.
@@ -102,11 +107,15 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 		}
 	}
 	if b == nil {
-		return Result{Reason: reason}
+		return Result{Reason: reason, ZoneParams: zoneParams(p.Select, sess)}
 	}
 	b.Header().Explain, b.Header().Verbose = p.Explain, p.Verbose
 	finish(b.Plan, params, quotesRelativeTime(sql), snap, sess)
-	return Result{Plan: b.Plan}
+	res = Result{Plan: b.Plan}
+	if b.substitute() != nil {
+		res.ZoneParams = zoneParams(p.Select, sess)
+	}
+	return res
 }
 
 // env is what planning a statement needs besides the catalog: the
@@ -168,27 +177,33 @@ func paramsIn(sql string) []int {
 
 func maxParam(s *syntax.Select) int {
 	top := 0
-	// The statements of a set operation, of subqueries in FROM and in
-	// expressions, and of a WITH clause bind the same parameters.
+	walkStatement(s, func(x syntax.Expr) {
+		if x, ok := x.(*syntax.Param); ok {
+			top = max(top, x.N)
+		}
+	})
+	return top
+}
+
+// walkStatement calls f for every expression of s, and of the statements
+// that bind the same parameters: a set operation's, subqueries' in FROM
+// and in expressions, a WITH clause's.
+func walkStatement(s *syntax.Select, f func(syntax.Expr)) {
 	subs := []*syntax.Select{s.Left, s.Right}
 	visit := func(e syntax.Expr) {
 		syntax.Walk(e, func(x syntax.Expr) bool {
-			switch x := x.(type) {
-			case *syntax.Param:
-				top = max(top, x.N)
-			case *syntax.Unsupported:
-				if x.Link != nil {
-					subs = append(subs, x.Link.Select)
-				}
+			if u, ok := x.(*syntax.Unsupported); ok && u.Link != nil {
+				subs = append(subs, u.Link.Select)
 			}
+			f(x)
 			return true
 		})
 	}
 	s.EachExpr(visit)
-	s.EachFrom(func(f syntax.FromItem) {
-		subs = append(subs, f.Query)
-		if f.Join != nil {
-			visit(f.Join.On)
+	s.EachFrom(func(fi syntax.FromItem) {
+		subs = append(subs, fi.Query)
+		if fi.Join != nil {
+			visit(fi.Join.On)
 		}
 	})
 	if s.With != nil {
@@ -196,10 +211,35 @@ func maxParam(s *syntax.Select) int {
 	}
 	for _, sub := range subs {
 		if sub != nil {
-			top = max(top, maxParam(sub))
+			walkStatement(sub, f)
 		}
 	}
-	return top
+}
+
+// zoneParams are the $n that s uses as a time zone (timezone's first
+// argument, date_trunc's third) and sess holds no value for, in order.
+func zoneParams(s *syntax.Select, sess Session) []int {
+	var out []int
+	walkStatement(s, func(x syntax.Expr) {
+		f, ok := x.(*syntax.FuncCall)
+		if !ok {
+			return
+		}
+		var arg syntax.Expr
+		switch name, _ := f.Builtin(); {
+		case name == "timezone" && len(f.Args) == 2:
+			arg = f.Args[0]
+		case name == "date_trunc" && len(f.Args) == 3:
+			arg = f.Args[2]
+		}
+		if p, ok := arg.(*syntax.Param); ok {
+			if _, bound := sess.Zone(p.N); !bound {
+				out = append(out, p.N)
+			}
+		}
+	})
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // planTable matches a SELECT of one table against the rollups of that

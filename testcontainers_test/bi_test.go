@@ -35,6 +35,7 @@ import (
 	"github.com/pgsketch/pgsketch/catalog"
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/rewrite"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 )
 
 var rewriteBI = flag.Bool("rewrite", false, "rewrite testdata/bi/expected.txt with the outcomes TestBIGeneratedSQL observes")
@@ -395,6 +396,11 @@ func (r *biRunner) compare(direct, proxied *noticeConn, sql string, args []any, 
 	sess := r.sess
 	sess.TimeZone = zone
 	planned := rewrite.Rewrite(sql, r.snap, sess)
+	if zones, ok := zoneArgs(planned.ZoneParams, args[min(1, len(args)):]); ok {
+		// As the proxy plans it: with the zones bound.
+		sess.Zones = zones
+		planned = rewrite.Rewrite(sql, r.snap, sess)
+	}
 	switch {
 	case len(got.notices) == 0:
 		o.outcome = "passthrough: " + planned.Reason
@@ -811,4 +817,24 @@ func checkBIExpected(t *testing.T, lines []string) {
 		t.Errorf("%d outcomes differ from %s (if intended, run with -rewrite and commit it):\n%s",
 			len(changes), biExpectedFile, strings.Join(changes, "\n"))
 	}
+}
+
+// zoneArgs are the values of args ($1, $2, ...) that the parameters ns
+// take, which a statement uses as time zones, for rewrite.Session.Zones.
+func zoneArgs(ns []int, args []any) (string, bool) {
+	if len(ns) == 0 {
+		return "", false
+	}
+	values := map[int]string{}
+	for _, n := range ns {
+		if n > len(args) {
+			return "", false
+		}
+		z, ok := args[n-1].(string)
+		if !ok {
+			return "", false
+		}
+		values[n] = z
+	}
+	return plan.ZoneValues(values)
 }

@@ -120,3 +120,82 @@ func TestLocalZoneCharts(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalZoneParameter: a chart whose time zone is a bound parameter
+// (knex writes `created_at AT TIME ZONE ?`) is planned for the value bound,
+// in the extended protocol: the same prepared text is answered from the
+// hourly rollup in UTC and New York (each with its own days, never the
+// other value's plan or cached rows), Sydney's months through date_trunc's
+// zone argument, and India's days, a NULL zone and a misspelt zone are
+// PostgreSQL's, answer and error alike.
+func TestLocalZoneParameter(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 200_000, 90)
+	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	refreshRollup(t, conn, "hourly", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	ctx := context.Background()
+
+	const days = `SELECT date_trunc('day', created_at AT TIME ZONE $1) AS day, count(DISTINCT user_id) AS users
+		FROM events WHERE created_at >= $2 AND created_at < $3 GROUP BY 1 ORDER BY 1`
+	const months = `SELECT date_trunc('month', created_at, $1) AS month, count(DISTINCT user_id) AS users, count(*) AS n
+		FROM events GROUP BY 1 ORDER BY 1`
+	type run struct {
+		sql      string
+		args     []any
+		answered bool
+	}
+	lo, hi := "2026-03-05 00:00+00", "2026-03-12 00:00+00"
+	runs := []run{
+		{days, []any{"UTC", lo, hi}, true},
+		{days, []any{"America/New_York", lo, hi}, true},
+		{days, []any{"Asia/Kolkata", lo, hi}, false},
+		{days, []any{nil, lo, hi}, false},
+		{days, []any{"UTC", lo, hi}, true},
+		{days, []any{"America/New_York", lo, hi}, true},
+		{months, []any{"Australia/Sydney"}, true},
+		{months, []any{"UTC"}, true},
+		{months, []any{"Australia/Lord_Howe"}, false},
+	}
+	direct := connectMode(t, db.DSN, pgx.QueryExecModeCacheStatement)
+	proxied := connectMode(t, p.URL(db.DSN), pgx.QueryExecModeCacheStatement)
+	for _, r := range runs {
+		name := fmt.Sprintf("%q", r.args[0])
+		want, err := direct.query(ctx, r.sql, r.args...)
+		if err != nil {
+			t.Fatalf("direct, %s: %v", name, err)
+		}
+		got, err := proxied.query(ctx, r.sql, r.args...)
+		if err != nil {
+			t.Fatalf("through the proxy, %s: %v", name, err)
+		}
+		if !r.answered {
+			if len(got.notices) != 0 || fmt.Sprint(got.rows) != fmt.Sprint(want.rows) || fmt.Sprint(got.nulls) != fmt.Sprint(want.nulls) {
+				t.Errorf("%s: got %q with notices %q, want PostgreSQL's %q", name, got.rows, got.notices, want.rows)
+			}
+			continue
+		}
+		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup hourly") {
+			t.Errorf("%s: notices %q, want the rollup's\n%s", name, got.notices, r.sql)
+			continue
+		}
+		errs, err := compareRollupAnswer(got, want)
+		if err != nil {
+			t.Errorf("%s: %v\n got %q\nwant %q", name, err, got.rows, want.rows)
+			continue
+		}
+		if w := worstOf(errs); w > 5 {
+			t.Errorf("%s: an estimate is %.2f standard errors off\n got %q\nwant %q", name, w, got.rows, want.rows)
+		}
+	}
+	// A zone PostgreSQL does not know: its error, for the client's
+	// statement.
+	_, werr := direct.query(ctx, days, "Mars/Olympus", lo, hi)
+	_, gerr := proxied.query(ctx, days, "Mars/Olympus", lo, hi)
+	if werr == nil || gerr == nil || werr.Error() != gerr.Error() {
+		t.Errorf("an unknown zone: through the proxy %v, want PostgreSQL's %v", gerr, werr)
+	}
+	if _, err := proxied.query(ctx, "SELECT 1"); err != nil {
+		t.Errorf("the session after the error: %v", err)
+	}
+}
