@@ -30,9 +30,14 @@ func readStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (starJoin,
 		return sj, why
 	}
 	sj.groupKeys(s)
+	if r, why := sj.windowRollup(sess.TimeZone); r != nil {
+		sj.rollup = r
+	} else if len(sj.rollups) > 1 && why != "" {
+		return sj, why
+	}
 	if r := sj.rollup; r != nil {
 		sj.bucketFilters(s, r, sess.TimeZone)
-		if why := sj.readWindows(r); why != "" {
+		if why := sj.readWindows(r, sess.TimeZone); why != "" {
 			return sj, why
 		}
 	}
@@ -138,7 +143,7 @@ func (sj *starJoin) findFact(s *syntax.Select, items []syntax.FromItem, snap *ca
 		if len(r) == 0 {
 			return "no rollup reads table " + refName(items[0])
 		}
-		sj.fact, sj.factCols, sj.rollup = items[0], r[0].SourceColumns, r[0]
+		sj.fact, sj.factCols, sj.rollup, sj.rollups = items[0], r[0].SourceColumns, r[0], r
 		return ""
 	case len(items) > 2:
 		return sj.readLeaves(s, items, snap, sess)
@@ -149,9 +154,9 @@ func (sj *starJoin) findFact(s *syntax.Select, items []syntax.FromItem, snap *ca
 	_, r1 := resolveTable(items[1], snap, sess)
 	switch {
 	case len(r0) > 0 && len(r1) == 0:
-		sj.fact, sj.dims, sj.factCols, sj.rollup = items[0], items[1:2], r0[0].SourceColumns, r0[0]
+		sj.fact, sj.dims, sj.factCols, sj.rollup, sj.rollups = items[0], items[1:2], r0[0].SourceColumns, r0[0], r0
 	case len(r1) > 0 && len(r0) == 0:
-		sj.fact, sj.dims, sj.factCols, sj.rollup = items[1], items[0:1], r1[0].SourceColumns, r1[0]
+		sj.fact, sj.dims, sj.factCols, sj.rollup, sj.rollups = items[1], items[0:1], r1[0].SourceColumns, r1[0], r1
 		// dimension LEFT JOIN fact: every dimension row stays, once
 		// with no fact when none matches.
 		sj.dimKept = sj.kind == "LEFT JOIN"
@@ -446,7 +451,7 @@ func (sj *starJoin) readLeaves(s *syntax.Select, items []syntax.FromItem, snap *
 		case sj.fact.Name != "":
 			return "two tables of the join are read by rollups"
 		default:
-			sj.fact, sj.factCols, sj.rollup = it, r[0].SourceColumns, r[0]
+			sj.fact, sj.factCols, sj.rollup, sj.rollups = it, r[0].SourceColumns, r[0], r
 		}
 	}
 	if sj.fact.Name == "" {

@@ -301,6 +301,8 @@ type starJoin struct {
 	// grain are those of every rollup over it that answers the arm's
 	// bucket key (the planner checks).
 	rollup *catalog.Rollup
+	// rollups are every rollup over the fact table, rollup among them.
+	rollups []*catalog.Rollup
 	// timeRefs are the references to the time column in FILTER
 	// conditions that compare it with a bucket boundary, and timeKey
 	// the bucket key that stands for them over the arm's rows.

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -75,13 +76,8 @@ const windowSlack = 2 * 24 * time.Hour
 // an expression of the series' values with constant offsets. It adds the
 // span the arm reads to the arm's conditions and the bucket key the
 // conditions are read on.
-func (sj *starJoin) readWindows(r *catalog.Rollup) string {
-	var series *syntax.FromItem
-	for i := range sj.dims {
-		if seriesItem(sj.dims[i]) {
-			series = &sj.dims[i]
-		}
-	}
+func (sj *starJoin) readWindows(r *catalog.Rollup, sessionZone string) string {
+	series := sj.series()
 	if series == nil || sj.on == nil && len(sj.dims) == 1 && smallIntSeries(*series) {
 		// No series, or a few numbers listed beside the fact table (a
 		// CROSS JOIN, as Malloy writes nested views): a dimension table
@@ -111,18 +107,13 @@ func (sj *starJoin) readWindows(r *catalog.Rollup) string {
 	if stop.Sub(start) > 3*366*24*time.Hour || stop.Before(start) {
 		return "a series of more than three years, or none"
 	}
+	if why := sj.windowsFit(r, sessionZone); why != "" {
+		return why
+	}
 	var lower, upper bool
 	var reach time.Duration
-	for _, c := range conjuncts(sj.on) {
-		o, ok := c.(*syntax.OpExpr)
-		if !ok || o.Schema != "" || o.Op != ">=" && o.Op != "<" {
-			continue
-		}
-		col, ok := o.Left.(*syntax.ColRef)
-		if !ok || sj.side(col) != "fact" || col.Parts[len(col.Parts)-1] != r.TimeColumn {
-			continue
-		}
-		off, why := seriesOffset(o.Right, *series)
+	for o, col := range sj.windowConds(r) {
+		off, _, why := seriesOffset(o.Right, *series)
 		if why != "" {
 			return "a window bound " + syntax.SQL(o.Right, nil) + ": " + why
 		}
@@ -159,6 +150,92 @@ func (sj *starJoin) readWindows(r *catalog.Rollup) string {
 		sj.exprs = append(sj.exprs, key)
 	}
 	sj.timeKey = sj.exprKey(key)
+	return ""
+}
+
+// series is the join's series of times, or nil.
+func (sj *starJoin) series() *syntax.FromItem {
+	var series *syntax.FromItem
+	for i := range sj.dims {
+		if seriesItem(sj.dims[i]) {
+			series = &sj.dims[i]
+		}
+	}
+	return series
+}
+
+// windowConds yields the conditions of the join that compare r's time
+// column of the fact table with a bound (>= or <), and the column.
+func (sj *starJoin) windowConds(r *catalog.Rollup) iter.Seq2[*syntax.OpExpr, *syntax.ColRef] {
+	return func(yield func(*syntax.OpExpr, *syntax.ColRef) bool) {
+		for _, c := range conjuncts(sj.on) {
+			o, ok := c.(*syntax.OpExpr)
+			if !ok || o.Schema != "" || o.Op != ">=" && o.Op != "<" {
+				continue
+			}
+			col, ok := o.Left.(*syntax.ColRef)
+			if !ok || sj.side(col) != "fact" || col.Parts[len(col.Parts)-1] != r.TimeColumn {
+				continue
+			}
+			if !yield(o, col) {
+				return
+			}
+		}
+	}
+}
+
+// windowRollup is the first rollup over the fact table whose buckets the
+// window bounds of a join to a series can start on (windowsFit); nil when
+// there is no series, or no such rollup, and then why says why for each.
+func (sj *starJoin) windowRollup(sessionZone string) (r *catalog.Rollup, why string) {
+	if sj.series() == nil {
+		return nil, ""
+	}
+	var whys []string
+	for _, r := range sj.rollups {
+		why := sj.windowsFit(r, sessionZone)
+		if why == "" {
+			return r, ""
+		}
+		whys = append(whys, "rollup "+r.Name+": "+why)
+	}
+	return nil, strings.Join(whys, "; ")
+}
+
+// windowsFit says why the window bounds cannot be bucket starts of r, or
+// "". A series holds wall clocks (dates or timestamps at midnight, as
+// written), which a bound turns into instants in the zone of its AT TIME
+// ZONE, or else in the session's: midnight there is a bucket start of a
+// daily rollup cut in the same zone, or of an hourly one where both
+// zones' hours are UTC hours. The fetch checks every bound it reads
+// anyway; this only spares a statement sure to fail there.
+func (sj *starJoin) windowsFit(r *catalog.Rollup, sessionZone string) string {
+	series := sj.series()
+	if series == nil || r.TimeType != catalog.Timestamptz {
+		return ""
+	}
+	for o := range sj.windowConds(r) {
+		_, zones, why := seriesOffset(o.Right, *series)
+		if why != "" || len(zones) > 1 {
+			continue
+		}
+		z := sessionZone
+		if len(zones) == 1 {
+			z = zones[0]
+		}
+		if sameZone(z, r.TimeZone) {
+			continue
+		}
+		bound := "a window bound " + syntax.SQL(o.Right, nil)
+		if r.Grain != catalog.Hour {
+			return bound + " is a day of time zone " + strconv.Quote(z) + ", not of the rollup's " + strconv.Quote(r.TimeZone)
+		}
+		for _, zone := range []string{z, r.TimeZone} {
+			if why := utcHours(zone); why != "" {
+				return bound + " is cut in time zone " + strconv.Quote(z) + ", not in the rollup's " + strconv.Quote(r.TimeZone) + " (" + why + ")"
+			}
+		}
+	}
 	return ""
 }
 
@@ -200,8 +277,8 @@ func (sj starJoin) windowSQL(w windowBound, q string, grain catalog.Grain, timeT
 
 // seriesOffset reads a window bound: the series' column, plus or minus
 // literal intervals, under casts and AT TIME ZONE; off bounds the
-// intervals' total.
-func seriesOffset(e syntax.Expr, series syntax.FromItem) (off time.Duration, why string) {
+// intervals' total, and zones are the zones of its AT TIME ZONE.
+func seriesOffset(e syntax.Expr, series syntax.FromItem) (off time.Duration, zones []string, why string) {
 	col := series.Alias
 	if len(series.FuncCols) == 1 {
 		col = series.FuncCols[0]
@@ -233,6 +310,7 @@ func seriesOffset(e syntax.Expr, series syntax.FromItem) (off time.Duration, why
 			// AT TIME ZONE 'literal'.
 			if name, ok := x.Builtin(); ok && name == "timezone" && len(x.Args) == 2 {
 				if c, ok := x.Args[0].(*syntax.Const); ok && c.Type == "str" {
+					zones = append(zones, c.Val)
 					return walk(x.Args[1])
 				}
 			}
@@ -241,12 +319,12 @@ func seriesOffset(e syntax.Expr, series syntax.FromItem) (off time.Duration, why
 		return false
 	}
 	if !walk(e) {
-		return 0, why
+		return 0, nil, why
 	}
 	if !seen {
-		return 0, "it does not read the series"
+		return 0, nil, "it does not read the series"
 	}
-	return off, ""
+	return off, zones, ""
 }
 
 // offset is a literal interval's length.

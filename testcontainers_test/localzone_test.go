@@ -175,17 +175,8 @@ func TestLocalZoneParameter(t *testing.T) {
 			}
 			continue
 		}
-		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "from rollup hourly") {
-			t.Errorf("%s: notices %q, want the rollup's\n%s", name, got.notices, r.sql)
-			continue
-		}
-		errs, err := compareRollupAnswer(got, want)
-		if err != nil {
-			t.Errorf("%s: %v\n got %q\nwant %q", name, err, got.rows, want.rows)
-			continue
-		}
-		if w := worstOf(errs); w > 5 {
-			t.Errorf("%s: an estimate is %.2f standard errors off\n got %q\nwant %q", name, w, got.rows, want.rows)
+		if why := rollupAnswerError(got, want, "from rollup hourly"); why != "" {
+			t.Errorf("%s: %s\n%s", name, why, r.sql)
 		}
 	}
 	// A zone PostgreSQL does not know: its error, for the client's

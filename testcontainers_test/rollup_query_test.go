@@ -131,6 +131,23 @@ func stdErrs(est, exact float64) float64 {
 
 var acdRE = regexp.MustCompile(`(?i)approx_count_distinct\(`)
 
+// rollupAnswerError says how got, an answer through the proxy, is not one
+// from a rollup whose NOTICE holds notice, or is not within 5 standard
+// errors of want, PostgreSQL's answer; "" when it is.
+func rollupAnswerError(got, want *answer, notice string) string {
+	if len(got.notices) != 1 || !strings.Contains(got.notices[0], notice) {
+		return fmt.Sprintf("notices %q, want one saying %q", got.notices, notice)
+	}
+	errs, err := compareRollupAnswer(got, want)
+	if err != nil {
+		return fmt.Sprintf("%v\n got %q\nwant %q", err, got.rows, want.rows)
+	}
+	if w := worstOf(errs); w > 5 {
+		return fmt.Sprintf("an estimate is %.2f standard errors off\n got %q\nwant %q", w, got.rows, want.rows)
+	}
+	return ""
+}
+
 // compareRollupAnswer checks an approximate answer against the exact one
 // and returns the errors of its approximate values in standard errors.
 func compareRollupAnswer(got, want *answer) ([]float64, error) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgsketch/pgsketch/refresh"
 )
 
 // TestRollingWindows: rolling windows of distinct users per day (a series
@@ -91,5 +93,65 @@ func TestRollingWindows(t *testing.T) {
 	if len(got.notices) != 1 || !strings.Contains(got.notices[0], "a window bound is not a bucket start of the rollup within the span read (SQLSTATE 22007)") ||
 		!strings.HasSuffix(got.notices[0], "answered exactly by PostgreSQL") {
 		t.Errorf("windows from noon: notices %q, want one saying why PostgreSQL answered", got.notices)
+	}
+}
+
+// TestRollingWindowsLocalZone: rolling windows of New York's days (bounds
+// at New York midnights, written with AT TIME ZONE, or a series of dates
+// in a session whose TimeZone is Berlin's) are answered from the hourly
+// UTC rollup, not tried on the daily one, across March 2026's clock
+// changes: every count within 5 standard errors of PostgreSQL's. India's
+// days, which start at half past UTC hours, are PostgreSQL's, with no
+// notice (refused when planned, not when run).
+func TestRollingWindowsLocalZone(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 300_000, 90)
+	createRollup(t, conn, "daily", eventsRollupArgs)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	refreshRollup(t, conn, "hourly", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	ctx := context.Background()
+	kysely := func(zone string) string {
+		return `select "d"."d"::date as "day", count(distinct "events"."user_id") as "users_7d" from generate_series('2026-03-01'::timestamp, '2026-04-05'::timestamp, interval '1 day') as "d"
+			left join "events" on "events"."created_at" >= ("d"."d" - interval '6 days') AT TIME ZONE '` + zone + `'
+			and "events"."created_at" < ("d"."d" + interval '1 day') AT TIME ZONE '` + zone + `' group by "d"."d" order by "d"."d"`
+	}
+	type stmt struct {
+		zone, sql string
+		answered  bool
+	}
+	stmts := []stmt{
+		{"UTC", kysely("America/New_York"), true},
+		{"Europe/Berlin", `SELECT d.d, count(DISTINCT e.user_id) AS users_7d FROM generate_series('2026-03-20'::date, '2026-04-03'::date, interval '1 day') AS d
+			LEFT JOIN events e ON e.created_at >= d.d - interval '6 days' AND e.created_at < d.d + interval '1 day' GROUP BY 1 ORDER BY 1`, true},
+		{"UTC", kysely("Asia/Kolkata"), false},
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
+		for _, s := range stmts {
+			direct, proxied := connectMode(t, db.DSN, mode), connectMode(t, p.URL(db.DSN), mode)
+			for _, c := range []*noticeConn{direct, proxied} {
+				if _, err := c.query(ctx, "SET TimeZone = '"+s.zone+"'"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := direct.query(ctx, s.sql)
+			if err != nil {
+				t.Fatalf("direct: %v\n%s", err, s.sql)
+			}
+			got, err := proxied.query(ctx, s.sql)
+			if err != nil {
+				t.Fatalf("%v: through the proxy: %v\n%s", mode, err, s.sql)
+			}
+			if !s.answered {
+				if len(got.notices) != 0 || fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+					t.Errorf("%v: got %q with notices %q, want PostgreSQL's %q\n%s", mode, got.rows, got.notices, want.rows, s.sql)
+				}
+				continue
+			}
+			if why := rollupAnswerError(got, want, "from rollup hourly"); why != "" {
+				t.Errorf("%v: %s\n%s", mode, why, s.sql)
+			}
+		}
 	}
 }
