@@ -101,13 +101,24 @@ func (p *Proxy) Stop() {
 	}
 }
 
-// URL is dsn (a postgres:// URL) with the proxy's host and port.
+// URL is dsn (a postgres:// URL or libpq's key=value form) as a URL with
+// the proxy's host and port, its user, password and database kept, TLS
+// off (the proxies here listen without it). A dsn that does not parse
+// gives "", on which a connection fails with an error.
 func (p *Proxy) URL(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
-		panic("a postgres:// URL is needed, got " + dsn)
+	if u, err := url.Parse(dsn); err == nil && strings.HasPrefix(u.Scheme, "postgres") {
+		u.Host = p.Addr
+		return u.String()
 	}
-	u.Host = p.Addr
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return ""
+	}
+	u := url.URL{Scheme: "postgres", Host: p.Addr, Path: "/" + cfg.Database, RawQuery: "sslmode=disable"}
+	u.User = url.User(cfg.User)
+	if cfg.Password != "" {
+		u.User = url.UserPassword(cfg.User, cfg.Password)
+	}
 	return u.String()
 }
 
