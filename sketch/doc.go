@@ -7,8 +7,9 @@
 // sketches (Union, Fold; ThetaUnion, ThetaIntersect, ThetaANotB), estimate
 // (Estimate, StdError; LowerBound, UpperBound) and store them as bytes
 // (MarshalBinary, UnmarshalBinary). Freq and CountMin count how often
-// items occur, for top-k answers. The sections below describe HLL first,
-// then Theta, then Freq and CountMin.
+// items occur, for top-k answers; Bloom answers "seen before?" with
+// one-sided error. The sections below describe HLL first, then Theta,
+// then Freq, CountMin and Bloom.
 //
 // # Compatibility
 //
@@ -294,4 +295,27 @@
 // (ErrInvalidParams); or (ErrCorrupt) a varint longer than its shortest
 // form or past 64 bits, N past 2^63−1, a row whose cells sum past N
 // (an Add raises each row by at most its count), or trailing bytes.
+//
+// # Bloom byte layout
+//
+//	byte 0   tag 'B' (0x42)
+//	byte 1   version, 1
+//	varint   m, the bits: a multiple of 64, 64 to 2^33
+//	varint   k, the bits set per item, 1 to 32
+//	varint   N, the items added (repeats included), at most 2^63−1
+//	m/8      the bits, as m/64 64-bit words, little-endian: bit j of the
+//	         filter is bit j mod 64 of word j/64
+//
+// The varints are those of the Freq layout. Version 1 also fixes the
+// hashing: MurmurHash3 x64 128 of the item's bytes with seed 0x4246 gives
+// (h1, h2), and the item's i-th bit (i < k) is the high 64 bits of
+// fmix64(h1 + i·h2)·m. For example an empty filter of 64 bits and 3
+// hashes is 42 01 40 03 00 followed by eight zero bytes.
+//
+// Decoding untrusted bytes never panics. Input is rejected, with an error
+// wrapping an exported sentinel and the receiver unchanged, when it ends
+// early (ErrTruncated); has another tag (ErrType) or version (ErrVersion);
+// an m or k out of range (ErrInvalidParams); or (ErrCorrupt) a varint
+// longer than its shortest form or past 64 bits, N past 2^63−1, more bits
+// set than N items of k hashes can set, or trailing bytes.
 package sketch
