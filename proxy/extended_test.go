@@ -348,12 +348,13 @@ func TestExtendedDescribeAndClose(t *testing.T) {
 // last until the block ends) and unprepared. Here the role cannot read the
 // catalog, and the Query then goes upstream as it is.
 func TestSimpleQueryAfterUnsyncedRequest(t *testing.T) {
-	row := make([][]byte, 14)
+	row := make([][]byte, settingsColumns)
 	for i := range row {
 		row[i] = []byte("x")
 	}
 	row[9] = []byte("f")   // the catalog is not readable
 	row[13] = []byte("on") // standard_conforming_strings
+	row[14] = []byte("Default")
 	c := wiretest.New(t,
 		// The last request synced: idle.
 		wiretest.Expect(&pgproto3.Sync{}),

@@ -335,7 +335,7 @@ func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionS
 // and the session's settings.
 func cacheScope(c *sessionConn, st sessionSettings) string {
 	p := c.s.Params()
-	return strings.Join([]string{p["database"], p["user"], st.rw.User, st.rw.SearchPath, st.rw.TimeZone,
+	return strings.Join([]string{p["database"], p["user"], st.rw.User, st.rw.SearchPath, st.rw.TimeZone, st.rw.Abbreviations,
 		st.exec.DateStyle, st.exec.IntervalStyle, st.exec.ExtraFloatDigits, st.exec.ByteaOutput, st.exec.ClientEncoding}, "\x00")
 }
 

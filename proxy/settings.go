@@ -53,10 +53,11 @@ const settingsSQL = `SELECT current_setting('search_path'), current_setting('Tim
    AND has_function_privilege(to_regprocedure('pgsketch.catalog()'), 'EXECUTE')
    AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false),
  current_setting('` + MergeSetting + `', true), current_setting('` + MaxOverlapErrorSetting + `', true),
- current_setting('` + TopKSetting + `', true), current_setting('standard_conforming_strings')`
+ current_setting('` + TopKSetting + `', true), current_setting('standard_conforming_strings'),
+ current_setting('timezone_abbreviations')`
 
 // settingsColumns is the number of columns settingsSQL returns.
-const settingsColumns = 14
+const settingsColumns = 15
 
 // savepoint protects the client's transaction block from errors of the
 // statements the proxy runs: on one, the proxy rolls back to it and lets
@@ -119,6 +120,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 		// setting on ('a\' is a backslash, not an escaped quote).
 		standardStrings: string(r[13]) == "on",
 	}
+	st.rw.Abbreviations = string(r[14])
 	if v, ok := parseBool(string(r[3])); ok {
 		st.rw.Approx = v
 	}

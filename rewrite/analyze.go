@@ -242,6 +242,9 @@ func (m *matcher) classifyDateTrunc(f *syntax.FuncCall) (class, bool) {
 		if !ok {
 			return bad("date_trunc with a time zone that is not a literal"), true
 		}
+		if why := abbreviationWhy(z); why != "" {
+			return bad(why), true
+		}
 		zone = z
 	}
 	return m.bucketConstant(x, strings.ToLower(unit), zone, "date_trunc('"+strings.ToLower(unit)+"', ...)"), true
@@ -285,6 +288,8 @@ func (m *matcher) classifyAtTimeZone(f *syntax.FuncCall) (class, bool) {
 		return bad("AT TIME ZONE with a zone that is not a literal"), true
 	case x.wall || x.zone != "":
 		return bad("AT TIME ZONE applied to a timestamp without time zone"), true
+	case abbreviationWhy(z) != "":
+		return bad(abbreviationWhy(z)), true
 	}
 	return class{k: kTime, v: view{wall: true, zone: z, shiftDays: x.shiftDays}}, true
 }

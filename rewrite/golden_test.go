@@ -20,7 +20,7 @@ import (
 
 // The golden files in testdata/*.txt hold cases of the form
 //
-//	rewrite [approx=on|off] [tz=ZONE] [search_path=a,b] [user=NAME] [merge=auto|proxy|server] [hll=off] [zones=N:ZONE,...]
+//	rewrite [approx=on|off] [tz=ZONE] [search_path=a,b] [user=NAME] [merge=auto|proxy|server] [hll=off] [zones=N:ZONE,...] [abbreviations=SET]
 //	SQL, one or more lines
 //	----
 //	expected output: the Plan's String(), or "passthrough: reason"
@@ -112,6 +112,8 @@ func (c goldenCase) session(t testing.TB) Session {
 		case "topk":
 			s.TopK = v
 		case "hll": // the snapshot's extension: see snapshot
+		case "abbreviations":
+			s.Abbreviations = v
 		case "zones": // values bound to $N, which name time zones
 			values := map[int]string{}
 			for _, nz := range strings.Split(v, ",") {

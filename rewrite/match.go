@@ -154,6 +154,10 @@ func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem,
 	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
 		return nil, "it has no time zone"
 	}
+	if r.TimeType == catalog.Timestamptz && zoneAbbreviation(r.TimeZone) {
+		// Its buckets were cut in the refreshing session's meaning of it.
+		return nil, "it is cut in " + abbreviationWhy(r.TimeZone)
+	}
 	if why := m.collated(); why != "" {
 		return nil, why
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pgsketch/pgsketch/catalog"
@@ -66,6 +67,10 @@ func Rewrite(sql string, snap *catalog.Snapshot, sess Session) (res Result) {
 	}()
 	if panicHook != nil {
 		panicHook(sql)
+	}
+	if !shippedAbbreviationSets[sess.Abbreviations] {
+		return Result{Reason: "timezone_abbreviations is " + strconv.Quote(sess.Abbreviations) +
+			", not a set PostgreSQL ships (Default, Australia, India), whose abbreviations pgsketch knows"}
 	}
 	if r, over := overLimits(sql); over {
 		return r

@@ -73,7 +73,9 @@ func TestRedteamZoneParamValues(t *testing.T) {
 	}
 }
 
-// TestRedteamZoneParamAbbrevCache (FAILS: a bug): the text 'EST' names
+// TestRedteamZoneParamAbbrevCache (wrong before the fix, which keys the
+// cache on timezone_abbreviations and reads no zone argument that may be
+// an abbreviation): the text 'EST' names
 // -05:00 under the default timezone_abbreviations and +10:00 under
 // Australia's, which a session may SET (or SET LOCAL in a transaction).
 // Run fresh under either setting the statement is right (the fetch binds
@@ -136,7 +138,7 @@ func zpRawQuery(ctx context.Context, nc *noticeConn, sql string, vals [][]byte, 
 // (unknown, text, varchar, bpchar, name, interval), bound in binary
 // format, reused elsewhere in the statement (as an output column, in
 // WHERE, in a CTE, in a subquery), two zone parameters nested, EXPLAIN,
-// transactions with SET LOCAL and savepoints. FAILS on "after rollback
+// transactions with SET LOCAL and savepoints. Failed before the fix on "after rollback
 // EST": the rows cached inside the transaction under SET LOCAL
 // timezone_abbreviations = 'Australia' (EST +10:00) are served after its
 // ROLLBACK, when EST is -05:00 again (TestRedteamZoneParamAbbrevCache's
@@ -361,7 +363,9 @@ func TestRedteamZoneParamWindows(t *testing.T) {
 	}
 }
 
-// TestRedteamZoneParamAbbrevRollup (FAILS: two bugs): daily rollups cut
+// TestRedteamZoneParamAbbrevRollup (two wrong answers before the fix, which
+// answers from no rollup cut in a zone that may be an abbreviation, nor
+// with such a zone argument): daily rollups cut
 // in 'CET' and 'EST', names PostgreSQL knows both as zones (CET with
 // summer time) and as abbreviations (CET fixed at +01:00), which it reads
 // first in AT TIME ZONE and date_trunc's zone (and the refresher cuts

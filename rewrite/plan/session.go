@@ -27,6 +27,9 @@ type Session struct {
 	MaxOverlapError float64
 	// TopK is pgsketch.topk: TopKVerified (or ""), TopKApprox or TopKOff.
 	TopK string
+	// Abbreviations is the timezone_abbreviations setting ("" is the
+	// Default set): a zone argument may be one of its abbreviations.
+	Abbreviations string
 	// Zones are the values bound to the statement's parameters that name
 	// a time zone (timezone($n, x), x AT TIME ZONE $n, date_trunc's zone
 	// argument), as ZoneValues encodes them: the rewriter reads such a $n
