@@ -281,15 +281,15 @@ func (m *matcher) classifyAtTimeZone(f *syntax.FuncCall) (class, bool) {
 	if found && !ok {
 		z, ok = m.zoneString(f.Args[0])
 	}
-	switch {
+	switch why := abbreviationWhy(z); {
 	case !found:
 		return class{}, false
 	case !ok:
 		return bad("AT TIME ZONE with a zone that is not a literal"), true
 	case x.wall || x.zone != "":
 		return bad("AT TIME ZONE applied to a timestamp without time zone"), true
-	case abbreviationWhy(z) != "":
-		return bad(abbreviationWhy(z)), true
+	case why != "":
+		return bad(why), true
 	}
 	return class{k: kTime, v: view{wall: true, zone: z, shiftDays: x.shiftDays}}, true
 }

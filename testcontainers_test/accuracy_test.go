@@ -56,7 +56,7 @@ var accuracyKinds = []struct{ kind, sql string }{
 func TestAccuracyByPlanKind(t *testing.T) {
 	t.Parallel()
 	db, conn := rolledUpEvents(t, 2_000_000, 90, "2026-03-29 12:00", "3 days")
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	direct := connectSimple(t, db.DSN)

@@ -89,7 +89,7 @@ func TestBIGeneratedSQL(t *testing.T) {
 	db, conn := rolledUpEvents(t, 200_000, 90, "2026-03-29 12:00", "3 days")
 	// An hourly rollup beside the daily one: the charts bucketed in a local
 	// time zone whose hours are UTC hours are answered from it.
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	snap, sess := directPlanning(t, conn)

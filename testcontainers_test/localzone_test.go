@@ -23,7 +23,7 @@ func TestLocalZoneCharts(t *testing.T) {
 	t.Parallel()
 	db, conn := eventsDB(t, 400_000, 90)
 	mustExec(t, conn, `CREATE INDEX ON events (created_at)`)
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	// Late rows in an hour already rolled up: its base rows are read.
 	mustExec(t, conn, `INSERT INTO events SELECT id + 10000000, created_at, user_id + 7, country, device, amount
@@ -131,7 +131,7 @@ func TestLocalZoneCharts(t *testing.T) {
 func TestLocalZoneParameter(t *testing.T) {
 	t.Parallel()
 	db, conn := eventsDB(t, 200_000, 90)
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	ctx := context.Background()

@@ -85,7 +85,7 @@ func TestRedteamZoneBefore1970(t *testing.T) {
 			INSERT INTO events (id, created_at, user_id, country, device, amount)
 			SELECT 51000000 + i, '1880-03-01 22:00+00'::timestamptz + i * interval '3 minutes', i, 'DE', 'web', 1.25
 			  FROM generate_series(0, 59) i; ANALYZE events`)
-		args := strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1)
+		args := hourlyRollupArgs
 		if c.rollupZone != "UTC" {
 			args += ", time_zone => '" + c.rollupZone + "'"
 		}
@@ -186,7 +186,7 @@ func TestRedteamZoneCharts(t *testing.T) {
 	t.Parallel()
 	db, conn := eventsDB(t, 100_000, 90)
 	mustExec(t, conn, extraRows)
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('hourly', 'day')`)
 	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('hourly', 'month')`)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
@@ -284,7 +284,7 @@ func TestRedteamZoneRollupInLocalZone(t *testing.T) {
 	for _, zone := range []string{"America/New_York", "Europe/Berlin"} {
 		db, conn := eventsDB(t, 60_000, 90)
 		mustExec(t, conn, extraRows)
-		createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1)+", time_zone => '"+zone+"'")
+		createRollup(t, conn, "hourly", hourlyRollupArgs+", time_zone => '"+zone+"'")
 		mustExec(t, conn, `SELECT pgsketch.add_rollup_level('hourly', 'day')`)
 		mustExec(t, conn, `SELECT pgsketch.add_rollup_level('hourly', 'week')`)
 		refreshRollup(t, conn, "hourly", refresh.Options{})
@@ -325,7 +325,7 @@ func TestRedteamZoneWallClockColumns(t *testing.T) {
 	db, conn := eventsDB(t, 60_000, 90)
 	mustExec(t, conn, extraRows)
 	mustExec(t, conn, `ALTER TABLE events ALTER COLUMN created_at TYPE timestamp USING created_at AT TIME ZONE 'UTC'; ANALYZE events`)
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	days := func(expr, where string) string {
@@ -392,7 +392,7 @@ func TestRedteamZoneSessionChanges(t *testing.T) {
 	t.Parallel()
 	db, conn := eventsDB(t, 60_000, 60)
 	createRollup(t, conn, "daily", eventsRollupArgs)
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "daily", refresh.Options{})
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")

@@ -47,7 +47,7 @@ func TestRedteamZoneParamValues(t *testing.T) {
 	db, conn := eventsDB(t, 100_000, 90)
 	createRollup(t, conn, "daily", eventsRollupArgs)
 	refreshRollup(t, conn, "daily", refresh.Options{})
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	lo, hi := "2026-03-05 00:00+00", "2026-03-12 00:00+00"
@@ -89,7 +89,7 @@ func TestRedteamZoneParamValues(t *testing.T) {
 func TestRedteamZoneParamAbbrevCache(t *testing.T) {
 	t.Parallel()
 	db, conn := eventsDB(t, 100_000, 90)
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	lo, hi := "2026-03-05 00:00+00", "2026-03-12 00:00+00"
@@ -146,7 +146,7 @@ func zpRawQuery(ctx context.Context, nc *noticeConn, sql string, vals [][]byte, 
 func TestRedteamZoneParamTypes(t *testing.T) {
 	t.Parallel()
 	db, conn := eventsDB(t, 150_000, 90)
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	ctx := context.Background()
@@ -327,7 +327,7 @@ func TestRedteamZoneParamWindows(t *testing.T) {
 		runAttack(t, proxied, direct, a)
 	}
 
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	ny := `'America/New_York'`
 	hourly := []attack{

@@ -51,6 +51,9 @@ func eventsDB(t *testing.T, rows int64, days int) (*testDB, *pgx.Conn) {
 const eventsRollupArgs = `grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}',
 	sum_columns => '{amount}', min_columns => '{amount}', max_columns => '{created_at}'`
 
+// hourlyRollupArgs are eventsRollupArgs with hour buckets.
+var hourlyRollupArgs = strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1)
+
 func createRollup(t *testing.T, conn *pgx.Conn, name, args string) {
 	t.Helper()
 	mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.create_rollup(%s, 'events', 'created_at', %s)`,

@@ -108,7 +108,7 @@ func TestRollingWindowsLocalZone(t *testing.T) {
 	db, conn := eventsDB(t, 300_000, 90)
 	createRollup(t, conn, "daily", eventsRollupArgs)
 	refreshRollup(t, conn, "daily", refresh.Options{})
-	createRollup(t, conn, "hourly", strings.Replace(eventsRollupArgs, "'day'", "'hour'", 1))
+	createRollup(t, conn, "hourly", hourlyRollupArgs)
 	refreshRollup(t, conn, "hourly", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	ctx := context.Background()
