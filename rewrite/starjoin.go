@@ -87,6 +87,9 @@ func starJoinPlan(s *syntax.Select, snap *catalog.Snapshot, sess env, whole bool
 	for _, c := range sj.outer {
 		where = append(where, syntax.SQL(c, hook))
 	}
+	if e := sj.edgeCheck(b); e != "" {
+		where = append(where, e)
+	}
 	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
 	if strings.Count(text, syntax.ArmMarker(0)) != 1 {
 		// The statement spells the marker itself, in a literal say.
@@ -174,7 +177,7 @@ func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll
 	hook = func(e syntax.Expr) (string, bool) {
 		if o, ok := e.(*syntax.OpExpr); ok {
 			if w, ok := sj.windows[o]; ok {
-				return sj.windowSQL(w, q, sj.rollup.Grain, sj.rollup.TimeType, hook), true
+				return sj.windowSQL(w, q, b, hook), true
 			}
 		}
 		if k := sj.exprKey(e); k != "" {

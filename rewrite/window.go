@@ -2,11 +2,13 @@ package rewrite
 
 import (
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
+	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
@@ -30,6 +32,18 @@ import (
 // is not a bucket start, or outside the span the arm read, fails the
 // statement (a cast of a message to timestamptz), and PostgreSQL answers
 // the query instead.
+//
+// A window may also end at its bound (e.created_at <= d.d) or start after
+// it (e.created_at > d.d - interval '7 days'), and a bound may be the last
+// millisecond before a bucket (Cube ends its days at 23:59:59.999). Over a
+// timestamptz column, such a condition reads the bucket start S at the
+// bound x or a millisecond after it: "> x" as ">= S", "<= x" as "< S".
+// They select the same rows unless a row lies at x itself (S = x) or
+// between x and S (S a millisecond later): a timestamptz holds
+// microseconds. The outer statement checks, in the fetch's snapshot, that
+// no row of the source lies there for any bound of any window (an index
+// probe per bound; without a btree index on the time column it does not
+// probe and fails), and fails when one does.
 
 // seriesItem reports whether fi is generate_series(start, stop, step) in
 // FROM with an alias, whose one column the join reads.
@@ -60,11 +74,19 @@ func smallIntSeries(fi syntax.FromItem) bool {
 }
 
 // windowBound is a window condition of the join: the fact table's time
-// column compared (>= or <) with an expression of the series.
+// column compared (>=, >, < or <=) with an expression of the series.
 type windowBound struct {
 	op    string
 	bound syntax.Expr
 }
+
+// edge reports whether the condition includes or excludes its bound
+// itself (> or <=), so that the bucket start it is read on is the bound
+// or a millisecond after it, and the rows between them are checked.
+func (w windowBound) edge() bool { return w.op == ">" || w.op == "<=" }
+
+// lower reports whether the bound starts the window.
+func (w windowBound) lower() bool { return w.op == ">=" || w.op == ">" }
 
 // windowSlack bounds how far before the series' start or after its end a
 // window bound may lie beyond the offsets the window conditions add: a
@@ -72,7 +94,8 @@ type windowBound struct {
 const windowSlack = 2 * 24 * time.Hour
 
 // readWindows reads the window conditions of a join to a series: at
-// least one lower (>=) and one upper (<) bound on the time column, each
+// least one lower (>= or >) and one upper (< or <=) bound on the time
+// column (> and <= only over a timestamptz column), each
 // an expression of the series' values with constant offsets. It adds the
 // span the arm reads to the arm's conditions and the bucket key the
 // conditions are read on.
@@ -118,18 +141,22 @@ func (sj *starJoin) readWindows(r *catalog.Rollup, sessionZone string) string {
 			return "a window bound " + syntax.SQL(o.Right, nil) + ": " + why
 		}
 		reach = max(reach, off)
+		w := windowBound{op: o.Op, bound: o.Right}
+		if w.edge() && r.TimeType != catalog.Timestamptz {
+			return "a window bound " + syntax.SQL(o.Right, nil) + " compared by " + o.Op + " with a " + string(r.TimeType) + " column (>= and < are read)"
+		}
 		if sj.windows == nil {
 			sj.windows = map[*syntax.OpExpr]windowBound{}
 		}
 		if sj.timeRefs == nil {
 			sj.timeRefs = map[*syntax.ColRef]bool{}
 		}
-		sj.windows[o] = windowBound{op: o.Op, bound: o.Right}
+		sj.windows[o] = w
 		sj.timeRefs[col] = true
-		lower, upper = lower || o.Op == ">=", upper || o.Op == "<"
+		lower, upper = lower || w.lower(), upper || !w.lower()
 	}
 	if !lower || !upper {
-		return "a series joined without a window of the time column (>= below, < above) per value"
+		return "a series joined without a window of the time column (>= or > below, < or <= above) per value"
 	}
 	step := time.Hour
 	if r.Grain == catalog.Day {
@@ -165,12 +192,12 @@ func (sj *starJoin) series() *syntax.FromItem {
 }
 
 // windowConds yields the conditions of the join that compare r's time
-// column of the fact table with a bound (>= or <), and the column.
+// column of the fact table with a bound (>=, >, < or <=), and the column.
 func (sj *starJoin) windowConds(r *catalog.Rollup) iter.Seq2[*syntax.OpExpr, *syntax.ColRef] {
 	return func(yield func(*syntax.OpExpr, *syntax.ColRef) bool) {
 		for _, c := range conjuncts(sj.on) {
 			o, ok := c.(*syntax.OpExpr)
-			if !ok || o.Schema != "" || o.Op != ">=" && o.Op != "<" {
+			if !ok || o.Schema != "" || o.Op != ">=" && o.Op != "<" && o.Op != ">" && o.Op != "<=" {
 				continue
 			}
 			col, ok := o.Left.(*syntax.ColRef)
@@ -256,23 +283,90 @@ func (sj *starJoin) windowsFit(r *catalog.Rollup, sessionZone string) string {
 // then checked to be a bucket start both as a wall clock and as an
 // instant, and fails the statement by adding the message cast to an
 // interval, which keeps the bound's own type.
-func (sj starJoin) windowSQL(w windowBound, q string, grain catalog.Grain, timeType catalog.TimeType, hook func(syntax.Expr) (string, bool)) string {
-	b := "(" + syntax.SQL(w.bound, hook) + ")"
-	x := "CAST(" + b + " AS timestamptz)"
+//
+// An edge condition (> or <=, over a timestamptz column) compares the
+// bucket's start with the bucket start at the bound or a millisecond after
+// it (edgeStart), by >= or <; edgeCheck checks the rows between.
+func (sj starJoin) windowSQL(w windowBound, q string, b *plan.Rollup, hook func(syntax.Expr) (string, bool)) string {
+	bound := "(" + syntax.SQL(w.bound, hook) + ")"
+	x := "CAST(" + bound + " AS timestamptz)"
 	lo, hi := catalog.QuoteLiteral(sj.span[0])+"::timestamptz", catalog.QuoteLiteral(sj.span[1])+"::timestamptz"
-	g := catalog.QuoteLiteral(string(grain))
+	g := catalog.QuoteLiteral(string(b.Grain))
 	msg := "CASE WHEN " + x + " IS NOT NULL THEN 'pgsketch: a window bound is not a bucket start of the rollup within the span read' END"
-	if timeType != catalog.Timestamptz {
-		wall := "CAST(" + b + " AS timestamp)"
+	if w.edge() {
+		start := edgeStart(x, b)
+		op := map[string]string{">": ">=", "<=": "<"}[w.op]
+		fail := "CAST(CASE WHEN " + x + " IS NOT NULL THEN 'pgsketch: a window bound is neither a bucket start of the rollup nor a millisecond before one within the span read' END AS timestamptz)"
+		// lo and hi are bucket starts: the start lies within them
+		// exactly when the bound lies within [lo - 1ms, hi].
+		check := "CASE WHEN " + x + " >= " + lo + " - " + edgeMillisecond + " AND " + x + " <= " + hi +
+			" THEN COALESCE(" + start + ", " + fail + ") ELSE " + fail + " END"
+		return "(" + q + sj.timeKey + " " + op + " " + check + ")"
+	}
+	if sj.rollup.TimeType != catalog.Timestamptz {
+		wall := "CAST(" + bound + " AS timestamp)"
 		check := "CASE WHEN " + wall + " = date_trunc(" + g + ", " + wall + ") AND " + x + " = date_trunc(" + g + ", " + x + ") AND " +
-			x + " >= " + lo + " AND " + x + " <= " + hi + " THEN " + b +
-			" ELSE " + b + " + CAST(" + msg + " AS interval) END"
+			x + " >= " + lo + " AND " + x + " <= " + hi + " THEN " + bound +
+			" ELSE " + bound + " + CAST(" + msg + " AS interval) END"
 		return "(" + q + sj.timeKey + " " + w.op + " " + check + ")"
 	}
 	check := "CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ") AND " +
 		x + " >= " + lo + " AND " + x + " <= " + hi + " THEN " + x +
 		" ELSE CAST(" + msg + " AS timestamptz) END"
 	return "(" + q + sj.timeKey + " " + w.op + " " + check + ")"
+}
+
+// edgeMillisecond is how far before a bucket start an edge bound may lie.
+const edgeMillisecond = "interval '1 millisecond'"
+
+// edgeStart is the bucket start of the arm's rollup b at instant x, or a
+// millisecond after it, or NULL when neither is one.
+func edgeStart(x string, b *plan.Rollup) string {
+	g, z := catalog.QuoteLiteral(string(b.Grain)), catalog.QuoteLiteral(b.TimeZone)
+	next := "(" + x + " + " + edgeMillisecond + ")"
+	return "CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ", " + z + ") THEN " + x +
+		" WHEN " + next + " = date_trunc(" + g + ", " + next + ", " + z + ") THEN " + next + " END"
+}
+
+// edgeCheck is a condition of the outer statement that holds when no row
+// of the source lies between an edge bound of a window and the bucket
+// start it is read on (edgeStart): at the bound itself when that is a
+// bucket start, else after it and before the next millisecond. It is
+// evaluated once, over every value of the series; each bound is an index
+// probe of the time column, and without a btree index on it the
+// condition fails the statement rather than scan the table per bound. ""
+// when no window condition is an edge. b is the arm's rollup.
+func (sj starJoin) edgeCheck(b *plan.Rollup) string {
+	var bounds []string
+	for _, w := range sj.windows {
+		if w.edge() {
+			bounds = append(bounds, "(CAST(("+syntax.SQL(w.bound, nil)+") AS timestamptz))")
+		}
+	}
+	if len(bounds) == 0 {
+		return ""
+	}
+	slices.Sort(bounds)
+	bounds = slices.Compact(bounds)
+	r := sj.rollup
+	src, ts := r.Source.String(), "pgsketch_row."+catalog.QuoteIdent(r.TimeColumn)
+	g, z := catalog.QuoteLiteral(string(b.Grain)), catalog.QuoteLiteral(b.TimeZone)
+	x := "pgsketch_edge.x"
+	indexed := "EXISTS (SELECT FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid " +
+		"JOIN pg_catalog.pg_am a ON a.oid = c.relam JOIN pg_catalog.pg_attribute t ON t.attrelid = i.indrelid AND t.attnum = i.indkey[0] " +
+		"WHERE i.indrelid = " + catalog.QuoteLiteral(src) + "::pg_catalog.regclass AND i.indisvalid AND i.indpred IS NULL " +
+		"AND a.amname = 'btree' AND t.attname = " + catalog.QuoteLiteral(r.TimeColumn) + ")"
+	// A LATERAL subquery with a LIMIT per bound, not a join: under EXISTS,
+	// PostgreSQL would plan a join for its first row, one scan of the
+	// table against every bound.
+	rows := "EXISTS (SELECT FROM " + fromSQL(*sj.series()) + " CROSS JOIN LATERAL (VALUES " + strings.Join(bounds, ", ") + ") AS pgsketch_edge(x) " +
+		"CROSS JOIN LATERAL (SELECT FROM " + src + " AS pgsketch_row WHERE " + ts + " >= " + x + " AND " + ts + " < " + x + " + " + edgeMillisecond +
+		" AND CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ", " + z + ") THEN " + ts + " = " + x + " ELSE " + ts + " > " + x + " END LIMIT 1) AS pgsketch_probe)"
+	return "CAST(CAST(CASE WHEN NOT " + indexed + " THEN " +
+		catalog.QuoteLiteral("pgsketch: a window is bounded by > or <=, and "+src+" has no btree index on "+catalog.QuoteIdent(r.TimeColumn)+" to check the rows at its bounds") +
+		" WHEN " + rows + " THEN " +
+		catalog.QuoteLiteral("pgsketch: rows of "+src+" lie at a window's bound compared by > or <=, where the rollup's buckets would count them in the wrong window") +
+		" END AS timestamptz) AS text) IS NULL"
 }
 
 // seriesOffset reads a window bound: the series' column, plus or minus

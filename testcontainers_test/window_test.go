@@ -155,3 +155,72 @@ func TestRollingWindowsLocalZone(t *testing.T) {
 		}
 	}
 }
+
+// TestRollingWindowEdges: windows that start after their bound and end at
+// it (> and <=), at midnight or, as Cube writes them, a millisecond before
+// it, are answered from the daily rollup while no row lies at a bound; a
+// row exactly at a midnight bound, or in the last millisecond before a
+// midnight, which the rollup's buckets would count in the wrong window,
+// makes the outer statement's check refuse the answer, and PostgreSQL's
+// exact one comes back with a notice saying why; so does a table without
+// an index on its time column, which the check would scan per bound.
+func TestRollingWindowEdges(t *testing.T) {
+	t.Parallel()
+	db, conn := rolledUpEvents(t, 200_000, 90, "2026-03-29 12:00", "3 days")
+	ctx := context.Background()
+	// No row at a midnight or in the millisecond before one, so that the
+	// windows are answered from the rollup whatever the generator drew.
+	mustExec(t, conn, `UPDATE events SET created_at = created_at - interval '2 milliseconds'
+		WHERE created_at = date_trunc('day', created_at, 'UTC')
+		   OR created_at > date_trunc('day', created_at, 'UTC') + interval '1 day' - interval '1 millisecond'`)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	midnight := `SELECT d.d, count(DISTINCT e.user_id) AS users_7d FROM generate_series('2026-02-01'::timestamp, '2026-02-20'::timestamp, interval '1 day') AS d
+	               LEFT JOIN events e ON e.created_at > d.d - interval '7 days' AND e.created_at <= d.d GROUP BY 1 ORDER BY 1`
+	cube := `SELECT d.d::date AS day, count(DISTINCT e.user_id) AS users_7d, count(e.id) AS events FROM generate_series('2026-02-01 23:59:59.999'::timestamp, '2026-02-20 23:59:59.999'::timestamp, interval '1 day') AS d
+	           LEFT JOIN events e ON e.created_at > d.d - interval '7 days' AND e.created_at <= d.d GROUP BY d.d ORDER BY 1`
+	modes := []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe}
+	check := func(step, sql, notice string, exact bool) {
+		t.Helper()
+		for _, mode := range modes {
+			want, err := connectMode(t, db.DSN, mode).query(ctx, sql)
+			if err != nil {
+				t.Fatalf("%s: direct: %v", step, err)
+			}
+			got, err := connectMode(t, p.URL(db.DSN), mode).query(ctx, sql)
+			if err != nil {
+				t.Fatalf("%s: %v: through the proxy: %v", step, mode, err)
+			}
+			if !exact {
+				if why := rollupAnswerError(got, want, notice); why != "" {
+					t.Errorf("%s: %v: %s\n%s", step, mode, why, p.Log())
+				}
+				continue
+			}
+			if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+				t.Errorf("%s: %v: got %q, PostgreSQL's %q", step, mode, got.rows, want.rows)
+			}
+			if len(got.notices) != 1 || !strings.Contains(got.notices[0], notice) || !strings.HasSuffix(got.notices[0], "answered exactly by PostgreSQL") {
+				t.Errorf("%s: %v: notices %q, want one saying %q", step, mode, got.notices, notice)
+			}
+		}
+	}
+	check("clean, midnight", midnight, "from rollup daily (standard error 0.81%)", false)
+	check("clean, Cube's", cube, "from rollup daily (standard error 0.81%)", false)
+
+	// A new user at a midnight that bounds windows: in the windows that
+	// end there, not in those that start there.
+	mustExec(t, conn, `INSERT INTO events VALUES (900000001, '2026-02-10 00:00:00+00', 900000001, 'DE', 'ios', 1)`)
+	atBound := "lie at a window's bound compared by > or <="
+	check("a row at midnight, midnight", midnight, atBound, true)
+	check("a row at midnight, Cube's", cube, "from rollup daily (standard error 0.81%)", false)
+	mustExec(t, conn, `DELETE FROM events WHERE id = 900000001`)
+	// One in the last millisecond of a day: in that day's window for
+	// Cube, in the next day's bucket.
+	mustExec(t, conn, `INSERT INTO events VALUES (900000002, '2026-02-10 23:59:59.9995+00', 900000002, 'DE', 'ios', 1)`)
+	check("a row in the last millisecond, Cube's", cube, atBound, true)
+	check("a row in the last millisecond, midnight", midnight, "from rollup daily (standard error 0.81%)", false)
+
+	mustExec(t, conn, `DROP INDEX events_created_at_idx`)
+	check("no index", midnight, `has no btree index on "created_at" to check the rows at its bounds`, true)
+}
