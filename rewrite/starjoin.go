@@ -46,6 +46,10 @@ func planWholeStarJoin(s *syntax.Select, snap *catalog.Snapshot, sess env) (*bui
 }
 
 func starJoinPlan(s *syntax.Select, snap *catalog.Snapshot, sess env, whole bool) (*built, string) {
+	s, checks, why := unnestWindowList(s, snap)
+	if why != "" {
+		return nil, why
+	}
 	sj, why := readStarJoin(s, snap, sess)
 	if why != "" {
 		return nil, why
@@ -90,6 +94,7 @@ func starJoinPlan(s *syntax.Select, snap *catalog.Snapshot, sess env, whole bool
 	if e := sj.edgeCheck(b); e != "" {
 		where = append(where, e)
 	}
+	where = append(where, checks...)
 	text := selectSQL(s, from, strings.Join(where, " AND "), true, hook)
 	if strings.Count(text, syntax.ArmMarker(0)) != 1 {
 		// The statement spells the marker itself, in a literal say.

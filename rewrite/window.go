@@ -431,8 +431,9 @@ func (o offset) abs() time.Duration {
 	return time.Duration(o)
 }
 
-// intervalOf reads a literal interval of days, weeks or hours: interval
-// '6 days', '1 week', '12 hours', INTERVAL '1' DAY.
+// intervalOf reads a literal interval of days, weeks, hours or
+// milliseconds: interval '6 days', '1 week', '12 hours', INTERVAL '1' DAY,
+// '86399999 milliseconds'.
 func intervalOf(c *syntax.Cast) (offset, bool) {
 	if c.Type == nil || c.Type.Names[len(c.Type.Names)-1] != "interval" || c.Type.Array > 0 {
 		return 0, false
@@ -457,18 +458,26 @@ func intervalOf(c *syntax.Cast) (offset, bool) {
 		return 0, false
 	}
 	n, err := strconv.Atoi(f[0])
-	if err != nil || n < -3660 || n > 3660 {
+	if err != nil {
 		return 0, false
 	}
+	var d time.Duration
 	switch unit {
 	case "day":
-		return offset(time.Duration(n) * 24 * time.Hour), true
+		d = time.Duration(n) * 24 * time.Hour
 	case "week":
-		return offset(time.Duration(n) * 7 * 24 * time.Hour), true
+		d = time.Duration(n) * 7 * 24 * time.Hour
 	case "hour":
-		return offset(time.Duration(n) * time.Hour), true
+		d = time.Duration(n) * time.Hour
+	case "millisecond":
+		d = time.Duration(n) * time.Millisecond
+	default:
+		return 0, false
 	}
-	return 0, false
+	if unit != "millisecond" && (n < -3660 || n > 3660) || d < -3660*24*time.Hour || d > 3660*24*time.Hour {
+		return 0, false
+	}
+	return offset(d), true
 }
 
 // intervalLiteral reports whether e is a literal interval intervalOf reads.

@@ -80,16 +80,7 @@ func scanZone(zone string) faults {
 		next := t.Add(time.Hour)
 		_, noff := next.In(loc).Zone()
 		if noff != off {
-			// The change is in (t, next]: find its second.
-			lo, hi := t.Unix(), next.Unix()
-			for hi-lo > 1 {
-				mid := (lo + hi) / 2
-				if _, o := time.Unix(mid, 0).In(loc).Zone(); o == off {
-					lo = mid
-				} else {
-					hi = mid
-				}
-			}
+			hi := changeSecond(loc, t, next, off)
 			at := time.Unix(hi, 0).UTC()
 			before, after := hi+int64(off), hi+int64(noff) // wall-clock seconds
 			if f.hour == "" && ((noff-off)%3600 != 0 || before%3600 != 0) {
@@ -106,6 +97,21 @@ func scanZone(zone string) faults {
 		t = next
 	}
 	return f
+}
+
+// changeSecond is the first second of (t, next] at which loc's offset
+// from UTC is no longer off.
+func changeSecond(loc *time.Location, t, next time.Time, off int) int64 {
+	lo, hi := t.Unix(), next.Unix()
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if _, o := time.Unix(mid, 0).In(loc).Zone(); o == off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
 }
 
 func offsetFault(zone string, off int, at time.Time) string {

@@ -158,7 +158,10 @@ func TestRollingWindowsLocalZone(t *testing.T) {
 
 // TestRollingWindowEdges: windows that start after their bound and end at
 // it (> and <=), at midnight or, as Cube writes them, a millisecond before
-// it, are answered from the daily rollup while no row lies at a bound; a
+// it (also in Cube's own statement: a VALUES list of days joined to a
+// subquery of the facts whose range is bound parameters), are answered
+// from the daily rollup while no row lies at a bound and the subquery's
+// range holds every window (else PostgreSQL answers, with a notice); a
 // row exactly at a midnight bound, or in the last millisecond before a
 // midnight, which the rollup's buckets would count in the wrong window,
 // makes the outer statement's check refuse the answer, and PostgreSQL's
@@ -179,15 +182,27 @@ func TestRollingWindowEdges(t *testing.T) {
 	               LEFT JOIN events e ON e.created_at > d.d - interval '7 days' AND e.created_at <= d.d GROUP BY 1 ORDER BY 1`
 	cube := `SELECT d.d::date AS day, count(DISTINCT e.user_id) AS users_7d, count(e.id) AS events FROM generate_series('2026-02-01 23:59:59.999'::timestamp, '2026-02-20 23:59:59.999'::timestamp, interval '1 day') AS d
 	           LEFT JOIN events e ON e.created_at > d.d - interval '7 days' AND e.created_at <= d.d GROUP BY d.d ORDER BY 1`
+	// As Cube writes it: a VALUES list of days ending a millisecond before
+	// midnight, joined to a subquery of the facts that keeps the range
+	// the windows reach, by parameters.
+	var days []string
+	for d := 1; d <= 20; d++ {
+		days = append(days, fmt.Sprintf("('2026-02-%02dT00:00:00.000', '2026-02-%02dT23:59:59.999')", d, d))
+	}
+	cubeWritten := `SELECT q_0."day", "users_7d" "users_7d" FROM (SELECT "s"."date_from" "day", count(distinct "users_7d") "users_7d"
+		FROM (SELECT date_from::timestamp as "date_from", date_to::timestamp as "date_to" FROM (VALUES ` + strings.Join(days, ",") + `) AS dates (date_from, date_to)) AS "s"
+		LEFT JOIN (SELECT ("e".created_at::timestamptz AT TIME ZONE 'UTC') "day", "e".user_id "users_7d" FROM events AS "e"
+		           WHERE (("e".created_at::timestamptz AT TIME ZONE 'UTC') > $1::timestamp - interval '7 days' AND ("e".created_at::timestamptz AT TIME ZONE 'UTC') <= $2::timestamp)) AS "b"
+		ON "b"."day" > "s"."date_to" - interval '7 days' AND "b"."day" <= "s"."date_to" GROUP BY 1) AS q_0 ORDER BY 1 ASC LIMIT 10000`
 	modes := []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe}
-	check := func(step, sql, notice string, exact bool) {
+	check := func(step, sql, notice string, exact bool, args ...any) {
 		t.Helper()
 		for _, mode := range modes {
-			want, err := connectMode(t, db.DSN, mode).query(ctx, sql)
+			want, err := connectMode(t, db.DSN, mode).query(ctx, sql, args...)
 			if err != nil {
 				t.Fatalf("%s: direct: %v", step, err)
 			}
-			got, err := connectMode(t, p.URL(db.DSN), mode).query(ctx, sql)
+			got, err := connectMode(t, p.URL(db.DSN), mode).query(ctx, sql, args...)
 			if err != nil {
 				t.Fatalf("%s: %v: through the proxy: %v", step, mode, err)
 			}
@@ -207,6 +222,11 @@ func TestRollingWindowEdges(t *testing.T) {
 	}
 	check("clean, midnight", midnight, "from rollup daily (standard error 0.81%)", false)
 	check("clean, Cube's", cube, "from rollup daily (standard error 0.81%)", false)
+	check("clean, as Cube writes it", cubeWritten, "from rollup daily (standard error 0.81%)", false, "2026-02-01T00:00:00.000", "2026-02-20T23:59:59.999")
+	// Its range narrower than its windows: the first windows lose rows.
+	check("a narrower range, as Cube writes it", cubeWritten, "keeps a narrower range of times than its windows reach", true, "2026-02-03T00:00:00.000", "2026-02-20T23:59:59.999")
+	check("a range ending earlier, as Cube writes it", cubeWritten, "keeps a narrower range of times than its windows reach", true, "2026-02-01T00:00:00.000", "2026-02-19T23:59:59.999")
+	check("a NULL range, as Cube writes it", cubeWritten, "keeps a narrower range of times than its windows reach", true, nil, "2026-02-20T23:59:59.999")
 
 	// A new user at a midnight that bounds windows: in the windows that
 	// end there, not in those that start there.
@@ -219,6 +239,7 @@ func TestRollingWindowEdges(t *testing.T) {
 	// Cube, in the next day's bucket.
 	mustExec(t, conn, `INSERT INTO events VALUES (900000002, '2026-02-10 23:59:59.9995+00', 900000002, 'DE', 'ios', 1)`)
 	check("a row in the last millisecond, Cube's", cube, atBound, true)
+	check("a row in the last millisecond, as Cube writes it", cubeWritten, atBound, true, "2026-02-01T00:00:00.000", "2026-02-20T23:59:59.999")
 	check("a row in the last millisecond, midnight", midnight, "from rollup daily (standard error 0.81%)", false)
 
 	mustExec(t, conn, `DROP INDEX events_created_at_idx`)

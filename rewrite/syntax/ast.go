@@ -239,6 +239,9 @@ type Select struct {
 	SetExtra    string
 	// With is the WITH clause, nil if none.
 	With *With
+	// Values are the rows of a VALUES list (Unsupported is then
+	// "VALUES"), each its expressions.
+	Values [][]Expr
 	// raw is where the statement sits in the parser's tree when it is a
 	// subquery (in FROM, a WITH clause, a set operation's arm).
 	raw *rawSelect
@@ -325,7 +328,9 @@ type FromItem struct {
 	// names its columns.
 	Query      *Select
 	ColAliases bool
-	Join       *Join
+	// AliasCols are the column names the alias of a subquery gives.
+	AliasCols []string
+	Join      *Join
 	// Func is a function in FROM called plainly (Unsupported is still
 	// set), FuncCols the column names its alias gives, if any.
 	Func     *FuncCall
@@ -1033,4 +1038,93 @@ func colnameOf(e Expr) (string, int) {
 		}
 	}
 	return "", 0
+}
+
+// Map returns a copy of e in which every node for which f returns a
+// replacement (ok true) is that replacement, not walked further; f sees a
+// node before its operands. Constructs the rewriter does not handle
+// (Unsupported, grouping sets) are kept as they are, not copied.
+func Map(e Expr, f func(Expr) (Expr, bool)) Expr {
+	if e == nil {
+		return nil
+	}
+	if r, ok := f(e); ok {
+		return r
+	}
+	each := func(es []Expr) []Expr {
+		if es == nil {
+			return nil
+		}
+		out := make([]Expr, len(es))
+		for i, x := range es {
+			out[i] = Map(x, f)
+		}
+		return out
+	}
+	switch e := e.(type) {
+	case *ColRef:
+		c := *e
+		c.Parts = append([]string(nil), e.Parts...)
+		return &c
+	case *Const:
+		c := *e
+		return &c
+	case *Param:
+		c := *e
+		return &c
+	case *FuncCall:
+		c := *e
+		c.Name = append([]string(nil), e.Name...)
+		c.Args, c.Filter = each(e.Args), Map(e.Filter, f)
+		return &c
+	case *OpExpr:
+		c := *e
+		c.Left, c.Right = Map(e.Left, f), Map(e.Right, f)
+		return &c
+	case *BoolExpr:
+		c := *e
+		c.Args = each(e.Args)
+		return &c
+	case *Cast:
+		c := *e
+		c.Arg = Map(e.Arg, f)
+		return &c
+	case *NullTest:
+		c := *e
+		c.Arg = Map(e.Arg, f)
+		return &c
+	case *BoolTest:
+		c := *e
+		c.Arg = Map(e.Arg, f)
+		return &c
+	case *In:
+		c := *e
+		c.Arg, c.List = Map(e.Arg, f), each(e.List)
+		return &c
+	case *Between:
+		c := *e
+		c.Arg, c.Lo, c.Hi = Map(e.Arg, f), Map(e.Lo, f), Map(e.Hi, f)
+		return &c
+	case *KeywordExpr:
+		c := *e
+		c.Left, c.Right = Map(e.Left, f), Map(e.Right, f)
+		return &c
+	case *VarFunc:
+		c := *e
+		c.Args = each(e.Args)
+		return &c
+	case *Array:
+		c := *e
+		c.Elems = each(e.Elems)
+		return &c
+	case *Case:
+		c := *e
+		c.Arg, c.Else = Map(e.Arg, f), Map(e.Else, f)
+		c.Whens = make([]When, len(e.Whens))
+		for i, w := range e.Whens {
+			c.Whens[i] = When{Cond: Map(w.Cond, f), Result: Map(w.Result, f)}
+		}
+		return &c
+	}
+	return e
 }

@@ -345,6 +345,9 @@ func convSelect(s *pg.SelectStmt) *Select {
 	switch {
 	case len(s.GetValuesLists()) > 0:
 		out.Unsupported = "VALUES"
+		for _, row := range s.GetValuesLists() {
+			out.Values = append(out.Values, convList(row.GetList().GetItems()))
+		}
 		return out
 	case s.GetIntoClause() != nil:
 		out.Unsupported = "SELECT INTO"
@@ -474,6 +477,7 @@ func convFrom(n *pg.Node) FromItem {
 			if a := rs.GetAlias(); a != nil {
 				fi.Alias = a.GetAliasname()
 				fi.ColAliases = len(a.GetColnames()) > 0
+				fi.AliasCols, _ = strs(a.GetColnames())
 			}
 		}
 		return fi
