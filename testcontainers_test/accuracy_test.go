@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgsketch/pgsketch/refresh"
 )
@@ -18,7 +19,8 @@ import (
 // the count (PostgreSQL estimates them with pgsketch.hll_estimate); a
 // ROLLUP; FILTER measures; an aggregate subquery of a larger statement;
 // New York's weeks from an hourly UTC rollup; a nested view (a series
-// crossed with the table, the counts under CASE).
+// crossed with the table, the counts under CASE); rolling windows, as
+// analysts and as Cube write them.
 var accuracyKinds = []struct{ kind, sql string }{
 	{"one table, merged by the proxy",
 		`SELECT country, date_trunc('month', created_at) AS m, count(DISTINCT user_id) AS users FROM events
@@ -46,6 +48,28 @@ var accuracyKinds = []struct{ kind, sql string }{
 		`SELECT group_set, e.country, CASE WHEN group_set = 1 THEN e.device END AS device,
 		  CASE WHEN group_set >= 0 THEN count(DISTINCT e.user_id) END AS users
 		  FROM events e CROSS JOIN generate_series(0, 1, 1) AS group_set WHERE e.created_at < '2026-03-29' GROUP BY 1, 2, 3`},
+	{"rolling windows (a series joined to the facts)",
+		`SELECT d.d, count(DISTINCT e.user_id) AS users FROM generate_series('2026-01-08'::timestamp, '2026-03-20'::timestamp, interval '1 day') AS d
+		  LEFT JOIN events e ON e.created_at >= d.d - interval '6 days' AND e.created_at < d.d + interval '1 day' GROUP BY 1`},
+	{"Cube's rolling windows (a VALUES list joined to a subquery), estimated in PostgreSQL", cubeRollingSQL("2026-02-01", 42)},
+}
+
+// cubeRollingSQL is 7-day active users per day as Cube writes it, for n
+// days from first, its parameters written in.
+func cubeRollingSQL(first string, n int) string {
+	start, _ := time.Parse("2006-01-02", first)
+	var rows []string
+	for i := range n {
+		d := start.AddDate(0, 0, i).Format("2006-01-02")
+		rows = append(rows, fmt.Sprintf("('%sT00:00:00.000', '%sT23:59:59.999')", d, d))
+	}
+	last := start.AddDate(0, 0, n-1).Format("2006-01-02")
+	return `SELECT q_0.day, users FROM (SELECT s.date_from AS day, count(distinct "users") AS users
+		FROM (SELECT date_from::timestamp AS date_from, date_to::timestamp AS date_to FROM (VALUES ` + strings.Join(rows, ",") + `) AS dates (date_from, date_to)) AS s
+		LEFT JOIN (SELECT (e.created_at::timestamptz AT TIME ZONE 'UTC') AS "day", e.user_id AS "users" FROM events AS e
+		  WHERE (e.created_at::timestamptz AT TIME ZONE 'UTC') > '` + first + `T00:00:00.000'::timestamp - interval '7 days'
+		    AND (e.created_at::timestamptz AT TIME ZONE 'UTC') <= '` + last + `T23:59:59.999'::timestamp) AS b
+		ON b."day" > s.date_to - interval '7 days' AND b."day" <= s.date_to GROUP BY 1) AS q_0 ORDER BY 1`
 }
 
 // TestAccuracyByPlanKind: through the proxy, each plan kind's estimates
