@@ -38,7 +38,10 @@
 # --rolling times rolling windows instead: 7-day active users per day over
 # the table's 90 days, a series of days joined to the events on a window of
 # created_at per day (rolling.go): exact, by hand over the rollup, and
-# through the proxy without and with its cache.
+# through the proxy without and with its cache. --cube (with --rolling)
+# asks the proxy the same windows as Cube writes them (a VALUES list of
+# days joined to a subquery of the events); exact and by hand stay the
+# series form.
 # --local-zone times charts cut in New York's days, weeks and months over the
 # hourly UTC rollup events_hourly, built if missing (localzone.go): exact, by
 # hand over the rollup's hours, and through the proxy without and with its
@@ -47,7 +50,7 @@
 #   scripts/bench-query.sh [--rows N] [--days N] [--runs N] [--exact-runs N]
 #                          [--keep DIR] [--dsn URL] [--profile DIR]
 #                          [--cache-bytes N] [--merge-bench [--merge-more]]
-#                          [--matrix] [--join] [--rolling] [--local-zone]
+#                          [--matrix] [--join] [--rolling [--cube]] [--local-zone]
 #
 # It builds bin/pgsketch-proxy, then starts a throwaway PostgreSQL 15 cluster
 # (removed at the end; --keep DIR keeps it and reuses its table and rollup
@@ -57,6 +60,6 @@
 # installs them) and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy
 exec go run ./scripts/benchquery --proxy bin/pgsketch-proxy "$@"

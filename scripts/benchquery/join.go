@@ -42,7 +42,7 @@ func runJoin(ctx context.Context, o options, dsn string) error {
 	if err != nil {
 		return err
 	}
-	return timeJoined(ctx, o, dsn, direct, joinExactSQL, hllSQL, unitedNotice)
+	return timeJoined(ctx, o, dsn, direct, joinExactSQL, joinExactSQL, hllSQL, unitedNotice)
 }
 
 // unitedNotice is in the NOTICE of an answer whose sketches PostgreSQL
@@ -53,7 +53,7 @@ const unitedNotice = "united across the join by PostgreSQL"
 // against hllSQL (the same by hand over the rollup) and itself on direct,
 // interleaved, each answer checked against the exact one and the proxy's
 // NOTICE for notice.
-func timeJoined(ctx context.Context, o options, dsn string, direct *pgconn.PgConn, exactSQL, hllSQL, notice string) error {
+func timeJoined(ctx context.Context, o options, dsn string, direct *pgconn.PgConn, exactSQL, proxySQL, hllSQL, notice string) error {
 	cold, err := benchproxy.Open(ctx, o.proxy, dsn, 0, false) // no cache: every answer reads and merges its rollup rows
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ func timeJoined(ctx context.Context, o options, dsn string, direct *pgconn.PgCon
 	}
 	fmt.Printf("exact: %d groups in %s\n", len(exact), d.Round(time.Millisecond))
 	dc := &benchproxy.Conn{PgConn: direct}
-	kinds := []timedKind{joinKind(ctx, "proxy-cold", cold.Conn, exactSQL, exact, notice), joinKind(ctx, "proxy-warm", warm.Conn, exactSQL, exact, notice),
+	kinds := []timedKind{joinKind(ctx, "proxy-cold", cold.Conn, proxySQL, exact, notice), joinKind(ctx, "proxy-warm", warm.Conn, proxySQL, exact, notice),
 		joinKind(ctx, "hll-by-hand", dc, hllSQL, exact, notice), joinKind(ctx, "exact", dc, exactSQL, exact, notice)}
 	for _, k := range kinds[:3] {
 		if _, err := k.run(); err != nil {

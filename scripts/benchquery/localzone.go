@@ -38,7 +38,7 @@ func runLocalZone(ctx context.Context, o options, dsn string) error {
 	defer direct.Close(context.Background())
 	for _, c := range localZoneCharts {
 		fmt.Printf("\n== %s ==\n", c.name)
-		if err := timeJoined(ctx, o, dsn, direct, c.exact, fmt.Sprintf(c.hll, hourlyName), "from rollup "+hourlyName+" "); err != nil {
+		if err := timeJoined(ctx, o, dsn, direct, c.exact, c.exact, fmt.Sprintf(c.hll, hourlyName), "from rollup "+hourlyName+" "); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
 	}

@@ -75,6 +75,8 @@ func parseFlags() options {
 		"table, exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
 	flag.BoolVar(&o.rolling, "rolling", false, "instead, time 7-day active users per day over the table's 90 days (a series of days "+
 		"joined to the events on a window per day), exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
+	flag.BoolVar(&o.cube, "cube", false, "with --rolling, ask the proxy (cold and warm) the windows as Cube writes them: a VALUES list of the days "+
+		"joined to a subquery of the events; the exact and by-hand kinds stay the series form, which PostgreSQL answers faster than Cube's")
 	flag.BoolVar(&o.localZone, "local-zone", false, "instead, time charts cut in New York's days, weeks and months over the hourly UTC rollup "+
 		"(built if missing): exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
 	flag.BoolVar(&o.matrix, "matrix", false, "instead, time five ranges by three groupings against the rollup rollup create makes "+
@@ -138,5 +140,6 @@ type options struct {
 	matrix     bool
 	join       bool
 	rolling    bool
+	cube       bool
 	localZone  bool
 }
