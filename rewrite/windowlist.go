@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -326,7 +327,13 @@ func (u *unnester) rewrite() (*syntax.Select, []string, string) {
 	}
 	out.OrderBy = make([]syntax.SortItem, len(u.s.OrderBy))
 	for i, o := range u.s.OrderBy {
-		out.OrderBy[i] = syntax.SortItem{Expr: syntax.Map(o.Expr, sub(false)), Dir: o.Dir, Nulls: o.Nulls}
+		e := o.Expr
+		// A bare name in ORDER BY is an output column's first; the
+		// output names stay.
+		if c, ok := e.(*syntax.ColRef); !ok || len(c.Parts) != 1 || !slices.ContainsFunc(out.Targets, func(t syntax.Target) bool { return t.Name == c.Parts[0] }) {
+			e = syntax.Map(e, sub(false))
+		}
+		out.OrderBy[i] = syntax.SortItem{Expr: e, Dir: o.Dir, Nulls: o.Nulls}
 	}
 	on := conjuncts(syntax.Map(u.join.On, sub(true)))
 	if bad != "" {
@@ -348,6 +355,9 @@ func (u *unnester) rewrite() (*syntax.Select, []string, string) {
 			return nil, nil, "two local times are compared"
 		}
 		if !readsAlias(o.Right, u.ser.Alias) {
+			if readsColumn(o.Right) {
+				return nil, nil, "the local time is compared with " + syntax.SQL(o.Right, nil) + ", neither a window bound nor a value"
+			}
 			ranges = append(ranges, c)
 			continue
 		}
@@ -591,6 +601,18 @@ func readsAlias(e syntax.Expr, alias string) bool {
 	found := false
 	syntax.Walk(e, func(x syntax.Expr) bool {
 		if c, ok := x.(*syntax.ColRef); ok && len(c.Parts) == 2 && c.Parts[0] == alias {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// readsColumn reports whether e reads a column.
+func readsColumn(e syntax.Expr) bool {
+	found := false
+	syntax.Walk(e, func(x syntax.Expr) bool {
+		if _, ok := x.(*syntax.ColRef); ok {
 			found = true
 		}
 		return !found
