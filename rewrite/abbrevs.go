@@ -57,6 +57,11 @@ func zoneAbbreviation(zone string) bool {
 	return false
 }
 
+// AbbreviatedZone says why a rollup cut in zone would never answer a
+// query (PostgreSQL may read the name as a time zone abbreviation, whose
+// meaning each session's timezone_abbreviations decides), or "".
+func AbbreviatedZone(zone string) string { return abbreviationWhy(zone) }
+
 // abbreviationWhy says why zone, given as an argument, cannot be read, or "".
 func abbreviationWhy(zone string) string {
 	if !zoneAbbreviation(zone) {

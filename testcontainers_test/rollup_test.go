@@ -433,6 +433,22 @@ func TestRollupCreateErrors(t *testing.T) {
 		}
 	})
 
+	// A zone PostgreSQL may read as an abbreviation, whose meaning each
+	// session decides: no query would be answered from the rollup.
+	t.Run("CLI, a zone abbreviation", func(t *testing.T) {
+		for _, tz := range []string{"EST", "cet", " PST"} {
+			r := runCLI(t, nil, "rollup", "create", "r3", "--dsn", db.DSN, "--table", "events", "--time", "created_at",
+				"--distinct", "user_id", "--tz", tz)
+			if r.code != 2 || !strings.Contains(r.stderr, "is a time zone abbreviation to PostgreSQL") ||
+				!strings.Contains(r.stderr, "America/New_York") {
+				t.Fatalf("--tz %q: exit %d\nstdout %s\nstderr %s", tz, r.code, r.stdout, r.stderr)
+			}
+			if after := objects(); after != before {
+				t.Fatalf("refused create left objects behind:\nbefore %s\nafter  %s", before, after)
+			}
+		}
+	})
+
 	t.Run("refresh_rollup straight to PostgreSQL", func(t *testing.T) {
 		_, err := conn.Exec(context.Background(), "SELECT pgsketch.refresh_rollup('taken')")
 		var pe *pgconn.PgError

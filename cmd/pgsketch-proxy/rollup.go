@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/rewrite"
 	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
@@ -132,6 +133,12 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 	grains, err := levelGrains(def.levels, def.grain)
 	if err != nil {
 		return err
+	}
+	if why := rewrite.AbbreviatedZone(def.tz); why != "" {
+		// Its meaning is each session's: no query would be answered
+		// from the rollup, and its capture would cost every write.
+		return fmt.Errorf("%w: --tz %s: %s, so no query would be answered from the rollup; name the zone as the tz database does (America/New_York, Etc/GMT+5)",
+			errUsage, def.tz, why)
 	}
 	return withConn(ctx, *dsn, func(conn *pgx.Conn) error {
 		rel, err := def.create(ctx, conn, name, grains)
