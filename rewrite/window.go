@@ -491,12 +491,17 @@ func intervalLiteral(e syntax.Expr) bool {
 }
 
 // timeLiteral reads a literal date or time without a zone (a string, or
-// one cast to date or timestamp), as UTC.
+// one cast to date or timestamp), as UTC: a date cast drops the time of
+// day, as PostgreSQL does. A time more precise than a microsecond, which
+// PostgreSQL rounds, is not read.
 func timeLiteral(e syntax.Expr) (time.Time, bool) {
+	date := false
 	if c, ok := e.(*syntax.Cast); ok {
-		if n, _ := c.Type.Builtin(); n != "date" && n != "timestamp" || len(c.Type.Mods) > 0 || c.Type.Array > 0 {
+		n, _ := c.Type.Builtin()
+		if n != "date" && n != "timestamp" || len(c.Type.Mods) > 0 || c.Type.Array > 0 {
 			return time.Time{}, false
 		}
+		date = n == "date"
 		e = c.Arg
 	}
 	k, ok := e.(*syntax.Const)
@@ -504,9 +509,16 @@ func timeLiteral(e syntax.Expr) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02T15:04:05.000"} {
-		if t, err := time.Parse(layout, strings.TrimSpace(k.Val)); err == nil {
-			return t, true
+		t, err := time.Parse(layout, strings.TrimSpace(k.Val))
+		switch {
+		case err != nil:
+			continue
+		case t.Nanosecond()%1000 != 0:
+			return time.Time{}, false
+		case date:
+			return t.Truncate(24 * time.Hour), true
 		}
+		return t, true
 	}
 	return time.Time{}, false
 }

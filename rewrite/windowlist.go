@@ -89,7 +89,7 @@ type unnester struct {
 
 // valuesItem is the VALUES list a subquery selects from alone, or nil.
 func valuesItem(q *syntax.Select) *syntax.FromItem {
-	if len(q.From) != 1 || q.From[0].Query == nil || q.From[0].Query.Unsupported != "VALUES" {
+	if len(q.From) != 1 || q.From[0].Query == nil || q.From[0].Query.Unsupported != "VALUES" || len(q.From[0].Query.Values) == 0 {
 		return nil
 	}
 	return &q.From[0]

@@ -240,7 +240,8 @@ type Select struct {
 	// With is the WITH clause, nil if none.
 	With *With
 	// Values are the rows of a VALUES list (Unsupported is then
-	// "VALUES"), each its expressions.
+	// "VALUES"), each its expressions; none when the list is sorted or
+	// limited.
 	Values [][]Expr
 	// raw is where the statement sits in the parser's tree when it is a
 	// subquery (in FROM, a WITH clause, a set operation's arm).

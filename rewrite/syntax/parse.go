@@ -345,6 +345,10 @@ func convSelect(s *pg.SelectStmt) *Select {
 	switch {
 	case len(s.GetValuesLists()) > 0:
 		out.Unsupported = "VALUES"
+		if len(s.GetSortClause()) > 0 || s.GetLimitCount() != nil || s.GetLimitOffset() != nil || s.GetWithClause() != nil || len(s.GetLockingClause()) > 0 {
+			// Rows the list would not return as written.
+			return out
+		}
 		for _, row := range s.GetValuesLists() {
 			out.Values = append(out.Values, convList(row.GetList().GetItems()))
 		}
