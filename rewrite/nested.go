@@ -300,7 +300,113 @@ func planNested(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, str
 	if err != nil {
 		return nil, "the statement around its subqueries cannot be printed: " + err.Error()
 	}
-	return &built{Plan: spliceArms(arms, text)}, ""
+	var estimated []int
+	if len(arms) == 1 {
+		if wb, cols := estimatedThrough(s, subs[0], arms[0], snap, sess); wb != nil {
+			arms[0], estimated = wb, cols
+		}
+	}
+	pl := spliceArms(arms, text)
+	if len(estimated) > 0 {
+		pl.Estimated, pl.Columns = estimated, len(s.Targets)
+	}
+	return &built{Plan: pl}, ""
+}
+
+// estimatedThrough plans sub, the one answered subquery of s and a star
+// join (whose distinct counts PostgreSQL estimates in SQL, a few
+// milliseconds per group), as a whole statement whose counts come back as
+// sketches for the proxy to estimate, when s only passes them on: s
+// selects columns of sub (FROM (sub) AS q and nothing else), and what it
+// sorts by reads none of them (Cube wraps its rolling windows so). It
+// returns that plan and the output columns of s the proxy estimates, or
+// nil.
+func estimatedThrough(s, sub *syntax.Select, b *built, snap *catalog.Snapshot, sess env) (*built, []int) {
+	if _, ok := b.Plan.(*plan.Nested); !ok {
+		return nil, nil
+	}
+	if len(s.From) != 1 || s.From[0].Query != sub || s.From[0].Alias == "" || s.Where != nil || len(s.GroupBy) > 0 ||
+		s.Having != nil || s.Distinct || s.Unsupported != "" || s.With != nil || holdsSubLink(s) {
+		return nil, nil
+	}
+	wb, _ := planWholeStarJoin(sub, snap, sess)
+	if wb == nil {
+		return nil, nil
+	}
+	wn, ok := wb.Plan.(*plan.Nested)
+	if !ok || len(wn.Estimated) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(sub.Targets))
+	for i, t := range sub.Targets {
+		if names[i] = t.Name; names[i] == "" {
+			names[i] = syntax.ColumnName(t.Expr)
+		}
+	}
+	alias := s.From[0].Alias
+	// sketch reports whether e is a reference to a column of sub that
+	// comes back as a sketch; ref whether e names one of sub's columns.
+	sketch := func(e syntax.Expr) (isSketch, ref bool) {
+		c, ok := e.(*syntax.ColRef)
+		if !ok || len(c.Parts) > 2 || len(c.Parts) == 2 && c.Parts[0] != alias {
+			return false, false
+		}
+		for i, n := range names {
+			if n == c.Parts[len(c.Parts)-1] {
+				return slices.Contains(wn.Estimated, i), true
+			}
+		}
+		return false, false
+	}
+	readsSketch := func(e syntax.Expr) bool {
+		found := false
+		syntax.Walk(e, func(x syntax.Expr) bool {
+			if is, _ := sketch(x); is {
+				found = true
+			}
+			return !found
+		})
+		return found
+	}
+	var out []int
+	outNames := map[string]bool{}
+	for i, t := range s.Targets {
+		if t.Star {
+			return nil, nil
+		}
+		if is, ref := sketch(t.Expr); ref {
+			if is {
+				out = append(out, i)
+				name := t.Name
+				if name == "" {
+					name = syntax.ColumnName(t.Expr)
+				}
+				outNames[name] = true
+			}
+			continue
+		}
+		if readsSketch(t.Expr) {
+			return nil, nil
+		}
+	}
+	for _, o := range s.OrderBy {
+		if c, ok := o.Expr.(*syntax.Const); ok && c.Type == "int" {
+			if n, err := strconv.Atoi(c.Val); err != nil || slices.Contains(out, n-1) {
+				return nil, nil
+			}
+			continue
+		}
+		if c, ok := o.Expr.(*syntax.ColRef); ok && len(c.Parts) == 1 && outNames[c.Parts[0]] {
+			return nil, nil
+		}
+		if readsSketch(o.Expr) {
+			return nil, nil
+		}
+	}
+	if len(out) == 0 || readsSketch(s.Limit) || readsSketch(s.Offset) {
+		return nil, nil
+	}
+	return wb, out
 }
 
 // spliceArms is the Nested plan of a statement whose text around its
