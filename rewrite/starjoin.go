@@ -91,7 +91,7 @@ func starJoinPlan(s *syntax.Select, snap *catalog.Snapshot, sess env, whole bool
 	for _, c := range sj.outer {
 		where = append(where, syntax.SQL(c, hook))
 	}
-	if e := sj.edgeCheck(b); e != "" {
+	if e := sj.edgeCheck(); e != "" {
 		where = append(where, e)
 	}
 	where = append(where, checks...)
@@ -182,7 +182,7 @@ func (sj starJoin) outerHook(b *plan.Rollup, aggOf map[*syntax.FuncCall]int, hll
 	hook = func(e syntax.Expr) (string, bool) {
 		if o, ok := e.(*syntax.OpExpr); ok {
 			if w, ok := sj.windows[o]; ok {
-				return sj.windowSQL(w, q, b, hook), true
+				return sj.windowSQL(w, q, hook), true
 			}
 		}
 		if k := sj.exprKey(e); k != "" {
@@ -318,7 +318,8 @@ type starJoin struct {
 	timeKey  string
 	// windows are the conditions of a join to a series (window.go) that
 	// compare the time column with a window bound, read on the bucket
-	// key; span is the time range the arm reads for them, as UTC text.
+	// key; span is the time range the arm reads for them, as SQL (two
+	// timestamptz literals, or expressions of the series' start and stop).
 	windows map[*syntax.OpExpr]windowBound
 	span    [2]string
 }

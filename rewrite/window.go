@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"iter"
 	"slices"
 	"strconv"
@@ -8,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pgsketch/pgsketch/catalog"
-	"github.com/pgsketch/pgsketch/rewrite/plan"
 	"github.com/pgsketch/pgsketch/rewrite/syntax"
 )
 
@@ -124,11 +124,18 @@ func (sj *starJoin) readWindows(r *catalog.Rollup, sessionZone string) string {
 	}
 	start, ok1 := timeLiteral(series.Func.Args[0])
 	stop, ok2 := timeLiteral(series.Func.Args[1])
-	if !ok1 || !ok2 || !intervalLiteral(series.Func.Args[2]) {
-		return "a series whose start, stop and step are not literal times and a literal interval"
-	}
-	if stop.Sub(start) > 3*366*24*time.Hour || stop.Before(start) {
+	literal := ok1 && ok2
+	switch {
+	case !intervalLiteral(series.Func.Args[2]):
+		return "a series whose step is not a literal interval"
+	case literal && (stop.Sub(start) > 3*366*24*time.Hour || stop.Before(start)):
 		return "a series of more than three years, or none"
+	case !literal:
+		for _, a := range series.Func.Args[:2] {
+			if why := rowFree(a); why != "" {
+				return "a series whose start or stop " + why
+			}
+		}
 	}
 	if why := sj.windowsFit(r, sessionZone); why != "" {
 		return why
@@ -162,15 +169,36 @@ func (sj *starJoin) readWindows(r *catalog.Rollup, sessionZone string) string {
 	if r.Grain == catalog.Day {
 		step = 24 * time.Hour
 	}
-	lo := floorIn(start.Add(-reach-windowSlack), loc, r.Grain)
-	hi := floorIn(stop.Add(reach+windowSlack+step), loc, r.Grain)
-	sj.span = [2]string{lo.UTC().Format("2006-01-02 15:04:05+00"), hi.UTC().Format("2006-01-02 15:04:05+00")}
 	ts := &syntax.ColRef{Parts: []string{refName(sj.fact), r.TimeColumn}}
-	spanEnd := func(op, at string) syntax.Expr {
-		return &syntax.OpExpr{Op: op, Left: ts, Right: &syntax.Cast{Arg: &syntax.Const{Type: "str", Val: at},
-			Type: &syntax.TypeName{Names: []string{"pg_catalog", "timestamptz"}}}}
+	timestamptz := &syntax.TypeName{Names: []string{"pg_catalog", "timestamptz"}}
+	var ends [2]syntax.Expr
+	if literal {
+		lo := floorIn(start.Add(-reach-windowSlack), loc, r.Grain)
+		hi := floorIn(stop.Add(reach+windowSlack+step), loc, r.Grain)
+		for i, at := range []time.Time{lo, hi} {
+			v := at.UTC().Format("2006-01-02 15:04:05+00")
+			ends[i] = &syntax.Cast{Arg: &syntax.Const{Type: "str", Val: v}, Type: timestamptz}
+			sj.span[i] = catalog.QuoteLiteral(v) + "::timestamptz"
+		}
+	} else {
+		// The same span, computed by PostgreSQL from the series' start
+		// and stop (now(), parameters) in the fetch and again in the
+		// statement around it, which reads one snapshot: the bucket
+		// starts at or before the start less the reach and slack, and
+		// after the stop plus them.
+		hours := func(d time.Duration) syntax.Expr {
+			return intervalCast(fmt.Sprintf("%d hours", (d+time.Hour-1)/time.Hour))
+		}
+		for i, e := range []syntax.Expr{
+			&syntax.OpExpr{Op: "-", Left: &syntax.Cast{Arg: series.Func.Args[0], Type: timestamptz}, Right: hours(reach + windowSlack)},
+			&syntax.OpExpr{Op: "+", Left: &syntax.Cast{Arg: series.Func.Args[1], Type: timestamptz}, Right: hours(reach + windowSlack + step)},
+		} {
+			ends[i] = &syntax.FuncCall{Name: []string{"pg_catalog", "date_trunc"}, Args: []syntax.Expr{
+				&syntax.Const{Type: "str", Val: string(r.Grain)}, e, &syntax.Const{Type: "str", Val: r.TimeZone}}}
+			sj.span[i] = "(" + syntax.SQL(ends[i], nil) + ")"
+		}
 	}
-	sj.inner = append(sj.inner, spanEnd(">=", sj.span[0]), spanEnd("<", sj.span[1]))
+	sj.inner = append(sj.inner, &syntax.OpExpr{Op: ">=", Left: ts, Right: ends[0]}, &syntax.OpExpr{Op: "<", Left: ts, Right: ends[1]})
 	key := &syntax.FuncCall{Name: []string{"date_trunc"}, Args: []syntax.Expr{&syntax.Const{Type: "str", Val: string(r.Grain)}, ts}}
 	if sj.exprKey(key) == "" {
 		sj.exprKeys = append(sj.exprKeys, syntax.SQL(key, nil))
@@ -178,6 +206,29 @@ func (sj *starJoin) readWindows(r *catalog.Rollup, sessionZone string) string {
 	}
 	sj.timeKey = sj.exprKey(key)
 	return ""
+}
+
+// rowFree says why e, a series' start or stop, reads other than values
+// the statement has before it reads a row (literals, parameters, the
+// clock, casts, operators and functions of them), or "". PostgreSQL
+// computes the series from it, and the fetch the span its windows reach:
+// a bound outside that span fails the statement, whatever e returns.
+func rowFree(e syntax.Expr) string {
+	why := ""
+	syntax.Walk(e, func(x syntax.Expr) bool {
+		switch x := x.(type) {
+		case *syntax.ColRef:
+			why = "reads " + syntax.SQL(x, nil)
+		case *syntax.Unsupported:
+			why = "uses " + x.What
+		case *syntax.FuncCall:
+			if isAggregate(x) {
+				why = "aggregates"
+			}
+		}
+		return why == ""
+	})
+	return why
 }
 
 // series is the join's series of times, or nil.
@@ -287,14 +338,14 @@ func (sj *starJoin) windowsFit(r *catalog.Rollup, sessionZone string) string {
 // An edge condition (> or <=, over a timestamptz column) compares the
 // bucket's start with the bucket start at the bound or a millisecond after
 // it (edgeStart), by >= or <; edgeCheck checks the rows between.
-func (sj starJoin) windowSQL(w windowBound, q string, b *plan.Rollup, hook func(syntax.Expr) (string, bool)) string {
+func (sj starJoin) windowSQL(w windowBound, q string, hook func(syntax.Expr) (string, bool)) string {
 	bound := "(" + syntax.SQL(w.bound, hook) + ")"
 	x := "CAST(" + bound + " AS timestamptz)"
-	lo, hi := catalog.QuoteLiteral(sj.span[0])+"::timestamptz", catalog.QuoteLiteral(sj.span[1])+"::timestamptz"
-	g := catalog.QuoteLiteral(string(b.Grain))
+	lo, hi := sj.span[0], sj.span[1]
+	g := catalog.QuoteLiteral(string(sj.rollup.Grain))
 	msg := "CASE WHEN " + x + " IS NOT NULL THEN 'pgsketch: a window bound is not a bucket start of the rollup within the span read' END"
 	if w.edge() {
-		start := edgeStart(x, b)
+		start := sj.edgeStart(x)
 		op := map[string]string{">": ">=", "<=": "<"}[w.op]
 		fail := "CAST(CASE WHEN " + x + " IS NOT NULL THEN 'pgsketch: a window bound is neither a bucket start of the rollup nor a millisecond before one within the span read' END AS timestamptz)"
 		// lo and hi are bucket starts: the start lies within them
@@ -319,13 +370,14 @@ func (sj starJoin) windowSQL(w windowBound, q string, b *plan.Rollup, hook func(
 // edgeMillisecond is how far before a bucket start an edge bound may lie.
 const edgeMillisecond = "interval '1 millisecond'"
 
-// edgeStart is the bucket start of the arm's rollup b at instant x, or a
-// millisecond after it, or NULL when neither is one.
-func edgeStart(x string, b *plan.Rollup) string {
-	g, z := catalog.QuoteLiteral(string(b.Grain)), catalog.QuoteLiteral(b.TimeZone)
+// edgeStart is the start of a bucket of the arm's key (the session's
+// date_trunc of the grain, as the key and windowSQL's other checks read
+// it) at instant x, or a millisecond after it, or NULL when neither is one.
+func (sj starJoin) edgeStart(x string) string {
+	g := catalog.QuoteLiteral(string(sj.rollup.Grain))
 	next := "(" + x + " + " + edgeMillisecond + ")"
-	return "CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ", " + z + ") THEN " + x +
-		" WHEN " + next + " = date_trunc(" + g + ", " + next + ", " + z + ") THEN " + next + " END"
+	return "CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ") THEN " + x +
+		" WHEN " + next + " = date_trunc(" + g + ", " + next + ") THEN " + next + " END"
 }
 
 // edgeCheck is a condition of the outer statement that holds when no row
@@ -335,8 +387,8 @@ func edgeStart(x string, b *plan.Rollup) string {
 // evaluated once, over every value of the series; each bound is an index
 // probe of the time column, and without a btree index on it the
 // condition fails the statement rather than scan the table per bound. ""
-// when no window condition is an edge. b is the arm's rollup.
-func (sj starJoin) edgeCheck(b *plan.Rollup) string {
+// when no window condition is an edge.
+func (sj starJoin) edgeCheck() string {
 	var bounds []string
 	for _, w := range sj.windows {
 		if w.edge() {
@@ -350,7 +402,7 @@ func (sj starJoin) edgeCheck(b *plan.Rollup) string {
 	bounds = slices.Compact(bounds)
 	r := sj.rollup
 	src, ts := r.Source.String(), "pgsketch_row."+catalog.QuoteIdent(r.TimeColumn)
-	g, z := catalog.QuoteLiteral(string(b.Grain)), catalog.QuoteLiteral(b.TimeZone)
+	g := catalog.QuoteLiteral(string(r.Grain))
 	x := "pgsketch_edge.x"
 	indexed := "EXISTS (SELECT FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid " +
 		"JOIN pg_catalog.pg_am a ON a.oid = c.relam JOIN pg_catalog.pg_attribute t ON t.attrelid = i.indrelid AND t.attnum = i.indkey[0] " +
@@ -361,7 +413,7 @@ func (sj starJoin) edgeCheck(b *plan.Rollup) string {
 	// table against every bound.
 	rows := "EXISTS (SELECT FROM " + fromSQL(*sj.series()) + " CROSS JOIN LATERAL (VALUES " + strings.Join(bounds, ", ") + ") AS pgsketch_edge(x) " +
 		"CROSS JOIN LATERAL (SELECT FROM " + src + " AS pgsketch_row WHERE " + ts + " >= " + x + " AND " + ts + " < " + x + " + " + edgeMillisecond +
-		" AND CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ", " + z + ") THEN " + ts + " = " + x + " ELSE " + ts + " > " + x + " END LIMIT 1) AS pgsketch_probe)"
+		" AND CASE WHEN " + x + " = date_trunc(" + g + ", " + x + ") THEN " + ts + " = " + x + " ELSE " + ts + " > " + x + " END LIMIT 1) AS pgsketch_probe)"
 	return "CAST(CAST(CASE WHEN NOT " + indexed + " THEN " +
 		catalog.QuoteLiteral("pgsketch: a window is bounded by > or <=, and "+src+" has no btree index on "+catalog.QuoteIdent(r.TimeColumn)+" to check the rows at its bounds") +
 		" WHEN " + rows + " THEN " +

@@ -167,6 +167,8 @@ func TestRollingWindowsLocalZone(t *testing.T) {
 // makes the outer statement's check refuse the answer, and PostgreSQL's
 // exact one comes back with a notice saying why; so does a table without
 // an index on its time column, which the check would scan per bound.
+// Series of parameters or of current_date are answered too, the span
+// their windows reach computed when run.
 func TestRollingWindowEdges(t *testing.T) {
 	t.Parallel()
 	db, conn := rolledUpEvents(t, 200_000, 90, "2026-03-29 12:00", "3 days")
@@ -241,6 +243,17 @@ func TestRollingWindowEdges(t *testing.T) {
 	check("a row in the last millisecond, Cube's", cube, atBound, true)
 	check("a row in the last millisecond, as Cube writes it", cubeWritten, atBound, true, "2026-02-01T00:00:00.000", "2026-02-20T23:59:59.999")
 	check("a row in the last millisecond, midnight", midnight, "from rollup daily (standard error 0.81%)", false)
+
+	// A series of parameters, as a dashboard binds its range, or of
+	// current_date: the span the windows reach is computed at run time
+	// (in the simple protocol pgx writes the values in: literals).
+	params := `SELECT d.d, count(DISTINCT e.user_id) AS users_7d, count(*) AS rows FROM generate_series($1::timestamp, $2::timestamp, interval '1 day') AS d
+	             LEFT JOIN events e ON e.created_at >= d.d - interval '6 days' AND e.created_at < d.d + interval '1 day' GROUP BY 1 ORDER BY 1`
+	check("a series of parameters", params, "from rollup daily (standard error 0.81%)", false, "2026-03-01", "2026-03-25")
+	check("a series of parameters at noon", params, "a window bound is not a bucket start of the rollup within the span read", true, "2026-03-01 12:00", "2026-03-05 12:00")
+	today := `SELECT d.d, count(DISTINCT e.user_id) AS users_7d FROM generate_series(current_date - 400, current_date - 200, interval '1 day') AS d
+	            LEFT JOIN events e ON e.created_at >= d.d - interval '6 days' AND e.created_at < d.d + interval '1 day' GROUP BY 1 ORDER BY 1`
+	check("a series of current_date", today, "from rollup daily (standard error 0.81%)", false)
 
 	mustExec(t, conn, `DROP INDEX events_created_at_idx`)
 	check("no index", midnight, `has no btree index on "created_at" to check the rows at its bounds`, true)
