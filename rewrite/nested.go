@@ -325,8 +325,10 @@ func estimatedThrough(s, sub *syntax.Select, b *built, snap *catalog.Snapshot, s
 	if _, ok := b.Plan.(*plan.Nested); !ok {
 		return nil, nil
 	}
-	if len(s.From) != 1 || s.From[0].Query != sub || s.From[0].Alias == "" || s.Where != nil || len(s.GroupBy) > 0 ||
-		s.Having != nil || s.Distinct || s.Unsupported != "" || s.With != nil || holdsSubLink(s) {
+	if len(s.From) != 1 || s.From[0].Query != sub || s.From[0].Alias == "" || s.From[0].ColAliases || s.Where != nil ||
+		len(s.GroupBy) > 0 || s.Having != nil || s.Distinct || s.Unsupported != "" || s.With != nil || holdsSubLink(s) {
+		// An alias's column list renames the subquery's columns: they
+		// would be matched by their own names.
 		return nil, nil
 	}
 	wb, _ := planWholeStarJoin(sub, snap, sess)
@@ -358,10 +360,15 @@ func estimatedThrough(s, sub *syntax.Select, b *built, snap *catalog.Snapshot, s
 		}
 		return false, false
 	}
+	// readsSketch reports whether e reads a sketch column, or the
+	// subquery's whole row (q, q.*), which holds them.
 	readsSketch := func(e syntax.Expr) bool {
 		found := false
 		syntax.Walk(e, func(x syntax.Expr) bool {
 			if is, _ := sketch(x); is {
+				found = true
+			}
+			if c, ok := x.(*syntax.ColRef); ok && (len(c.Parts) == 1 && c.Parts[0] == alias || c.Parts[len(c.Parts)-1] == "*") {
 				found = true
 			}
 			return !found

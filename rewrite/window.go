@@ -208,27 +208,47 @@ func (sj *starJoin) readWindows(r *catalog.Rollup, sessionZone string) string {
 	return ""
 }
 
-// rowFree says why e, a series' start or stop, reads other than values
-// the statement has before it reads a row (literals, parameters, the
-// clock, casts, operators and functions of them), or "". PostgreSQL
-// computes the series from it, and the fetch the span its windows reach:
-// a bound outside that span fails the statement, whatever e returns.
+// rowFree says why e, a series' start or stop, is other than a value the
+// same in every statement of one transaction (literals, parameters, the
+// transaction's clock, casts, operators and the time functions of
+// sameInTransaction), or "". PostgreSQL computes the series from it in
+// the statement around the arm and the span its windows reach from it in
+// the fetch, and checks every bound against that span computed again: a
+// value that changes from one evaluation to the next (random(),
+// clock_timestamp(), nextval()) could make the fetch read less than the
+// windows reach while the check passes.
 func rowFree(e syntax.Expr) string {
 	why := ""
 	syntax.Walk(e, func(x syntax.Expr) bool {
 		switch x := x.(type) {
+		case *syntax.Const, *syntax.Param, *syntax.Cast, *syntax.OpExpr:
+		case *syntax.VarFunc:
+			if !sameInTransaction[x.Name] {
+				why = "reads " + x.Name
+			}
+		case *syntax.FuncCall:
+			if name, ok := x.Builtin(); !ok || !sameInTransaction[strings.ToLower(name)] || x.Filter != nil || x.Distinct || x.Star {
+				why = "calls " + syntax.NameSQL(x.Name)
+			}
 		case *syntax.ColRef:
 			why = "reads " + syntax.SQL(x, nil)
 		case *syntax.Unsupported:
 			why = "uses " + x.What
-		case *syntax.FuncCall:
-			if isAggregate(x) {
-				why = "aggregates"
-			}
+		default:
+			why = "is other than literals, parameters and the transaction's clock"
 		}
 		return why == ""
 	})
 	return why
+}
+
+// sameInTransaction are the functions and SQL value functions of times
+// whose value is the same in every statement of a transaction, given the
+// same arguments.
+var sameInTransaction = map[string]bool{
+	"now": true, "transaction_timestamp": true, "current_date": true, "current_timestamp": true, "localtimestamp": true,
+	"date_trunc": true, "date_bin": true, "timezone": true, "make_date": true, "make_timestamp": true,
+	"make_timestamptz": true, "make_interval": true,
 }
 
 // series is the join's series of times, or nil.

@@ -355,8 +355,8 @@ func (u *unnester) rewrite() (*syntax.Select, []string, string) {
 			return nil, nil, "two local times are compared"
 		}
 		if !readsAlias(o.Right, u.ser.Alias) {
-			if readsColumn(o.Right) {
-				return nil, nil, "the local time is compared with " + syntax.SQL(o.Right, nil) + ", neither a window bound nor a value"
+			if why := rowFree(o.Right); why != "" {
+				return nil, nil, "the local time is compared with " + syntax.SQL(o.Right, nil) + ", neither a window bound nor a value: it " + why
 			}
 			ranges = append(ranges, c)
 			continue
@@ -601,18 +601,6 @@ func readsAlias(e syntax.Expr, alias string) bool {
 	found := false
 	syntax.Walk(e, func(x syntax.Expr) bool {
 		if c, ok := x.(*syntax.ColRef); ok && len(c.Parts) == 2 && c.Parts[0] == alias {
-			found = true
-		}
-		return !found
-	})
-	return found
-}
-
-// readsColumn reports whether e reads a column.
-func readsColumn(e syntax.Expr) bool {
-	found := false
-	syntax.Walk(e, func(x syntax.Expr) bool {
-		if _, ok := x.(*syntax.ColRef); ok {
 			found = true
 		}
 		return !found
