@@ -44,9 +44,9 @@ func cubeDays(m, d int) string {
 	return fmt.Sprintf("('2026-%02d-%02dT00:00:00.000', '2026-%02d-%02dT23:59:59.999')", m, d, m, d)
 }
 
-// runEdgeAttacks runs every attack in both protocols and reports whether
-// any was answered from the rollup.
-func runEdgeAttacks(t *testing.T, db *testDB, p *proxyProc, attacks []attack) {
+// runAttacksBothProtocols runs every attack in the simple and the
+// extended protocol.
+func runAttacksBothProtocols(t *testing.T, db *testDB, p *proxyProc, attacks []attack) {
 	t.Helper()
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
 		proxied, direct := connectMode(t, p.URL(db.DSN), mode), connectMode(t, db.DSN, mode)
@@ -69,7 +69,7 @@ func TestRedteamEdgesValuesDateCast(t *testing.T) {
 	list := cubeList(2, 1, 20, func(m, d int) string {
 		return fmt.Sprintf("('2026-%02d-%02d'::date, '2026-%02d-%02d 23:59:59.999'::date)", m, d, m, d)
 	})
-	runEdgeAttacks(t, db, p, []attack{{
+	runAttacksBothProtocols(t, db, p, []attack{{
 		name: "a list of dates written with a time of day",
 		sql: `SELECT s.date_from AS day, count(DISTINCT b.u) AS users_7d, count(b.u) AS events
 			FROM (SELECT date_from::timestamp AS date_from, date_to::timestamp AS date_to FROM (VALUES ` + list + `) AS v (date_from, date_to)) AS s
@@ -91,7 +91,7 @@ func TestRedteamEdgesValuesLimit(t *testing.T) {
 			LEFT JOIN (SELECT e.created_at AT TIME ZONE 'UTC' AS t, e.user_id AS u FROM events e) AS b
 			ON b.t > s.date_to - interval '7 days' AND b.t <= s.date_to GROUP BY 1 ORDER BY 1`
 	}
-	runEdgeAttacks(t, db, p, []attack{
+	runAttacksBothProtocols(t, db, p, []attack{
 		{name: "VALUES ... LIMIT 2", sql: q("LIMIT 2")},
 		{name: "VALUES ... OFFSET 7", sql: q("OFFSET 7")},
 	})
@@ -106,7 +106,7 @@ func TestRedteamEdgesOrderByOutputName(t *testing.T) {
 	db, _, p := edgesFixture(t)
 	// Windows running past the data's end (2026-04-03): counts fall with the day.
 	list := cubeList(3, 20, 31, cubeDays) + ", " + cubeList(4, 1, 8, cubeDays)
-	runEdgeAttacks(t, db, p, []attack{{
+	runAttacksBothProtocols(t, db, p, []attack{{
 		name: "ORDER BY an output name shadowing the list's date_to",
 		sql: `SELECT s.date_from AS day, count(DISTINCT b.u) AS users_7d, count(*) AS date_to
 			FROM (SELECT date_from::timestamp AS date_from, date_to::timestamp AS date_to FROM (VALUES ` + list + `) AS v (date_from, date_to)) AS s
@@ -127,7 +127,7 @@ func TestRedteamEdgesSubMicrosecondList(t *testing.T) {
 	list := cubeList(2, 1, 10, func(m, d int) string {
 		return fmt.Sprintf("('2026-%02d-%02d 00:00:00.0000006', '2026-%02d-%02d 23:59:59.9990006')", m, d, m, d)
 	})
-	runEdgeAttacks(t, db, p, []attack{{
+	runAttacksBothProtocols(t, db, p, []attack{{
 		name: "list values with seven fractional digits",
 		sql: `SELECT s.date_from AS day, count(DISTINCT b.u) AS users_7d
 			FROM (SELECT date_from::timestamp AS date_from, date_to::timestamp AS date_to FROM (VALUES ` + list + `) AS v (date_from, date_to)) AS s
@@ -184,12 +184,12 @@ func TestRedteamEdgesHeld(t *testing.T) {
 		{name: "series at 23:59:59.999", sql: series},
 		{name: "series at 23:59:59.999, session zone New York (hourly rollup)", set: []string{"SET TimeZone = 'America/New_York'"}, sql: series},
 	}
-	runEdgeAttacks(t, db, p, attacks)
+	runAttacksBothProtocols(t, db, p, attacks)
 
 	// A row at 23:59:59.999 itself: inside the window ending there, in
 	// that day's bucket, so the rollup's answer stays right.
 	mustExec(t, conn, `INSERT INTO events VALUES (900000011, '2026-02-10 23:59:59.999+00', 900000011, 'DE', 'ios', 1)`)
-	runEdgeAttacks(t, db, p, []attack{
+	runAttacksBothProtocols(t, db, p, []attack{
 		{name: "a row at 23:59:59.999, Cube's form", sql: cube("UTC", feb, ""), args: []any{"2026-02-01", "2026-02-20T23:59:59.999"}},
 		{name: "a row at 23:59:59.999, series", sql: series},
 	})
@@ -197,7 +197,7 @@ func TestRedteamEdgesHeld(t *testing.T) {
 	// A row at 23:59:59.9999: between the bound and the next bucket, which
 	// the edge check finds; PostgreSQL answers.
 	mustExec(t, conn, `INSERT INTO events VALUES (900000012, '2026-02-10 23:59:59.9999+00', 900000012, 'DE', 'ios', 1)`)
-	runEdgeAttacks(t, db, p, []attack{
+	runAttacksBothProtocols(t, db, p, []attack{
 		{name: "a row at 23:59:59.9999, Cube's form", sql: cube("UTC", feb, ""), args: []any{"2026-02-01", "2026-02-20T23:59:59.999"}},
 		{name: "a row at 23:59:59.9999, series", sql: series},
 	})

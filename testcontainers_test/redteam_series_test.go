@@ -29,18 +29,6 @@ func seriesSub(series string) string {
 
 const seriesDays = `'2026-02-01'::timestamp, '2026-02-10'::timestamp, interval '1 day'`
 
-// runSeriesAttacks runs every attack in both protocols.
-func runSeriesAttacks(t *testing.T, db *testDB, p *proxyProc, attacks []attack) {
-	t.Helper()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
-		proxied, direct := connectMode(t, p.URL(db.DSN), mode), connectMode(t, db.DSN, mode)
-		for _, a := range attacks {
-			a.name = fmt.Sprintf("%v: %s", mode, a.name)
-			runAttack(t, proxied, direct, a)
-		}
-	}
-}
-
 // FINDING 1. The subquery's row read whole by the statement around it (q,
 // q::text, to_jsonb(q), row_to_json(q)) beside its count passed on:
 // estimatedThrough's sketch() only recognizes column references that name
@@ -208,7 +196,7 @@ func TestRedteamSeriesHeld(t *testing.T) {
 		{name: "clock_timestamp", sql: window(`date_trunc('day', clock_timestamp()) - interval '300 days', date_trunc('day', clock_timestamp()) - interval '280 days', interval '1 day'`, week, "")},
 		{name: "scalar subquery start", sql: window(`(SELECT '2026-02-01'::timestamp), '2026-02-10'::timestamp, interval '1 day'`, week, "")},
 	}
-	runSeriesAttacks(t, db, p, attacks)
+	runAttacksBothProtocols(t, db, p, attacks)
 	seriesVolatileStart(t, db, p, conn)
 
 	// Sorted by the count, the rows come in the order of the counts they
@@ -275,7 +263,7 @@ func TestRedteamSeriesHeld(t *testing.T) {
 		mustExec(t, conn, `INSERT INTO events (id, created_at, user_id, country, device, amount)
 			SELECT 90000000 + g, '2026-02-08 13:00'::timestamptz + g * interval '1 second', 70000000 + g, 'US', 'ios', 5 FROM generate_series(1, 5000) g`)
 		mustExec(t, conn, `DELETE FROM events WHERE created_at >= '2026-02-03' AND created_at < '2026-02-04' AND country = 'US'`)
-		runSeriesAttacks(t, db, p, []attack{
+		runAttacksBothProtocols(t, db, p, []attack{
 			{name: "changed: params", sql: window(`$1::timestamp, $2::timestamp, interval '1 day'`, week, ""), args: []any{"2026-02-01", "2026-02-12"}},
 			{name: "changed: passed on", sql: `SELECT q.d, q.users, q.n FROM (` + sub + `) AS q ORDER BY q.d`},
 		})
