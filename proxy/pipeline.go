@@ -223,8 +223,21 @@ func (h *Handler) carryOut(ctx context.Context, c *sessionConn, v view, s statem
 
 // run executes p inside a savepoint when the client is in a transaction
 // block, releasing it on success and rolling back to it on an error the
-// client is not to see (PostgreSQL then answers the statement instead).
+// client is not to see (PostgreSQL then answers the statement instead). It
+// refuses p (a Refused error: PostgreSQL answers) inside an extended-
+// protocol request in which a client's statement went upstream since the
+// last Sync, where neither a savepoint nor a Sync of the proxy's own can
+// contain such an error.
 func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p rewrite.Plan, params exec.Params, formats []int16) (*exec.Answer, error) {
+	if c.noSync {
+		// A client's statement went upstream since the last Sync: no
+		// savepoint can contain a failure of the answer's statements (a
+		// run-time check refusing the rollup), which would be the
+		// client's error and roll back the request's implicit
+		// transaction. PostgreSQL answers instead.
+		return nil, &exec.Refused{Reason: "inside an extended-protocol request not yet synced, after a statement PostgreSQL ran, " +
+			"a failure of the rollup's statements could not be contained"}
+	}
 	if err := mergeRefusal(ctx, c, st, p); err != nil {
 		return nil, err
 	}
@@ -234,7 +247,7 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 			return h.runInSnapshot(ctx, c, st, p, params, formats, err)
 		}
 	}
-	inBlock := c.txStatus == 'T' && !c.noSync
+	inBlock := c.txStatus == 'T'
 	if inBlock {
 		if err := c.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
 			return nil, err
@@ -265,19 +278,16 @@ func (h *Handler) run(ctx context.Context, c *sessionConn, st sessionSettings, p
 }
 
 // oneSnapshot decides how a plan whose statements must all see one
-// snapshot (why says which and why) runs: own is true outside a transaction
-// block, where it runs in a REPEATABLE READ transaction of its own; inside
-// a REPEATABLE READ or SERIALIZABLE block it runs as any plan does; inside
-// a READ COMMITTED or READ UNCOMMITTED block, or an extended-protocol
-// request not yet synced, each statement would take a snapshot of its own:
-// a Refused error, and the query runs exactly.
+// snapshot (why says which and why) runs, in a request synced since the
+// client's last statement (run refuses the others): own is true outside a
+// transaction block, where it runs in a REPEATABLE READ transaction of its
+// own; inside a REPEATABLE READ or SERIALIZABLE block it runs as any plan
+// does; inside a READ COMMITTED or READ UNCOMMITTED block each statement
+// would take a snapshot of its own: a Refused error, and the query runs
+// exactly.
 func (h *Handler) oneSnapshot(ctx context.Context, c *sessionConn, why string) (own bool, err error) {
 	refused := &exec.Refused{Reason: why + ", which must see one snapshot: "}
-	switch {
-	case c.noSync:
-		refused.Reason += "inside an extended-protocol request not yet synced they would not"
-		return false, refused
-	case c.txStatus == 'I':
+	if c.txStatus == 'I' {
 		return true, nil
 	}
 	res, err := c.Query(ctx, upstream.Statement{SQL: "SELECT current_setting('transaction_isolation')"})
