@@ -197,6 +197,16 @@ type Rollup struct {
 	// rollup's rows in it (pgsketch.add_rollup_level). The refresher
 	// rebuilds them in the rollup's own transactions.
 	Levels []Level
+	// Inserts is the table of the rows inserted into the source since the
+	// refresh that built their buckets (pgsketch.inserts_<rollup>), or nil
+	// where the catalog has none: the capture triggers copy a small INSERT
+	// statement's rows there instead of logging their buckets, and an
+	// answer adds them to the rollup rows of the buckets the change log
+	// does not list. It has the columns the rollup reads, under the
+	// source's names and types, and bucket, the bucket of each row as the
+	// change log names it (an instant; for date and timestamp columns the
+	// wall-clock start read as UTC).
+	Inserts *Table
 }
 
 // Level is one level of a rollup.

@@ -51,6 +51,9 @@ type jsonRollup struct {
 		Schema string `json:"schema"`
 		Table  string `json:"table"`
 	} `json:"levels"`
+	// InsertsTable is absent from catalogs older than inserted rows, and
+	// null until the rollup's first refresh under one that has them.
+	InsertsTable *string `json:"inserts_table"`
 }
 
 // Parse reads the JSON that Query returns. A rollup whose source table or
@@ -77,6 +80,9 @@ func Parse(b []byte) (*Snapshot, error) {
 			LateWindow:    time.Duration(j.LateSeconds * float64(time.Second)),
 			Version:       j.Version,
 			Rows:          j.Rows,
+		}
+		if j.InsertsTable != nil && *j.InsertsTable != "" {
+			r.Inserts = &Table{Schema: "pgsketch", Name: *j.InsertsTable}
 		}
 		switch {
 		case len(j.Capture) == 0:

@@ -100,8 +100,9 @@ func Verify(ctx context.Context, conn upstream.Session, name string, buckets int
 }
 
 // pickBuckets picks up to n evenly spread materialized buckets of r, but
-// for those the change log lists when skipLogged: they are stale by design
-// until a refresh, and queries read them from the base table. It returns
+// for those the change log lists or that hold inserted rows when
+// skipLogged: they are stale by design until a refresh, and queries read
+// them from the base table or add the inserted rows. It returns
 // them as SQL literals.
 func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, n int, skipLogged bool) ([]string, error) {
 	logged := "bucket"
@@ -109,6 +110,11 @@ func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, 
 		logged = "(bucket::timestamp AT TIME ZONE 'UTC')"
 	}
 	where := logged + " NOT IN (SELECT l.bucket FROM pgsketch.rollup_dirty l WHERE l.rollup = $2)"
+	if r.Inserts != nil {
+		// Buckets that gained rows since they were built: queries add
+		// those rows to the rollup rows.
+		where += " AND " + logged + " NOT IN (SELECT i.pgsketch_bucket FROM " + r.Inserts.String() + " i)"
+	}
 	if !skipLogged {
 		where = "$2::text IS NOT NULL"
 	}

@@ -413,6 +413,12 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		f.Rest = append(f.Rest, m.tailArm(c.base, bwhere, groupBy))
 	}
 	f.Rest = append(f.Rest, m.spanArm(c.base, bwhere, groupBy))
+	check := "pgsketch.capture_check("
+	if m.r.Inserts != nil {
+		p.Inserts = m.r.Inserts
+		f.Rest = append(f.Rest, m.insertsArm(p, c.base, bwhere, groupBy))
+		check = "pgsketch.capture_check_inserts("
+	}
 	// The info row: the number of changed buckets read from the base table,
 	// from pgsketch.capture_check, which fails the statement (and the
 	// proxy then runs the query exactly) when the rollup's change capture
@@ -424,7 +430,7 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	if len(p.Time.Lower) > 0 {
 		lo = m.logInstant("lo")
 	}
-	info := "'" + InfoPrefix + "' || pgsketch.capture_check(" + catalog.QuoteLiteral(m.r.Name) + ", " + lo + ", " + m.logInstant("hi") + ")"
+	info := "'" + InfoPrefix + "' || " + check + catalog.QuoteLiteral(m.r.Name) + ", " + lo + ", " + m.logInstant("hi") + ")"
 	if m.zoneRules && m.r.TimeType == catalog.Timestamptz {
 		// Zone rules are checked from 1970 on: older buckets (New York kept
 		// its local mean time, 4:56:02 behind UTC, until 1883) may hold rows
@@ -545,6 +551,29 @@ func (m *matcher) spanArm(bcols, where, groupBy []string) plan.Select {
 	return plan.Select{Cols: bcols, GroupBy: groupBy,
 		From: plan.SpansRelation + " s CROSS JOIN LATERAL (SELECT * FROM " + m.sourceSQL() + " t WHERE " +
 			strings.Join(inner, " AND ") + " OFFSET 0) t"}
+}
+
+// insertsArm is the fetch's arm reading the rows inserted since their
+// buckets were built (catalog.Rollup.Inserts) in the rollup arm's buckets:
+// those of its range the change log does not list, whose rollup rows hold
+// every row but these. (A listed bucket is read from the base table whole,
+// its inserted rows with it.) The table has the source's columns the
+// rollup reads, under their names, so the base arm's columns and
+// conditions read it as they read the source.
+func (m *matcher) insertsArm(p *plan.Rollup, bcols, where, groupBy []string) plan.Select {
+	bucket, logged := "t.pgsketch_bucket", "bucket"
+	switch m.r.TimeType {
+	case catalog.Timestamp:
+		bucket = "(t.pgsketch_bucket AT TIME ZONE 'UTC')"
+	case catalog.Date:
+		bucket, logged = "(t.pgsketch_bucket AT TIME ZONE 'UTC')::date", "bucket::date"
+	}
+	var conds []string
+	if len(p.Time.Lower) > 0 {
+		conds = append(conds, bucket+" >= "+p.Time.BucketsFrom)
+	}
+	conds = append(conds, bucket+" < "+p.Time.BucketsTo, bucket+" NOT IN (SELECT "+logged+" FROM "+plan.LogRelation+")")
+	return plan.Select{Cols: bcols, From: relation(*m.r.Inserts) + " t", Where: append(conds, where...), GroupBy: groupBy}
 }
 
 // spanCondition is the condition that the row whose time is tcol lies in

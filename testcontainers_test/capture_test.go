@@ -36,7 +36,8 @@ var captureQueries = []string{
 // no refresh in between, every answer through the proxy is exact for
 // counts and sums and within 5 standard errors for distinct counts; writes
 // the triggers see are answered from the rollup with the changed buckets
-// read from the base table (the NOTICE counts them), writes they cannot see
+// read from the base table (the NOTICE counts them; a small INSERT's rows
+// are copied instead, and added to the rollup rows), writes they cannot see
 // (DETACH, a table swapped by RENAME) are answered exactly. One refresh
 // then makes the rollup byte-identical to a fresh build.
 func TestChangeCapture(t *testing.T) {
@@ -128,18 +129,18 @@ func TestChangeCapture(t *testing.T) {
 	// writes the log with its owner's rights.
 	mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT INSERT ON ev TO %[1]s;
 		SET ROLE %[1]s; INSERT INTO ev VALUES ('2026-01-25 08:00+00', 'JP', 'ios', 700001, 6); RESET ROLE`, db.Name+"_writer"))
-	check("INSERT by a role holding only INSERT on the source", want{fromRollup: true, changed: 2})
+	check("INSERT by a role holding only INSERT on the source", want{fromRollup: true, changed: 1})
 	// MERGE with two WHEN actions, on another day.
 	mustExec(t, conn, `MERGE INTO ev USING (SELECT g AS user_id, timestamptz '2026-01-20 10:00+00' AS at FROM generate_series(0, 4000) g) s
 		ON ev.user_id = s.user_id AND ev.created_at >= '2026-01-20' AND ev.created_at < '2026-01-21'
 		WHEN MATCHED THEN UPDATE SET amount = ev.amount + 10
 		WHEN NOT MATCHED THEN INSERT VALUES (s.at, 'SE', 'web', 600000 + s.user_id, 9)`)
-	check("MERGE with two WHEN actions", want{fromRollup: true, changed: 3})
+	check("MERGE with two WHEN actions", want{fromRollup: true, changed: 2})
 	// Rows 30 days late, and a late row at a bucket boundary.
 	mustExec(t, conn, `INSERT INTO ev SELECT timestamptz '2026-02-01' + i * interval '1 minute', 'FR', 'ios', 200000 + i, 2
 		FROM generate_series(1, 300) i;
 		INSERT INTO ev VALUES ('2026-02-27 23:59:59.999999+00', 'JP', 'web', 300001, 3)`)
-	check("rows 30 days late", want{fromRollup: true, changed: 5})
+	check("rows 30 days late", want{fromRollup: true, changed: 2})
 	// COPY straight into a partition: its own triggers fire.
 	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"ev_2026_02"}, []string{"created_at", "country", "device", "user_id", "amount"},
 		pgx.CopyFromSlice(100, func(i int) ([]any, error) {
@@ -148,14 +149,14 @@ func TestChangeCapture(t *testing.T) {
 		})); err != nil {
 		t.Fatal(err)
 	}
-	check("COPY into a partition", want{fromRollup: true, changed: 6})
+	check("COPY into a partition", want{fromRollup: true, changed: 2})
 	// A row dated 12024 (a typo), then on-time rows.
 	mustExec(t, conn, `INSERT INTO ev VALUES ('12024-01-01 00:00+00', 'US', 'web', 400001, 4)`)
 	mustExec(t, conn, `INSERT INTO ev SELECT now() - i * interval '1 second', 'BR', 'android', 400100 + i, 5 FROM generate_series(1, 20) i`)
-	check("a row in year 12024, then on-time rows", want{fromRollup: true, changed: 6, tail: true})
+	check("a row in year 12024, then on-time rows", want{fromRollup: true, changed: 2, tail: true})
 	// An erasure: a tenth of the users' January rows.
 	mustExec(t, conn, `DELETE FROM ev WHERE user_id % 10 = 3 AND created_at < '2026-02-01'`)
-	check("DELETE of a tenth of the users' old rows", want{fromRollup: true, changed: 34})
+	check("DELETE of a tenth of the users' old rows", want{fromRollup: true, changed: 31})
 	// TRUNCATE of a partition.
 	mustExec(t, conn, `TRUNCATE ev_2026_02`)
 	check("TRUNCATE of a partition", want{fromRollup: true, changed: 59})

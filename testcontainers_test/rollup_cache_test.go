@@ -176,7 +176,7 @@ func TestRollupCache(t *testing.T) {
 		suffix := strings.TrimPrefix(db.Name, server.prefix)
 		reader := "pgsk_cache_reader" + suffix
 		mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT USAGE ON SCHEMA pgsketch TO %[1]s;
-			GRANT SELECT ON events, daily, pgsketch.rollup_defs TO %[1]s`, reader))
+			GRANT SELECT ON events, daily, pgsketch.inserts_daily, pgsketch.rollup_defs TO %[1]s`, reader))
 		t.Cleanup(func() {
 			c, err := pgx.Connect(context.Background(), db.DSN)
 			if err != nil {

@@ -321,7 +321,7 @@ func TestCacheRoleChange(t *testing.T) {
 	mustExec(t, conn, `DROP ROLE IF EXISTS `+role+`; CREATE ROLE `+role+`;
 		GRANT USAGE ON SCHEMA pgsketch TO `+role+`; GRANT SELECT ON pgsketch.rollup_defs TO `+role+`;
 		GRANT EXECUTE ON FUNCTION pgsketch.catalog() TO `+role+`;
-		GRANT SELECT ON tv, `+rollupTable(t, conn, "tv_daily")+` TO `+role+`;
+		GRANT SELECT ON tv, `+rollupTable(t, conn, "tv_daily")+`, pgsketch.inserts_tv_daily TO `+role+`;
 		GRANT USAGE ON SCHEMA `+strings.Split(rollupTable(t, conn, "tv_daily"), ".")[0]+` TO `+role+`;
 		CREATE SCHEMA `+role+` AUTHORIZATION `+role+`;
 		CREATE TABLE `+role+`.tv (LIKE public.tv); ALTER TABLE `+role+`.tv OWNER TO `+role+`;

@@ -220,7 +220,7 @@ func TestRollupFallback(t *testing.T) {
 	ctx := context.Background()
 	reader := "pgsk_fallback_reader" + strings.TrimPrefix(e.db.Name, server.prefix)
 	mustExec(t, e.conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT USAGE ON SCHEMA pgsketch TO %[1]s;
-		GRANT SELECT ON ev, pgsketch.rollup_defs TO %[1]s; GRANT SELECT ON %[2]s TO %[1]s`, reader, e.rollupTable))
+		GRANT SELECT ON ev, pgsketch.rollup_defs TO %[1]s; GRANT SELECT ON %[2]s, pgsketch.inserts_ev_daily TO %[1]s`, reader, e.rollupTable))
 	t.Cleanup(func() {
 		c, err := pgx.Connect(context.Background(), e.db.DSN)
 		if err != nil {

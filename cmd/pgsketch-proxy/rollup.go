@@ -332,6 +332,7 @@ func listRollups(ctx context.Context, conn *pgx.Conn, out io.Writer) error {
 		coalesce(rows, 0), pg_size_pretty(bytes), coalesce(to_char(last_refresh AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'never'),
 		coalesce(justify_interval(date_trunc('second', lag))::text, ''),
 		CASE WHEN capture_broken IS NULL THEN format('captured, %s changed', dirty_buckets)
+		          || coalesce(', ' || nullif(to_jsonb(r) ->> 'inserted_rows', '0') || ' rows inserted', '')
 		     ELSE 'not captured: ' || capture_broken END,
 		coalesce((SELECT string_agg(l.grain || ' ' || coalesce(pg_size_pretty(pg_total_relation_size(
 		            to_regclass(format('%I.%I', l.table_schema, l.table_name)))), '?'), ', ' ORDER BY l.grain)

@@ -248,8 +248,9 @@ func rollupLister(dsn string) status.RollupSource {
 			watermark, last_refresh, coalesce(rows, 0), coalesce(bytes, 0), version,
 			coalesce(justify_interval(date_trunc('second', lag))::text, ''),
 			CASE WHEN capture_broken IS NULL THEN format('captured, %s changed bucket(s)', dirty_buckets)
+			          || coalesce(', ' || nullif(to_jsonb(r) ->> 'inserted_rows', '0') || ' row(s) inserted since', '')
 			     ELSE 'not captured: ' || capture_broken || ' (answered exactly until a refresh)' END
-			FROM pgsketch.rollups ORDER BY name`)
+			FROM pgsketch.rollups AS r ORDER BY name`)
 		if err != nil {
 			return nil, explain(err)
 		}

@@ -124,7 +124,10 @@ type Rollup struct {
 	RowsPerGroupNote string
 	// Level, when set, is the rollup's level the rollup half reads its
 	// whole level buckets from (the rest of the range from Table).
-	Level    *catalog.Level
+	Level *catalog.Level
+	// Inserts is the rollup's table of inserted rows, which the fetch reads
+	// for the buckets of the rollup arm (catalog.Rollup.Inserts), or nil.
+	Inserts  *catalog.Table
 	ExactSQL string
 }
 

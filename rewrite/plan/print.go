@@ -136,6 +136,9 @@ func (p *Rollup) Explain(verbose bool) string {
 	}
 	w("time: %s", p.timeLine())
 	w("changes: the range's buckets listed in pgsketch.rollup_dirty read from the base table; pgsketch.capture_check runs the query exactly instead when the change capture is not in place or too many changed")
+	if p.Inserts != nil {
+		w("inserts: rows inserted since their buckets were built, read from %s for the range's whole buckets the change log does not list; pgsketch.capture_check_inserts counts the changed ones", p.Inserts)
+	}
 	if p.Level != nil {
 		w("level: %s (table %s): the range's whole %ss read from it, the rest from the rollup table", p.Level.Grain, p.Level.Table, p.Level.Grain)
 	}

@@ -29,15 +29,17 @@
 // device with an HLL of user_id, made with pgsketch-proxy rollup create.
 // "One month, distinct users by country" is sent through one pgsketch-proxy
 // serve --approx on (the proxy's default cache unless --cache-bytes), warmed
-// once, on a new connection per mode, with 0, 1 and 5 changed days in the
-// month. Each mode's connection first sends the query once (not timed: a
-// new server process's caches), then the rollup is refreshed and that many
-// days are made dirty by an UPDATE of a few rows' amount (no refresh after
-// it), then the connection sends the query twice: "after write" is the first
-// query after the write (the cache token includes the change log's state, so
-// the rollup rows are read from PostgreSQL), "repeat" the same query again
-// (the rollup rows from the proxy's cache, the changed days again from the
-// base table). The exact query, sent straight to PostgreSQL, runs once a
+// once, on a new connection per mode: clean, and 1 and 5 changed days in the
+// month, changed by inserts (1 % of a day's rows each, one statement per
+// day: the rows are copied into the rollup's inserted rows) and by updates.
+// Each mode's connection first sends the query once (not timed: a new
+// server process's caches), then the rollup is refreshed and that many
+// days are changed (no refresh after it), then the connection sends the
+// query twice: "after write" is the first query after the write (for an
+// UPDATE the cache token includes the change log's state, so the rollup
+// rows are read from PostgreSQL), "repeat" the same query again (the
+// rollup rows from the proxy's cache, the inserted rows or the updated days
+// again from PostgreSQL). The exact query, sent straight to PostgreSQL, runs once a
 // round; the order of the modes and the exact query rotates. Each answer
 // is checked against the exact one, and its NOTICE must count the changed
 // buckets expected.
@@ -69,8 +71,27 @@ var exactSQL = `SELECT country, count(DISTINCT user_id) FROM events
 // all five.
 var dirtyDays = []string{"2026-02-14", "2026-02-03", "2026-02-09", "2026-02-20", "2026-02-26"}
 
-// modes are the numbers of dirty days the query is timed with.
-var modes = []int{0, 1, 5}
+// mode is the state the query is timed in: days of the month changed
+// since the refresh, by an INSERT of 1 % of a day's rows each (copied into
+// the rollup's inserted rows, which the answer adds to the rollup rows) or
+// by an UPDATE of a few rows (logged: the day is read from the base table).
+type mode struct {
+	days   int
+	insert bool
+}
+
+func (m mode) String() string {
+	switch {
+	case m.days == 0:
+		return "clean"
+	case m.insert:
+		return fmt.Sprintf("%d inserted", m.days)
+	}
+	return fmt.Sprintf("%d updated", m.days)
+}
+
+// modes are the states the query is timed in, clean first.
+var modes = []mode{{0, false}, {1, true}, {5, true}, {1, false}, {5, false}}
 
 func main() { benchkit.Run("bench-capture", parseFlags(), run) }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -21,10 +22,10 @@ import (
 // The query part: the package comment says what it measures.
 
 type queryResult struct {
-	first, repeat map[int][]time.Duration
+	first, repeat map[mode][]time.Duration
 	exact         []time.Duration
-	cachedRepeat  map[int]int // repeats whose rollup rows came from the cache
-	cachedFirst   map[int]int
+	cachedRepeat  map[mode]int // repeats whose rollup rows came from the cache
+	cachedFirst   map[mode]int
 	rollupRows    int64
 	size          string
 }
@@ -75,14 +76,17 @@ type querier struct {
 	direct *pgconn.PgConn
 	exact  map[string]float64
 	r      *queryResult
+	// perDay is 1 % of a day's rows, what an inserted day gains; lastID the
+	// table's last id before any was inserted.
+	perDay, lastID int64
 }
 
 func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*queryResult, error) {
 	if err := eventsRollup(ctx, db, dsn, o); err != nil {
 		return nil, err
 	}
-	r := &queryResult{first: map[int][]time.Duration{}, repeat: map[int][]time.Duration{},
-		cachedRepeat: map[int]int{}, cachedFirst: map[int]int{}}
+	r := &queryResult{first: map[mode][]time.Duration{}, repeat: map[mode][]time.Duration{},
+		cachedRepeat: map[mode]int{}, cachedFirst: map[mode]int{}}
 	_ = db.QueryRow(ctx, "SELECT pg_size_pretty(pg_total_relation_size('events')), (SELECT count(*) FROM "+rollupName+")").Scan(&r.size, &r.rollupRows)
 	fmt.Printf("events: %d rows, %s; %s: %d rows\n", o.rows, r.size, rollupName, r.rollupRows)
 
@@ -100,7 +104,11 @@ func queryCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*query
 	if err := q.warmUp(); err != nil {
 		return nil, err
 	}
-	fmt.Printf("%d rounds; before each mode a refresh, then the UPDATEs (not timed)\n", o.rounds)
+	fmt.Printf("%d rounds; before each mode a refresh, then the INSERTs or UPDATEs (not timed)\n", o.rounds)
+	q.perDay = o.rows / int64(o.days) / 100
+	if err := db.QueryRow(ctx, `SELECT max(id) FROM events`).Scan(&q.lastID); err != nil {
+		return nil, err
+	}
 	for i := range o.rounds {
 		if err := q.round(i); err != nil {
 			return nil, err
@@ -124,7 +132,7 @@ func (q *querier) warmUp() error {
 		return err
 	}
 	defer c.Close(context.Background())
-	if _, _, err := q.ask(c, 0); err != nil {
+	if _, _, err := q.ask(c, 0, q.exact); err != nil {
 		return fmt.Errorf("warm-up through the proxy: %w", err)
 	}
 	return nil
@@ -133,12 +141,12 @@ func (q *querier) warmUp() error {
 // ask runs the query through the proxy on c and checks the answer and
 // that the NOTICE counts the changed buckets expected; it reports whether
 // the rollup rows came from the proxy's cache.
-func (q *querier) ask(c *benchproxy.Conn, dirty int) (time.Duration, bool, error) {
+func (q *querier) ask(c *benchproxy.Conn, dirty int, exact map[string]float64) (time.Duration, bool, error) {
 	ans, notices, d, err := c.Ask(q.ctx, exactSQL)
 	if err != nil {
 		return d, false, err
 	}
-	if err := benchproxy.Compare(ans, q.exact); err != nil {
+	if err := benchproxy.Compare(ans, exact); err != nil {
 		return d, false, err
 	}
 	if !benchproxy.FromRollup(notices, rollupName) {
@@ -154,28 +162,40 @@ func (q *querier) ask(c *benchproxy.Conn, dirty int) (time.Duration, bool, error
 	return d, strings.Contains(notices[0], "from the proxy's cache"), nil
 }
 
-// state refreshes the rollup (draining the log) and makes the first n
-// dirty days dirty.
-func (q *querier) state(n int) error {
+// state refreshes the rollup (draining the log and the inserted rows) and
+// changes the first m.days dirty days: an INSERT of 1 % of a day's rows
+// each (new ids, users drawn from the day's own and new ones), or an UPDATE
+// of a few rows' amount.
+func (q *querier) state(m mode) error {
 	if _, err := refresh.Refresh(q.ctx, pgsession.Conn{C: q.db.PgConn()}, rollupName,
 		refresh.Options{Streams: 2, Dial: pgsession.Dial(q.dsn)}); err != nil {
 		return err
 	}
-	for _, day := range dirtyDays[:n] {
-		tag, err := q.db.Exec(q.ctx, `UPDATE events SET amount = amount
-			WHERE created_at >= $1::timestamptz AND created_at < $1::timestamptz + interval '1 day' AND user_id % 1000 = 0`, day+" 00:00:00+00")
+	for _, day := range dirtyDays[:m.days] {
+		var tag pgconn.CommandTag
+		var err error
+		if m.insert {
+			tag, err = q.db.Exec(q.ctx, `INSERT INTO events (id, created_at, user_id, country, device, amount)
+				SELECT (SELECT max(id) FROM events) + g, $1::timestamptz + g * (interval '1 day' / ($2::int + 1)),
+				       CASE WHEN g % 10 = 0 THEN 900000000 + g ELSE g * 7919 % 1000000 END,
+				       (ARRAY['DE','FR','US','BR','JP'])[1 + g % 5], 'web', 1
+				  FROM generate_series(1, $2::int) g`, day+" 00:00:00+00", strconv.FormatInt(max(q.perDay, 1), 10))
+		} else {
+			tag, err = q.db.Exec(q.ctx, `UPDATE events SET amount = amount
+				WHERE created_at >= $1::timestamptz AND created_at < $1::timestamptz + interval '1 day' AND user_id % 1000 = 0`, day+" 00:00:00+00")
+		}
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("the UPDATE of %s changed no row", day)
+			return fmt.Errorf("the write to %s changed no row", day)
 		}
 	}
 	return nil
 }
 
-// mode times the query after a write making n days dirty, then again.
-func (q *querier) mode(n int) (time.Duration, time.Duration, error) {
+// mode times the query after the writes of m, then again.
+func (q *querier) mode(m mode) (time.Duration, time.Duration, error) {
 	// A new connection, warmed by one query before the write: the timed
 	// queries do not pay for a new server process's caches.
 	c, err := benchproxy.Connect(q.ctx, q.proxy.URL(q.dsn))
@@ -186,22 +206,37 @@ func (q *querier) mode(n int) (time.Duration, time.Duration, error) {
 	if _, _, err := benchproxy.Timed(q.ctx, c.PgConn, exactSQL); err != nil {
 		return 0, 0, err
 	}
-	if err := q.state(n); err != nil {
+	if err := q.state(m); err != nil {
 		return 0, 0, err
 	}
-	d1, cached1, err := q.ask(c, n)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%d dirty, first: %w", n, err)
+	logged, exact := m.days, q.exact
+	if m.insert {
+		logged = 0 // the inserted rows are no changed bucket
+		// The answer with the inserted rows (not timed), and the table
+		// as it was again after the timed queries (the next refresh
+		// rebuilds the days the DELETE logs).
+		if exact, _, err = benchproxy.Timed(q.ctx, q.direct, exactSQL); err != nil {
+			return 0, 0, fmt.Errorf("%s, exact: %w", m, err)
+		}
+		defer func() {
+			if _, err := q.db.Exec(q.ctx, `DELETE FROM events WHERE id > $1::bigint`, strconv.FormatInt(q.lastID, 10)); err != nil {
+				fmt.Fprintf(os.Stderr, "bench-capture: removing the inserted rows: %v\n", err)
+			}
+		}()
 	}
-	d2, cached2, err := q.ask(c, n)
+	d1, cached1, err := q.ask(c, logged, exact)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%d dirty, repeat: %w", n, err)
+		return 0, 0, fmt.Errorf("%s, first: %w", m, err)
+	}
+	d2, cached2, err := q.ask(c, logged, exact)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s, repeat: %w", m, err)
 	}
 	if cached1 {
-		q.r.cachedFirst[n]++
+		q.r.cachedFirst[m]++
 	}
 	if cached2 {
-		q.r.cachedRepeat[n]++
+		q.r.cachedRepeat[m]++
 	}
 	return d1, d2, nil
 }
@@ -209,12 +244,10 @@ func (q *querier) mode(n int) (time.Duration, time.Duration, error) {
 // round runs round i: each mode and the exact query, in an order that
 // rotates from round to round.
 func (q *querier) round(i int) error {
-	kinds := []int{0, 1, 5, -1} // the modes; -1: exact
 	var line strings.Builder
 	fmt.Fprintf(&line, "round %d", i+1)
-	for _, j := range benchkit.Rotation(i, len(kinds)) {
-		k := kinds[j]
-		if k < 0 {
+	for _, j := range benchkit.Rotation(i, len(modes)+1) {
+		if j == len(modes) {
 			_, d, err := benchproxy.Timed(q.ctx, q.direct, exactSQL)
 			if err != nil {
 				return fmt.Errorf("round %d, exact: %w", i+1, err)
@@ -223,13 +256,14 @@ func (q *querier) round(i int) error {
 			fmt.Fprintf(&line, "  exact %s", benchkit.Ms(d))
 			continue
 		}
-		d1, d2, err := q.mode(k)
+		m := modes[j]
+		d1, d2, err := q.mode(m)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i+1, err)
 		}
-		q.r.first[k] = append(q.r.first[k], d1)
-		q.r.repeat[k] = append(q.r.repeat[k], d2)
-		fmt.Fprintf(&line, "  dirty=%d %s / %s", k, benchkit.Ms(d1), benchkit.Ms(d2))
+		q.r.first[m] = append(q.r.first[m], d1)
+		q.r.repeat[m] = append(q.r.repeat[m], d2)
+		fmt.Fprintf(&line, "  %s %s / %s", m, benchkit.Ms(d1), benchkit.Ms(d2))
 	}
 	fmt.Println(line.String())
 	return nil
@@ -241,21 +275,28 @@ func (r *queryResult) print(o options) {
 		cache = fmt.Sprintf("--cache-bytes %d", o.cacheBytes)
 	}
 	fmt.Printf("query cost: one month, distinct users by country; %d events (%s), %s with %d rows; proxy with %s;\n"+
-		"median of %d rounds, caches warm; after write = first query after the refresh and UPDATEs, repeat = the same again\n",
+		"median of %d rounds, caches warm; after write = first query after the refresh and the writes, repeat = the same again\n",
 		o.rows, r.size, rollupName, r.rollupRows, cache, o.rounds)
 	fmt.Printf("%-14s %12s %8s %10s %12s %8s %10s  %s\n", "changed days", "after write", "÷ clean", "exact ÷", "repeat", "÷ clean", "exact ÷",
 		"rollup rows from the cache (after write, repeat)")
-	c1, c2 := benchkit.Median(r.first[0]), benchkit.Median(r.repeat[0])
+	clean := modes[0]
+	c1, c2 := benchkit.Median(r.first[clean]), benchkit.Median(r.repeat[clean])
 	ex := benchkit.Median(r.exact)
 	for _, k := range modes {
 		a, b := benchkit.Median(r.first[k]), benchkit.Median(r.repeat[k])
-		fmt.Printf("%-14d %12s %8.2f %9.0fx %12s %8.2f %9.0fx  %d/%d, %d/%d\n", k, benchkit.Ms(a), a.Seconds()/c1.Seconds(), ex.Seconds()/a.Seconds(),
+		fmt.Printf("%-14s %12s %8.2f %9.0fx %12s %8.2f %9.0fx  %d/%d, %d/%d\n", k, benchkit.Ms(a), a.Seconds()/c1.Seconds(), ex.Seconds()/a.Seconds(),
 			benchkit.Ms(b), b.Seconds()/c2.Seconds(), ex.Seconds()/b.Seconds(),
 			r.cachedFirst[k], len(r.first[k]), r.cachedRepeat[k], len(r.repeat[k]))
 	}
 	fmt.Printf("%-14s %12s\n", "exact (direct)", benchkit.Ms(ex))
-	ratio := benchkit.Median(r.first[1]).Seconds() / c1.Seconds()
-	fmt.Printf("goal: 1 changed day <= 2x the clean answer: after write %.2fx: %s", ratio, benchkit.Met(ratio <= 2))
-	ratio2 := benchkit.Median(r.repeat[1]).Seconds() / c2.Seconds()
+	for _, m := range modes[1:3] {
+		ratio := benchkit.Median(r.first[m]).Seconds() / c1.Seconds()
+		ratio2 := benchkit.Median(r.repeat[m]).Seconds() / c2.Seconds()
+		fmt.Printf("goal: %s <= 1.5x the clean answer: after write %.2fx: %s; repeat %.2fx: %s\n", m,
+			ratio, benchkit.Met(ratio <= 1.5), ratio2, benchkit.Met(ratio2 <= 1.5))
+	}
+	ratio := benchkit.Median(r.first[modes[3]]).Seconds() / c1.Seconds()
+	fmt.Printf("goal: 1 updated day <= 2x the clean answer: after write %.2fx: %s", ratio, benchkit.Met(ratio <= 2))
+	ratio2 := benchkit.Median(r.repeat[modes[3]]).Seconds() / c2.Seconds()
 	fmt.Printf("; repeat %.2fx: %s\n", ratio2, benchkit.Met(ratio2 <= 2))
 }

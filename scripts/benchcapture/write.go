@@ -101,7 +101,7 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 		}
 	}
 	if r.sgDirty != int64(o.singleRows) {
-		return nil, fmt.Errorf("%d one-row INSERTs logged %d rows in pgsketch.rollup_dirty", o.singleRows, r.sgDirty)
+		return nil, fmt.Errorf("%d one-row INSERTs logged or copied %d rows (pgsketch.rollup_dirty, the inserted rows)", o.singleRows, r.sgDirty)
 	}
 	if r.bulkDirty < 1 {
 		return nil, fmt.Errorf("the bulk INSERT of %d rows logged nothing in pgsketch.rollup_dirty", o.writeRows)
@@ -170,7 +170,8 @@ func (w *writer) close() {
 // removes.
 func (w *writer) reset(tables ...string) error {
 	for _, t := range tables {
-		if _, err := w.db.Exec(w.ctx, "TRUNCATE "+t+"; TRUNCATE pgsketch.rollup_dirty; CHECKPOINT"); err != nil {
+		if _, err := w.db.Exec(w.ctx, "TRUNCATE "+t+"; TRUNCATE pgsketch.rollup_dirty; "+
+			"DO $$ BEGIN IF to_regclass('pgsketch.inserts_"+writeRollup+"') IS NOT NULL THEN TRUNCATE pgsketch.inserts_"+writeRollup+"; END IF; END $$; CHECKPOINT"); err != nil {
 			return err
 		}
 	}
@@ -252,10 +253,15 @@ func (w *writer) inTxn(order []int, n int) (d, c [2]time.Duration, err error) {
 	return d, c, nil
 }
 
-// dirty is the number of the capture table's rows in the change log.
+// dirty is the number of the capture table's rows in the change log and,
+// where the catalog has them, its inserted rows (a small insert's rows are
+// copied there instead of logged).
 func (w *writer) dirty() (int64, error) {
 	var n int64
-	err := w.db.QueryRow(w.ctx, "SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = $1", writeRollup).Scan(&n)
+	err := w.db.QueryRow(w.ctx, `SELECT (SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = $1)
+		+ CASE WHEN to_regclass('pgsketch.inserts_' || $1) IS NULL THEN 0
+		       ELSE (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n FROM pgsketch.inserts_' || $1, false, true, '')))[1]::text::bigint END`,
+		writeRollup).Scan(&n)
 	return n, err
 }
 
@@ -346,7 +352,7 @@ func (r *writeResult) print(o options) {
 		perRow(r.single[1], o.singleRows)-perRow(r.single[0], o.singleRows),
 		perRow(r.singleCPU[0], o.singleRows), perRow(r.singleCPU[1], o.singleRows),
 		perRow(r.singleCPU[1], o.singleRows)-perRow(r.singleCPU[0], o.singleRows))
-	fmt.Printf("  change log after a bulk insert: %d rows; after the one-row inserts: %d rows\n", r.bulkDirty, r.sgDirty)
+	fmt.Printf("  change log after a bulk insert: %d rows; after the one-row inserts, log and inserted rows: %d rows\n", r.bulkDirty, r.sgDirty)
 	fmt.Printf("  EXPLAIN ANALYZE of one bulk insert with capture: execution %.0f ms, of which the capture trigger %.0f ms\n", r.insertMS, r.triggerMS)
 	for _, l := range r.triggerLines {
 		fmt.Printf("    %s\n", l)

@@ -1,0 +1,523 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
+)
+
+// insertsQueries are compared through the proxy and directly: counts and
+// sums must be equal, distinct counts within 5 standard errors. The second
+// reads a month level, the third groups by day.
+var insertsQueries = []string{
+	`SELECT country, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev GROUP BY country ORDER BY country`,
+	`SELECT device, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev
+	 WHERE created_at >= '2026-01-01' AND created_at < '2026-03-01' GROUP BY device ORDER BY device`,
+	`SELECT date_trunc('day', created_at) AS day, count(DISTINCT user_id) AS users, count(*) AS n, sum(amount) AS total FROM ev
+	 WHERE created_at >= '2026-01-10' AND created_at < '2026-01-20' GROUP BY 1 ORDER BY 1`,
+}
+
+// insertsSource makes table ev, partitioned by month, with a daily rollup
+// and a month level, refreshed, and a proxy over it.
+func insertsSource(t *testing.T) (*testDB, *pgx.Conn, *noticeConn, *noticeConn) {
+	t.Helper()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint,
+			amount numeric(12,2)) PARTITION BY RANGE (created_at);
+		CREATE TABLE ev_2026_01 PARTITION OF ev FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+		CREATE TABLE ev_2026_02 PARTITION OF ev FOR VALUES FROM ('2026-02-01') TO ('2026-03-01');
+		CREATE TABLE ev_rest PARTITION OF ev DEFAULT;
+		CREATE INDEX ON ev (created_at);
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 59) * interval '1 day' + (i % 86399) * interval '1 second',
+			(ARRAY['DE','FR','US','BR','JP'])[1 + i % 5], (ARRAY['ios','android','web'])[1 + (i / 5) % 3],
+			(i * 7919) % 20000, (i % 1000) / 10.0
+		  FROM generate_series(1, 60000) i;
+		ANALYZE ev`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('ev_daily', 'month')`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	return db, conn, connectSimple(t, p.URL(db.DSN)), connectSimple(t, db.DSN)
+}
+
+// insertsCheck compares every query of insertsQueries through proxy
+// against direct, and requires the rollup to answer with at most
+// maxChanged changed buckets (read from the source whole) in its NOTICE.
+func insertsCheck(t *testing.T, step string, proxy, direct *noticeConn, maxChanged int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range insertsQueries {
+		exact, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: direct: %v", step, err)
+		}
+		got, err := proxy.query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: proxy: %v", step, err)
+		}
+		errs, err := compareRollupAnswer(got, exact)
+		if err != nil {
+			t.Fatalf("%s: %s: %v\nnotices %q", step, q, err, got.notices)
+		}
+		for _, e := range errs {
+			if e > 5 {
+				t.Fatalf("%s: %s: a distinct count %.1f standard errors off\nnotices %q", step, q, e, got.notices)
+			}
+		}
+		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "approximated from rollup ev_daily") {
+			t.Fatalf("%s: %s: not answered from the rollup: notices %q", step, q, got.notices)
+		}
+		changed := 0
+		if m := changedRE.FindStringSubmatch(got.notices[0]); m != nil {
+			fmt.Sscan(m[1], &changed)
+		}
+		if changed > maxChanged {
+			t.Fatalf("%s: %s: %d changed buckets read from the source, want at most %d; notices %q", step, q, changed, maxChanged, got.notices)
+		}
+	}
+}
+
+// insertedRows is the number of rows in rollup ev_daily's table of
+// inserted rows.
+func insertedRows(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pgsketch.inserts_ev_daily`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestInsertedRows: rows inserted by small statements after a refresh are
+// answered from the rollup rows and the inserted rows, with no bucket read
+// again from the source, exact for counts and sums; in a transaction, with
+// savepoints, rolled back, through a partition and by COPY. A bucket that
+// also lost or changed rows is read whole; a bulk insert logs its buckets.
+// A refresh rebuilds every bucket with inserted rows and empties the table
+// (the rollup then equals a fresh build); a pgsketch-proxy that does not
+// read inserted rows is refused by capture_check.
+func TestInsertedRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, conn, nc, direct := insertsSource(t)
+	insertsCheck(t, "clean", nc, direct, 0)
+
+	// One row into an old day, then a 500-row statement over twenty days.
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-12 10:00+00', 'DE', 'ios', 900001, 5)`)
+	insertsCheck(t, "one row", nc, direct, 0)
+	mustExec(t, conn, `INSERT INTO ev SELECT timestamptz '2026-01-05' + (i % 20) * interval '1 day' + i * interval '1 minute',
+		(ARRAY['DE','FR','US'])[1 + i % 3], 'web', 910000 + i, 1.5 FROM generate_series(1, 500) i`)
+	insertsCheck(t, "500 rows over 20 days", nc, direct, 0)
+	if n := insertedRows(t, conn); n != 501 {
+		t.Fatalf("%d inserted rows kept, want 501", n)
+	}
+	// Rows of the open bucket (today) and later ones are read from the
+	// table by every answer: not copied.
+	mustExec(t, conn, `INSERT INTO ev VALUES (now(), 'DE', 'web', 900002, 1);
+		INSERT INTO ev VALUES ('12024-01-01 00:00+00', 'US', 'web', 900003, 1)`)
+	if n := insertedRows(t, conn); n != 501 {
+		t.Fatalf("%d inserted rows kept after rows of today and of 12024, want 501", n)
+	}
+	insertsCheck(t, "rows of today and of 12024", nc, direct, 0)
+
+	// Straight into a partition, and by COPY into the parent.
+	mustExec(t, conn, `INSERT INTO ev_2026_02 VALUES ('2026-02-03 01:00+00', 'JP', 'android', 920001, 7)`)
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"ev"}, []string{"created_at", "country", "device", "user_id", "amount"},
+		pgx.CopyFromSlice(50, func(i int) ([]any, error) {
+			return []any{time.Date(2026, 1, 15, 12, i, 0, 0, time.UTC), "US", "ios", int64(930000 + i), "2.00"}, nil
+		})); err != nil {
+		t.Fatal(err)
+	}
+	insertsCheck(t, "a partition and COPY", nc, direct, 0)
+	if n := insertedRows(t, conn); n != 552 {
+		t.Fatalf("%d inserted rows kept, want 552 (a row copied twice would count twice)", n)
+	}
+	var listed int64
+	if err := conn.QueryRow(ctx, `SELECT inserted_rows FROM pgsketch.rollups WHERE name = 'ev_daily'`).Scan(&listed); err != nil || listed != 552 {
+		t.Fatalf("pgsketch.rollups: %d inserted rows (%v), want 552", listed, err)
+	}
+
+	// In a transaction: the session sees its own rows, a savepoint rolled
+	// back takes its rows back, the rollback all of them.
+	tx := connectSimple(t, nc.Config().ConnString())
+	for _, s := range []string{`BEGIN`, `INSERT INTO ev VALUES ('2026-01-20 05:00+00', 'FR', 'web', 940001, 3)`, `SAVEPOINT a`,
+		`INSERT INTO ev SELECT '2026-01-21 05:00+00', 'FR', 'web', 940100 + i, 3 FROM generate_series(1, 40) i`, `ROLLBACK TO a`} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txDirect := connectSimple(t, direct.Config().ConnString())
+	for _, s := range []string{`BEGIN`, `INSERT INTO ev VALUES ('2026-01-20 05:00+00', 'FR', 'web', 940001, 3)`} {
+		if _, err := txDirect.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertsCheck(t, "in a transaction, after a savepoint rolled back", tx, txDirect, 0)
+	for _, c := range []*noticeConn{tx, txDirect} {
+		if _, err := c.Exec(ctx, `ROLLBACK`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insertsCheck(t, "the transaction rolled back", nc, direct, 0)
+	if n := insertedRows(t, conn); n != 552 {
+		t.Fatalf("%d inserted rows kept after the rollback, want 552", n)
+	}
+
+	// Rows inserted, then deleted: their bucket is logged and read whole.
+	mustExec(t, conn, `INSERT INTO ev SELECT '2026-01-25 05:00+00', 'BR', 'web', 950000 + i, 4 FROM generate_series(1, 30) i;
+		DELETE FROM ev WHERE user_id BETWEEN 950001 AND 950010`)
+	insertsCheck(t, "inserted, then some deleted", nc, direct, 1)
+	// A bulk insert logs its buckets instead.
+	mustExec(t, conn, `INSERT INTO ev SELECT timestamptz '2026-02-10' + (i % 86399) * interval '1 second', 'DE', 'ios', 960000 + i, 1
+		FROM generate_series(1, 12000) i`)
+	insertsCheck(t, "a bulk insert", nc, direct, 2)
+
+	// A pgsketch-proxy that reads no inserted rows calls capture_check,
+	// which refuses a range holding some; capture_check_inserts does not.
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT pgsketch.capture_check_inserts('ev_daily', '2026-01-01', '2026-02-01')`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("capture_check_inserts: %d, %v; want 1 changed bucket", n, err)
+	}
+	_, err := conn.Exec(ctx, `SELECT pgsketch.capture_check('ev_daily', '2026-01-01', '2026-02-01')`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55000" || !strings.Contains(pe.Message, "rows were inserted") {
+		t.Fatalf("capture_check over inserted rows: %v, want SQLSTATE 55000", err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT pgsketch.capture_check('ev_daily', '2026-03-01', '2026-04-01')`).Scan(&n); err != nil {
+		t.Fatalf("capture_check over a range without inserted rows: %v", err)
+	}
+
+	// One refresh rebuilds every bucket with inserted rows.
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	if n := insertedRows(t, conn); n != 0 {
+		t.Fatalf("%d inserted rows left after a refresh", n)
+	}
+	sameAs(t, conn, "ev", "ev_daily")
+	insertsCheck(t, "after a refresh", nc, direct, 0)
+}
+
+// TestInsertedRowsRace: writers insert small statements into past days
+// while refreshes run back to back; once they stop, with no refresh after,
+// every answer is exact for counts and sums: no row was lost, and none
+// counted twice (in a rollup row a refresh built and again as an inserted
+// row it did not delete). Then one refresh leaves the rollup a fresh
+// build's.
+func TestInsertedRowsRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn, nc, direct := insertsSource(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var writes, refreshes atomic.Int64
+	errc := make(chan error, 8)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := pgx.Connect(ctx, db.DSN)
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer c.Close(ctx)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rows := 1 + i%7
+				if _, err := c.Exec(ctx, fmt.Sprintf(`INSERT INTO ev SELECT timestamptz '2026-01-02' + ((%d * 13 + g) %% 50) * interval '1 day'
+						+ g * interval '1 second', 'DE', 'web', %d + g, 1 FROM generate_series(1, %d) g`, i, 1000000*(w+1)+i*10, rows)); err != nil {
+					errc <- err
+					return
+				}
+				writes.Add(1)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := pgx.Connect(ctx, db.DSN)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer c.Close(ctx)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			opt := refresh.Options{}
+			if refreshes.Load()%5 == 4 {
+				opt.Full = true
+			}
+			if _, err := refresh.Refresh(ctx, pgsession.Conn{C: c.PgConn()}, "ev_daily", opt); err != nil {
+				errc <- err
+				return
+			}
+			refreshes.Add(1)
+		}
+	}()
+	time.Sleep(15 * time.Second)
+	close(stop)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	t.Logf("%d insert statements, %d refreshes; %d inserted rows kept", writes.Load(), refreshes.Load(), insertedRows(t, conn))
+	if refreshes.Load() < 3 || writes.Load() < 100 {
+		t.Fatalf("too little happened to test anything: %d writes, %d refreshes", writes.Load(), refreshes.Load())
+	}
+	insertsCheck(t, "after the race, no refresh", nc, direct, 64)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	sameAs(t, conn, "ev", "ev_daily")
+	insertsCheck(t, "after one refresh", nc, direct, 0)
+}
+
+// TestInsertedRowsDrain: what a refresh does with inserted rows, step by
+// step in its transaction. A row committed before refresh_begin in a bucket
+// the refresh rebuilds is deleted by refresh_finish (the read saw it); one
+// committed after refresh_begin in a rebuilt bucket, which the read may or
+// may not have seen, stays and its bucket is logged (read whole until the
+// next refresh); one in a bucket the refresh does not rebuild stays, its
+// bucket not logged.
+func TestInsertedRowsDrain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn, _, _ := insertsSource(t)
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-12 10:00+00', 'DE', 'ios', 900001, 5)`)
+
+	r, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	var lo *time.Time
+	if _, err := r.Exec(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.QueryRow(ctx, `SELECT lo FROM pgsketch.refresh_begin('ev_daily')`).Scan(&lo); err != nil {
+		t.Fatal(err)
+	}
+	// The refresh rebuilds from the first logged bucket on.
+	if lo == nil || !lo.Equal(time.Date(2026, 1, 12, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("the refresh rebuilds from %v, want 2026-01-12", lo)
+	}
+	// Committed after the refresh began: into the rebuilt bucket of the
+	// first row, and into a bucket before the refresh's range.
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-12 11:00+00', 'FR', 'ios', 900002, 5)`)
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-05 11:00+00', 'FR', 'ios', 900003, 5)`)
+	if _, err := r.Exec(ctx, `SELECT * FROM pgsketch.refresh_finish('ev_daily', $1, false)`, lo); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := r.Query(ctx, `SELECT user_id FROM pgsketch.inserts_ev_daily ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(kept) != "[900002 900003]" {
+		t.Fatalf("inserted rows kept: %v, want [900002 900003]", kept)
+	}
+	rows, err = r.Query(ctx, `SELECT DISTINCT bucket::date::text FROM pgsketch.rollup_dirty WHERE rollup = 'ev_daily' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(logged) != "[2026-01-12]" {
+		t.Fatalf("buckets logged: %v, want [2026-01-12]", logged)
+	}
+	if _, err := r.Exec(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInsertedRowsNeverBlockWrites: after the source's columns change
+// under the capture function (a modifier widened, a type changed), small
+// inserts still succeed: a row whose columns keep their types is copied
+// (the table's types have no modifiers: it fits), one whose types changed
+// is not; the rollup is answered exactly until a refresh, which makes the
+// table anew.
+func TestInsertedRowsNeverBlockWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, conn, nc, direct := insertsSource(t)
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-12 10:00+00', 'DE', 'ios', 900001, 5)`)
+	for i, step := range []struct {
+		ddl  string
+		kept int
+	}{
+		{`ALTER TABLE ev ALTER COLUMN amount TYPE numeric(16,4)`, 2},
+		{`ALTER TABLE ev ALTER COLUMN user_id TYPE text`, 2},
+	} {
+		ddl := step.ddl
+		mustExec(t, conn, ddl)
+		mustExec(t, conn, fmt.Sprintf(`INSERT INTO ev VALUES ('2026-01-13 10:00+00', 'DE', 'ios', '%d', 123456789012.3456)`, 910000+i))
+		if n := insertedRows(t, conn); n != step.kept {
+			t.Fatalf("after %s: %d inserted rows kept, want %d", ddl, n, step.kept)
+		}
+		got, err := nc.query(ctx, insertsQueries[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact, err := direct.query(ctx, insertsQueries[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.rows) != fmt.Sprint(exact.rows) || len(got.notices) != 1 || !strings.Contains(got.notices[0], "answered exactly") {
+			t.Fatalf("after %s: %v (notices %q), want PostgreSQL's %v", ddl, got.rows, got.notices, exact.rows)
+		}
+	}
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-14 10:00+00', 'DE', 'ios', 'u-920000', 5)`)
+	if n := insertedRows(t, conn); n != 1 {
+		t.Fatalf("after the refresh: %d inserted rows kept, want 1", n)
+	}
+	var typ string
+	if err := conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = 'pgsketch.inserts_ev_daily'::regclass AND attname = 'user_id'`).Scan(&typ); err != nil || typ != "text" {
+		t.Fatalf("the table's user_id: %q, %v; want text", typ, err)
+	}
+	insertsCheck(t, "after the refresh", nc, direct, 0)
+}
+
+// TestInsertedRowsMigration: upgrading to catalog version 18 with a
+// rollup in place gives it its table of inserted rows and keeps it
+// answered (no full rebuild: the capture's record follows the new
+// function); downgrading with inserted rows pending logs their buckets, so
+// that version 17 reads them from the source, and drops the table.
+func TestInsertedRowsMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	latest := migrations.Latest()
+	if err := m.Down(int(latest) - 17); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 17)
+	mustExec(t, conn, `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint, amount numeric(12,2));
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 28) * interval '1 day', 'DE', 'web', i, 1 FROM generate_series(1, 2800) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	var why *string
+	if err := conn.QueryRow(ctx, `SELECT capture_broken FROM pgsketch.rollups WHERE name = 'ev_daily'`).Scan(&why); err != nil || why != nil {
+		t.Fatalf("after the upgrade: capture_broken %v (%v), want none", why, err)
+	}
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-03 10:00+00', 'FR', 'ios', 5001, 2), ('2026-01-09 10:00+00', 'FR', 'ios', 5002, 2)`)
+	if n := insertedRows(t, conn); n != 2 {
+		t.Fatalf("after the upgrade: %d inserted rows kept, want 2", n)
+	}
+	res := refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	if res.Mode != "incremental" || res.RowsRead > 400 {
+		t.Fatalf("the first refresh after the upgrade: %s, %d rows read; want an incremental one of three days", res.Mode, res.RowsRead)
+	}
+	sameAs(t, conn, "ev", "ev_daily")
+
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-12 10:00+00', 'FR', 'ios', 5003, 2)`)
+	if err := m.Down(int(latest) - 17); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	rows, err := conn.Query(ctx, `SELECT DISTINCT bucket::date::text FROM pgsketch.rollup_dirty WHERE rollup = 'ev_daily' ORDER BY 1`)
+	if err == nil {
+		logged, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || fmt.Sprint(logged) != "[2026-01-12]" {
+		t.Fatalf("after the downgrade: buckets logged %v (%v), want [2026-01-12]", logged, err)
+	}
+	var left *string
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('pgsketch.inserts_ev_daily')::text`).Scan(&left); err != nil || left != nil {
+		t.Fatalf("after the downgrade: the table of inserted rows %v (%v), want none", left, err)
+	}
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-13 10:00+00', 'FR', 'ios', 5004, 2)`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	sameAs(t, conn, "ev", "ev_daily")
+}
+
+// TestInsertedRowsEveryPlanKind: for a statement of every kind of plan,
+// the answer over a rollup whose buckets gained rows by small inserts
+// (answered from the rollup, no bucket read again from the source) is the
+// answer after a refresh that rebuilt them: a sketch merged with the
+// inserted rows' values is the sketch of all the rows.
+func TestInsertedRowsEveryPlanKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := eventsDB(t, 60_000, 60)
+	mustExec(t, conn, `CREATE INDEX ON events (created_at);
+		CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL, region text);
+		INSERT INTO countries SELECT DISTINCT country, 'name of ' || country, CASE WHEN country < 'I' THEN 'A' ELSE 'B' END FROM events WHERE country IS NOT NULL`)
+	createRollup(t, conn, "pk", `grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}',
+		theta_columns => '{user_id}', topk_columns => '{user_id}', sum_columns => '{amount}'`)
+	refreshRollup(t, conn, "pk", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	nc := connectSimple(t, p.URL(db.DSN))
+	mustExec(t, nc.Conn, "SET pgsketch.topk = approx")
+	answers := func(step string) []string {
+		t.Helper()
+		var out []string
+		for _, k := range planKindQueries {
+			got, err := nc.query(ctx, k.sql)
+			if err != nil || !fromRollup(got.notices) {
+				t.Fatalf("%s: %s: not answered from the rollup: %v %v", step, k.kind, err, got)
+			}
+			for _, n := range got.notices {
+				if changedRE.MatchString(n) {
+					t.Fatalf("%s: %s: buckets read again from the source: %q", step, k.kind, n)
+				}
+			}
+			out = append(out, fmt.Sprint(got.rows))
+		}
+		return out
+	}
+	before := answers("clean")
+	// New users and old ones, on January and February days, in statements
+	// of one to 40 rows; a heavy user for the top ten.
+	for i := range 30 {
+		mustExec(t, conn, fmt.Sprintf(`INSERT INTO events (id, created_at, user_id, country, device, amount)
+			SELECT (SELECT max(id) FROM events) + g, timestamptz '2026-01-03' + (%d * 2 + g %% 3) * interval '1 day' + g * interval '1 minute',
+			       CASE WHEN g %% 2 = 0 THEN 500000 + %d * 100 + g ELSE 7 END, (ARRAY['DE','US','FR'])[1 + g %% 3], 'web', 1.25
+			  FROM generate_series(1, %d) g`, i%25, i, 1+i%40))
+	}
+	with := answers("with inserted rows")
+	refreshRollup(t, conn, "pk", refresh.Options{})
+	after := answers("refreshed")
+	for i, k := range planKindQueries {
+		if with[i] != after[i] {
+			t.Errorf("%s: with inserted rows %s, after the refresh %s", k.kind, with[i], after[i])
+		}
+		if with[i] == before[i] {
+			t.Errorf("%s: the inserted rows changed nothing (%s): the case tests nothing", k.kind, with[i])
+		}
+	}
+}
