@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -142,24 +141,48 @@ func (q *querier) warmUp() error {
 // that the NOTICE counts the changed buckets expected; it reports whether
 // the rollup rows came from the proxy's cache.
 func (q *querier) ask(c *benchproxy.Conn, dirty int, exact map[string]float64) (time.Duration, bool, error) {
-	ans, notices, d, err := c.Ask(q.ctx, exactSQL)
+	a, err := q.send(c)
 	if err != nil {
-		return d, false, err
+		return a.d, false, err
 	}
-	if err := benchproxy.Compare(ans, exact); err != nil {
-		return d, false, err
+	return a.d, a.cached, q.check(a, dirty, exact)
+}
+
+// asked is one answer through the proxy.
+type asked struct {
+	ans     map[string]float64
+	notices []string
+	d       time.Duration
+	cached  bool // the rollup rows came from the proxy's cache
+}
+
+// send runs the query through the proxy on c.
+func (q *querier) send(c *benchproxy.Conn) (asked, error) {
+	ans, notices, d, err := c.Ask(q.ctx, exactSQL)
+	a := asked{ans: ans, notices: notices, d: d}
+	if err == nil && len(notices) > 0 {
+		a.cached = strings.Contains(notices[0], "from the proxy's cache")
 	}
-	if !benchproxy.FromRollup(notices, rollupName) {
-		return d, false, fmt.Errorf("not answered from the rollup: notices %q", notices)
+	return a, err
+}
+
+// check checks answer a against exact, and that its NOTICE counts the
+// changed buckets expected.
+func (q *querier) check(a asked, dirty int, exact map[string]float64) error {
+	if err := benchproxy.Compare(a.ans, exact); err != nil {
+		return err
+	}
+	if !benchproxy.FromRollup(a.notices, rollupName) {
+		return fmt.Errorf("not answered from the rollup: notices %q", a.notices)
 	}
 	n := 0
-	if m := changedRE.FindStringSubmatch(notices[0]); m != nil {
+	if m := changedRE.FindStringSubmatch(a.notices[0]); m != nil {
 		n, _ = strconv.Atoi(m[1])
 	}
 	if n != dirty {
-		return d, false, fmt.Errorf("%d changed bucket(s) in the NOTICE, want %d: %q", n, dirty, notices[0])
+		return fmt.Errorf("%d changed bucket(s) in the NOTICE, want %d: %q", n, dirty, a.notices[0])
 	}
-	return d, strings.Contains(notices[0], "from the proxy's cache"), nil
+	return nil
 }
 
 // state refreshes the rollup (draining the log and the inserted rows) and
@@ -209,29 +232,36 @@ func (q *querier) mode(m mode) (time.Duration, time.Duration, error) {
 	if err := q.state(m); err != nil {
 		return 0, 0, err
 	}
-	logged, exact := m.days, q.exact
-	if m.insert {
-		logged = 0 // the inserted rows are no changed bucket
-		// The answer with the inserted rows (not timed), and the table
-		// as it was again after the timed queries (the next refresh
-		// rebuilds the days the DELETE logs).
-		if exact, _, err = benchproxy.Timed(q.ctx, q.direct, exactSQL); err != nil {
-			return 0, 0, fmt.Errorf("%s, exact: %w", m, err)
-		}
-		defer func() {
-			if _, err := q.db.Exec(q.ctx, `DELETE FROM events WHERE id > $1::bigint`, strconv.FormatInt(q.lastID, 10)); err != nil {
-				fmt.Fprintf(os.Stderr, "bench-capture: removing the inserted rows: %v\n", err)
-			}
-		}()
-	}
-	d1, cached1, err := q.ask(c, logged, exact)
+	first, err := q.send(c)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s, first: %w", m, err)
 	}
-	d2, cached2, err := q.ask(c, logged, exact)
+	repeat, err := q.send(c)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s, repeat: %w", m, err)
 	}
+	logged, exact := m.days, q.exact
+	if m.insert {
+		logged = 0 // the inserted rows are no changed bucket
+		// The answer with the inserted rows, after the timed queries (its
+		// scan of the table would leave them cold caches), and the table
+		// as it was again (the next refresh rebuilds the days the DELETE
+		// logs).
+		exact, _, err = benchproxy.Timed(q.ctx, q.direct, exactSQL)
+		if _, derr := q.db.Exec(q.ctx, `DELETE FROM events WHERE id > $1::bigint`, strconv.FormatInt(q.lastID, 10)); derr != nil {
+			return 0, 0, fmt.Errorf("%s: removing the inserted rows: %w", m, derr)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s, exact: %w", m, err)
+		}
+	}
+	if err := q.check(first, logged, exact); err != nil {
+		return 0, 0, fmt.Errorf("%s, first: %w", m, err)
+	}
+	if err := q.check(repeat, logged, exact); err != nil {
+		return 0, 0, fmt.Errorf("%s, repeat: %w", m, err)
+	}
+	d1, cached1, d2, cached2 := first.d, first.cached, repeat.d, repeat.cached
 	if cached1 {
 		q.r.cachedFirst[m]++
 	}
