@@ -32,6 +32,24 @@ var captureQueries = []string{
 	 WHERE created_at >= '2026-01-10' AND created_at < '2026-01-20' GROUP BY 1 ORDER BY 1`,
 }
 
+// partitionedEv makes table ev, partitioned by month (January, February
+// and a default partition), with an index on its time and rows over 59
+// days of 2026.
+func partitionedEv(t *testing.T, conn *pgx.Conn, rows int) {
+	t.Helper()
+	mustExec(t, conn, fmt.Sprintf(`CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint,
+			amount numeric(12,2)) PARTITION BY RANGE (created_at);
+		CREATE TABLE ev_2026_01 PARTITION OF ev FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+		CREATE TABLE ev_2026_02 PARTITION OF ev FOR VALUES FROM ('2026-02-01') TO ('2026-03-01');
+		CREATE TABLE ev_rest PARTITION OF ev DEFAULT;
+		CREATE INDEX ON ev (created_at);
+		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i %% 59) * interval '1 day' + (i %% 86399) * interval '1 second',
+			(ARRAY['DE','FR','US','BR','JP'])[1 + i %% 5], (ARRAY['ios','android','web'])[1 + (i / 5) %% 3],
+			(i * 7919) %% 20000, (i %% 1000) / 10.0
+		  FROM generate_series(1, %d) i;
+		ANALYZE ev`, rows))
+}
+
 // TestChangeCapture: after each kind of write to a partitioned source, with
 // no refresh in between, every answer through the proxy is exact for
 // counts and sums and within 5 standard errors for distinct counts; writes
@@ -44,17 +62,7 @@ func TestChangeCapture(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, conn := catalogDB(t)
-	mustExec(t, conn, `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint,
-			amount numeric(12,2)) PARTITION BY RANGE (created_at);
-		CREATE TABLE ev_2026_01 PARTITION OF ev FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
-		CREATE TABLE ev_2026_02 PARTITION OF ev FOR VALUES FROM ('2026-02-01') TO ('2026-03-01');
-		CREATE TABLE ev_rest PARTITION OF ev DEFAULT;
-		CREATE INDEX ON ev (created_at);
-		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 59) * interval '1 day' + (i % 86399) * interval '1 second',
-			(ARRAY['DE','FR','US','BR','JP'])[1 + i % 5], (ARRAY['ios','android','web'])[1 + (i / 5) % 3],
-			(i * 7919) % 20000, (i % 1000) / 10.0
-		  FROM generate_series(1, 120000) i;
-		ANALYZE ev`)
+	partitionedEv(t, conn, 120000)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
 

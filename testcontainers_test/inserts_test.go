@@ -34,17 +34,7 @@ var insertsQueries = []string{
 func insertsSource(t *testing.T) (*testDB, *pgx.Conn, *noticeConn, *noticeConn) {
 	t.Helper()
 	db, conn := catalogDB(t)
-	mustExec(t, conn, `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint,
-			amount numeric(12,2)) PARTITION BY RANGE (created_at);
-		CREATE TABLE ev_2026_01 PARTITION OF ev FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
-		CREATE TABLE ev_2026_02 PARTITION OF ev FOR VALUES FROM ('2026-02-01') TO ('2026-03-01');
-		CREATE TABLE ev_rest PARTITION OF ev DEFAULT;
-		CREATE INDEX ON ev (created_at);
-		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 59) * interval '1 day' + (i % 86399) * interval '1 second',
-			(ARRAY['DE','FR','US','BR','JP'])[1 + i % 5], (ARRAY['ios','android','web'])[1 + (i / 5) % 3],
-			(i * 7919) % 20000, (i % 1000) / 10.0
-		  FROM generate_series(1, 60000) i;
-		ANALYZE ev`)
+	partitionedEv(t, conn, 60000)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
 	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('ev_daily', 'month')`)
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
