@@ -195,7 +195,7 @@ func TestServeRefresherGivesWay(t *testing.T) {
 		var version, logged int64
 		var trig bool
 		err := conn.QueryRow(ctx, `SELECT (SELECT version FROM pgsketch.rollup_defs WHERE name = 'daily'),
-			(SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = 'daily'),
+			(SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = 'daily') + coalesce((SELECT count(*) FROM pgsketch.inserts_daily), 0),
 			EXISTS (SELECT FROM pg_trigger WHERE tgrelid = 'events'::regclass AND tgname = $1 AND tgenabled = 'A')`,
 			trigger).Scan(&version, &logged, &trig)
 		return err == nil && version > before && logged == 0 && trig
