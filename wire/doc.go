@@ -36,7 +36,9 @@
 // from the state it left. Once the Handler has served a request and the
 // session is quiet again (nothing held or streaming, no COPY, no statement
 // or portal the Handler owns), the goroutines stop where they are and give
-// the session back to the loop.
+// the session back to the loop. A loop outlives its last session by two
+// seconds (until Shutdown), so that a session answered by the Handler
+// statement after statement finds it running when it comes back.
 //
 // The Handler is the seam for pgsketch's query rewriting: wire imports
 // none of rewrite, exec, refresh and proxy. A Handler says, per Query or Parse, whether

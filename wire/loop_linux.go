@@ -58,15 +58,41 @@ const loopEvents = 128
 
 // loopSet is a server's event loops: half as many as the threads that run
 // Go code (GOMAXPROCS), at least one, each started with its first session
-// and ended with its last.
+// and ended loopLinger after its last (at once once the server shuts
+// down), so that a session that leaves its loop to be answered and comes
+// back, as one does for every statement answered from a rollup, finds it
+// running.
 type loopSet struct {
-	once  sync.Once
-	slots []loopSlot
-	next  atomic.Uint32
+	once    sync.Once
+	slots   []loopSlot
+	next    atomic.Uint32
+	closing atomic.Bool
+}
+
+// loopLinger is how long a loop without sessions waits for one before it
+// ends, in milliseconds (epoll_wait's timeout).
+const loopLinger = 2000
+
+// loopBufs holds the buffers of sessions that left their loop, for the
+// next to enter one.
+var loopBufs = sync.Pool{New: func() any { return new([loopBufSize]byte) }}
+
+// close makes the loops end as soon as they hold no session.
+func (set *loopSet) close() {
+	set.closing.Store(true)
+	for i := range set.slots {
+		slot := &set.slots[i]
+		slot.mu.Lock()
+		if slot.loop != nil {
+			slot.loop.wake()
+		}
+		slot.mu.Unlock()
+	}
 }
 
 // loopSlot holds a loop while it runs and the requests for it.
 type loopSlot struct {
+	set   *loopSet
 	mu    sync.Mutex
 	loop  *eventLoop
 	queue []loopRequest
@@ -110,7 +136,12 @@ func (set *loopSet) relay(ss *session, start handoff) handoff {
 	if closed || !ok1 || !ok2 || len(start.clientBuf) > 0 || len(start.toUp) > 0 || len(start.toClient) > 0 {
 		return start
 	}
-	set.once.Do(func() { set.slots = make([]loopSlot, max(1, runtime.GOMAXPROCS(0)/2)) })
+	set.once.Do(func() {
+		set.slots = make([]loopSlot, max(1, runtime.GOMAXPROCS(0)/2))
+		for i := range set.slots {
+			set.slots[i].set = set
+		}
+	})
 	slot := &set.slots[int(set.next.Add(1))%len(set.slots)]
 	fs := &fastSession{ss: ss, cc: cc, uc: uc, up: start.up, fwd: forwardLog{rs: &ss.relay, owing: start.owing},
 		h: start, released: make(chan struct{})}
@@ -298,14 +329,21 @@ func (l *eventLoop) run() {
 // knows the thread is blocked and hands its processor on if need be.
 func (l *eventLoop) wait() error {
 	for {
+		timeout := waitForever
+		if l.held == 0 {
+			timeout = loopLinger
+		}
 		n, _, errno := syscall.Syscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd),
-			uintptr(unsafe.Pointer(&l.events[0])), loopEvents, waitForever, 0, 0)
+			uintptr(unsafe.Pointer(&l.events[0])), loopEvents, timeout, 0, 0)
 		switch errno {
 		case 0:
 		case syscall.EINTR:
 			continue
 		default:
 			return os.NewSyscallError("epoll_wait", errno)
+		}
+		if n == 0 && l.held == 0 && l.idle() {
+			return nil
 		}
 		for i := range int(n) {
 			ev := &l.events[i]
@@ -340,15 +378,29 @@ func (l *eventLoop) session(fd int32) *fastSession {
 	return l.bySocket[fd]
 }
 
+// idle ends the loop, which holds no session, unless a request waits: it
+// reports whether it did (then no request can reach it: the slot is
+// empty).
+func (l *eventLoop) idle() bool {
+	l.slot.mu.Lock()
+	defer l.slot.mu.Unlock()
+	if len(l.slot.queue) > 0 {
+		return false
+	}
+	l.slot.loop = nil
+	return true
+}
+
 // requests takes in the queued requests; it reports whether the loop has
-// nothing left and ends (then no request can reach it: the slot is empty).
+// nothing left and ends (then no request can reach it: the slot is empty):
+// only once the server shuts down, else after loopLinger without sessions.
 func (l *eventLoop) requests() (exit bool) {
 	var cnt [8]byte
 	syscall.RawSyscall(syscall.SYS_READ, uintptr(l.efd), uintptr(unsafe.Pointer(&cnt[0])), 8)
 	l.slot.mu.Lock()
 	l.reqs = append(l.reqs[:0], l.slot.queue...)
 	l.slot.queue = l.slot.queue[:0]
-	if len(l.reqs) == 0 && l.held == 0 {
+	if len(l.reqs) == 0 && l.held == 0 && l.slot.set.closing.Load() {
 		l.slot.loop = nil
 		l.slot.mu.Unlock()
 		return true
@@ -366,7 +418,7 @@ func (l *eventLoop) requests() (exit bool) {
 		}
 	}
 	clear(l.reqs)
-	if l.held == 0 {
+	if l.held == 0 && l.slot.set.closing.Load() {
 		// Wake once more to end, after any request that raced this one.
 		l.wake()
 	}
@@ -386,8 +438,8 @@ func (l *eventLoop) add(fs *fastSession) {
 		l.release(fs, "epoll_ctl: "+err.Error())
 		return
 	}
-	fs.cbuf = make([]byte, loopBufSize)
-	fs.ubuf = make([]byte, loopBufSize)
+	fs.cbuf = loopBufs.Get().(*[loopBufSize]byte)[:]
+	fs.ubuf = loopBufs.Get().(*[loopBufSize]byte)[:]
 	if top := max(fs.cfd, fs.ufd); top >= len(l.bySocket) {
 		l.bySocket = append(l.bySocket, make([]*fastSession, top+1-len(l.bySocket))...)
 	}
@@ -409,7 +461,7 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 		l.bySocket[fs.cfd] = nil
 		l.bySocket[fs.ufd] = nil
 		l.held--
-		if l.held == 0 {
+		if l.held == 0 && l.slot.set.closing.Load() {
 			l.wake() // to end the loop, unless a request comes first
 		}
 	}
@@ -418,6 +470,11 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 	}
 	fs.h.up = fs.up
 	fs.h.owing = fs.fwd.owing
+	for _, b := range [][]byte{fs.cbuf, fs.ubuf} {
+		if len(b) == loopBufSize {
+			loopBufs.Put((*[loopBufSize]byte)(b))
+		}
+	}
 	fs.cbuf, fs.ubuf = nil, nil
 	fs.ss.log.Debug("relay leaves the event loop", "reason", why)
 	fs.handBack()

@@ -47,6 +47,8 @@ func loopServer(t testing.TB, h Handler) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its loops end with the test's sessions, not loopLinger after.
+	t.Cleanup(s.loops.close)
 	return s
 }
 
@@ -330,18 +332,49 @@ func TestLoopAbort(t *testing.T) {
 	<-done
 }
 
-// The loop's goroutine ends with its last session and starts again with
-// the next.
+// The loop's goroutine outlives its last session by loopLinger, and ends
+// then, or at once when the server shuts down; it starts again with the
+// next session.
 func TestLoopEndsWithLastSession(t *testing.T) {
 	srv := loopServer(t, nil)
-	for range 2 {
+	for round := range 3 {
 		sess, client, up, done := newLoopRelay(t, srv)
 		waitInLoop(t, sess)
 		client.Close()
 		up.Close()
 		<-done
+		if running := runningLoops(srv); running != 1 {
+			t.Fatalf("round %d: %d event loops run right after the last session, want 1 (lingering)", round, running)
+		}
+		if round == 2 {
+			start := time.Now()
+			srv.loops.close()
+			waitLoopsEnd(t, srv)
+			if d := time.Since(start); d > loopLinger*time.Millisecond/2 {
+				t.Fatalf("the loop ended %v after the server closed its loops, want at once", d)
+			}
+			continue
+		}
+		start := time.Now()
 		waitLoopsEnd(t, srv)
+		if d := time.Since(start); d < loopLinger*time.Millisecond/2 {
+			t.Fatalf("round %d: the loop ended %v after its last session, want about %dms", round, d, loopLinger)
+		}
 	}
+}
+
+// runningLoops is the number of event loops of srv that run.
+func runningLoops(srv *Server) int {
+	running := 0
+	for i := range srv.loops.slots {
+		slot := &srv.loops.slots[i]
+		slot.mu.Lock()
+		if slot.loop != nil {
+			running++
+		}
+		slot.mu.Unlock()
+	}
+	return running
 }
 
 // FuzzLoopRelay is FuzzRelay through the event loop: arbitrary bytes from
@@ -505,6 +538,8 @@ func TestLoopLeaksNoDescriptors(t *testing.T) {
 		}
 		return len(fds)
 	}
+	// Other tests' servers' loops linger, then close their descriptors.
+	time.Sleep(loopLinger*time.Millisecond + 200*time.Millisecond)
 	before := openFDs()
 	sess, client, up, done := newLoopRelay(t, srv)
 	served := bytes.Join([][]byte{msg('I', ""), msg('Z', "I")}, nil)
@@ -529,15 +564,7 @@ func TestLoopLeaksNoDescriptors(t *testing.T) {
 func waitLoopsEnd(t testing.TB, srv *Server) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		running := 0
-		for i := range srv.loops.slots {
-			slot := &srv.loops.slots[i]
-			slot.mu.Lock()
-			if slot.loop != nil {
-				running++
-			}
-			slot.mu.Unlock()
-		}
+		running := runningLoops(srv)
 		if running == 0 {
 			return
 		}

@@ -179,6 +179,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	n := len(s.sessions)
 	s.mu.Unlock()
+	s.loops.close()
 	if n > 0 {
 		s.cfg.Logger.Info("waiting for sessions to end", "sessions", n)
 	}
