@@ -177,6 +177,9 @@ func (h *Handler) answer(ctx context.Context, c *sessionConn, v view, s statemen
 
 // carryOut is answer for a verdict decide already gave for s in view v.
 func (h *Handler) carryOut(ctx context.Context, c *sessionConn, v view, s statement, vd verdict) (verdict, error) {
+	// The statements it prepares upstream are kept under the settings
+	// they are planned in.
+	sessionState(c.s).prepared.settings = v.st.parse
 	p := vd.plan
 	switch {
 	case p == nil || vd.substitute() != nil:

@@ -20,9 +20,15 @@ type preparedStmts struct {
 	// them (maxPrepared if 0).
 	prefix string
 	max    int
-	byKey  map[string]string
-	order  []string // keys, least recently used first
-	next   int
+	// settings are the session's settings PostgreSQL reads when it
+	// parses a statement (sessionSettings.parse), as the statements about
+	// to be sent are planned in: part of the key, since a literal such as
+	// '2026-01-10'::timestamptz is converted at parse time, in the
+	// session's TimeZone.
+	settings string
+	byKey    map[string]string
+	order    []string // keys, least recently used first
+	next     int
 }
 
 // maxPrepared bounds the proxy's prepared statements per session.
@@ -67,7 +73,7 @@ func (p *preparedStmts) forget(st upstream.Statement) {
 }
 
 func (p *preparedStmts) key(st upstream.Statement) string {
-	return st.SQL + "\x00" + fmt.Sprint(st.ParamOIDs)
+	return st.SQL + "\x00" + fmt.Sprint(st.ParamOIDs) + "\x00" + p.settings
 }
 
 // reset forgets every prepared statement (the client dropped them).

@@ -76,6 +76,10 @@ type sessionSettings struct {
 	// read is the settings row and the fingerprint as read, to compare
 	// with a later reading (see speculation).
 	read string
+	// parse is the settings PostgreSQL reads when it parses a statement:
+	// search_path, TimeZone, DateStyle, IntervalStyle,
+	// standard_conforming_strings and timezone_abbreviations.
+	parse string
 	// badMerge is a pgsketch.merge value that is not a strategy: a plan
 	// is refused rather than run (rw.Merge is then auto).
 	badMerge string
@@ -121,6 +125,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 		standardStrings: string(r[13]) == "on",
 	}
 	st.rw.Abbreviations = string(r[14])
+	st.parse = strings.Join([]string{string(r[0]), string(r[1]), string(r[4]), string(r[5]), string(r[13]), string(r[14])}, "\x00")
 	if v, ok := parseBool(string(r[3])); ok {
 		st.rw.Approx = v
 	}

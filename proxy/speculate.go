@@ -140,6 +140,11 @@ func (c *sessionConn) speculate(ctx context.Context, sts []upstream.Statement, e
 	}
 	if errs[0] != nil || errs[1] != nil || len(rows[0]) != settingsColumns || viewKey(rows[0], fp) != sp.read {
 		sp.changed = true
+		// Statements prepared in this round trip were parsed in settings
+		// other than those they are kept under.
+		for _, st := range sts {
+			sessionState(c.s).prepared.forget(st)
+		}
 		out := make([]error, max(len(sts), 1))
 		for i := range out {
 			out[i] = errViewChanged

@@ -73,6 +73,12 @@ func TestSpeculationOneRoundTrip(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Query: %v, want %v", err, tc.want)
 			}
+			// Prepared in settings other than the view's, the statement
+			// is not kept under the view's.
+			ps := &sessionState(w.Session).prepared
+			if _, fresh, _ := ps.name(upstream.Statement{SQL: fetch}); fresh != (tc.want != nil) {
+				t.Errorf("the statement kept prepared: %v, want %v", !fresh, tc.want == nil)
+			}
 			if c.spec.pending || c.spec.changed != (tc.want != nil) {
 				t.Errorf("speculation %+v after the round trip", *c.spec)
 			}
