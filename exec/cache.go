@@ -51,6 +51,8 @@ type Cache struct {
 type cacheEntry struct {
 	key, token string
 	part       *rollupPart
+	// inserts are the inserted rows read with part's token, or nil.
+	inserts *insertsState
 	// shaped is a shaping statement's answer (shapeKey); part is then nil.
 	shaped *upstream.Result
 	size   int64
@@ -96,10 +98,58 @@ func (c *Cache) count(hit bool) {
 	}
 }
 
-// put stores part under key for token, replacing the key's entry, and
-// evicts the least recently used entries beyond the bound.
-func (c *Cache) put(key, token string, part *rollupPart) {
-	c.putEntry(&cacheEntry{key: key, token: token, part: part, size: part.size + int64(len(key)+len(token)) + 128})
+// sized sets e's size: what its rows hold and its key and token.
+func (e *cacheEntry) sized() *cacheEntry {
+	e.size = e.part.size + int64(len(e.key)+len(e.token)) + 128
+	if e.inserts != nil {
+		e.size += e.inserts.size
+	}
+	return e
+}
+
+// insertsState is the inserted rows (plan.Fetch.Inserts) a cached fetch
+// read for an entry's token: the arm's rows, as fetched (grouped by the
+// plan's keys), the snapshot they were read in, and the number of rows of
+// the last read of them all. It is never modified once built.
+type insertsState struct {
+	snap string
+	rows [][][]byte
+	full int
+	size int64
+}
+
+// maxDeltaRows bounds the rows an insertsState gathers from reads of
+// the rows inserted since the last (each adds up to one per group): past
+// twice a full read's and this many more, the entry keeps no snapshot,
+// and the next fetch reads them all again, one row per group.
+const maxDeltaRows = 256
+
+// newInsertsState is the state after a fetch read rows in snapshot snap:
+// all of them, or, when delta is set, those since the state of entry old.
+// The rows are copied.
+func newInsertsState(snap string, delta bool, old *cacheEntry, rows [][][]byte) *insertsState {
+	s := &insertsState{snap: snap, full: len(rows)}
+	if delta {
+		s.full = old.inserts.full
+		s.rows = make([][][]byte, 0, len(old.inserts.rows)+len(rows))
+		s.rows = append(s.rows, old.inserts.rows...)
+		s.size = old.inserts.size
+	}
+	for _, r := range rows {
+		c := make([][]byte, len(r))
+		for i, v := range r {
+			if v != nil {
+				c[i] = append(make([]byte, 0, len(v)), v...)
+				s.size += int64(len(v))
+			}
+			s.size += 24
+		}
+		s.rows = append(s.rows, c)
+	}
+	if len(s.rows) > 2*s.full+maxDeltaRows {
+		return nil
+	}
+	return s
 }
 
 // putEntry stores ce, replacing its key's entry, and evicts the least
@@ -289,6 +339,10 @@ const tokenPrefix = "pgsketch_token:"
 // parameters. ok is false when the rollup arm could select or compute
 // differently from one query to the next with the same statement,
 // parameters and settings in a way the token does not cover.
+//
+// A plan that reads inserted rows (plan.Fetch.Inserts) reads them as
+// insertedArms says, with the snapshot of an earlier read as the text
+// parameter $tokenParam+1.
 func cachedFetch(p *plan.Rollup, server bool, st upstream.Statement, ncols, tokenParam int) (string, bool) {
 	f := p.Fetch
 	if len(f.Cols) == 0 || len(f.Range) == 0 || (server && f.ServerCols == nil) {
@@ -316,9 +370,66 @@ func cachedFetch(p *plan.Rollup, server bool, st upstream.Statement, ncols, toke
 		token += "''"
 	}
 	token += ", '|', " + epoch(p.Time.BucketsTo) + ", '|', " + p.Time.Logged + ")"
-	cond := "(" + token + ") IS DISTINCT FROM CAST($" + strconv.Itoa(tokenParam) + " AS text)"
+	tokenArg := "CAST($" + strconv.Itoa(tokenParam) + " AS text)"
+	cond := "(" + token + ") IS DISTINCT FROM " + tokenArg
 	tokenRow := plan.Select{Cols: append([]string{"'" + tokenPrefix + "' || " + token}, slices.Repeat([]string{"NULL"}, ncols-1)...)}
-	return f.SQL(server, cond, tokenRow), true
+	if f.Inserts == nil {
+		return f.SQL(server, cond, tokenRow), true
+	}
+	seen, arms := insertedArms(*f.Inserts, token, tokenArg, "$"+strconv.Itoa(tokenParam+1), ncols)
+	f.Inserts = nil
+	f.With = append(slices.Clone(f.With), seen)
+	return f.SQL(server, cond, append(arms, tokenRow)...), true
+}
+
+// seenRelation is the cached fetch's one-row relation saying how it reads
+// the inserted rows (see insertedArms).
+const seenRelation = "pgsketch_seen"
+
+// insertsPrefix starts the part column of the cached fetch's row saying
+// how it read the inserted rows: "delta:" or "full:", then the snapshot
+// the statement read in, empty when its transaction has a transaction ID
+// (it may have written rows other sessions do not see).
+const insertsPrefix = "pgsketch_inserts:"
+
+// insertedArms are the cached fetch's arms reading the inserted rows in
+// place of arm (the plan's), given the token's SQL, the bound token and
+// the parameter snap, the text of the snapshot an earlier read of them was
+// made in (NULL for none). They read the rows inserted since that read,
+// when the cache's entry holds its rows (a delta), and all of them
+// otherwise, and a row says which and the statement's snapshot.
+//
+// A delta reads the rows whose transaction snap does not see. It is exact
+// when the earlier read saw what snap sees and no more (its statement
+// had no transaction ID: no rows of its own; and ran on a primary, whose
+// snapshots list the transactions running), and this statement sees
+// all of that: the same token (no refresh since, which alone deletes
+// inserted rows, and the same buckets read), no rows of its own either,
+// and every transaction snap sees committed in this statement's snapshot
+// (a repeatable-read transaction's may be older): none below snap's xmax
+// still running here that snap sees, and snap's xmax not past this one's.
+// Rows snap does not see were inserted by transactions at or after its
+// xmin.
+func insertedArms(arm plan.Select, token, tokenArg, snapParam string, ncols int) (plan.CTE, []plan.Select) {
+	snap := "CAST(" + snapParam + " AS pg_catalog.pg_snapshot)"
+	now := "pg_catalog.pg_current_snapshot()"
+	// A hot standby's snapshot lists its running transactions only as
+	// subtransactions, which pg_current_snapshot() leaves out: there every
+	// read is whole, and none is kept.
+	noXID := "pg_catalog.pg_current_xact_id_if_assigned() IS NULL AND NOT pg_catalog.pg_is_in_recovery()"
+	delta := "coalesce(" + snap + " IS NOT NULL AND (" + token + ") IS NOT DISTINCT FROM " + tokenArg + " AND " + noXID +
+		" AND pg_catalog.pg_snapshot_xmax(" + snap + ") <= pg_catalog.pg_snapshot_xmax(" + now + ")" +
+		" AND NOT EXISTS (SELECT FROM pg_catalog.pg_snapshot_xip(" + now + ") AS x(xid) WHERE x.xid < pg_catalog.pg_snapshot_xmax(" + snap +
+		") AND pg_catalog.pg_visible_in_snapshot(x.xid, " + snap + ")), false)"
+	seen := plan.CTE{Name: seenRelation, SQL: "SELECT " + delta + " AS delta, CASE WHEN " + noXID + " THEN " + now + " END AS snap"}
+	isDelta := "(SELECT delta FROM " + seenRelation + ")"
+	all, since := arm, arm
+	all.Where = append(slices.Clone(arm.Where), "NOT "+isDelta)
+	since.Where = append(slices.Clone(arm.Where), isDelta,
+		"t.pgsketch_xid >= pg_catalog.pg_snapshot_xmin("+snap+")", "NOT pg_catalog.pg_visible_in_snapshot(t.pgsketch_xid, "+snap+")")
+	info := plan.Select{Cols: append([]string{"'" + insertsPrefix + "' || CASE WHEN delta THEN 'delta:' ELSE 'full:' END || coalesce(CAST(snap AS text), '')"},
+		slices.Repeat([]string{"NULL"}, ncols-1)...), From: seenRelation}
+	return seen, []plan.Select{all, since, info}
 }
 
 // cacheKey identifies the rollup half a fetch statement selects, but for

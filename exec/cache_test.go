@@ -218,14 +218,14 @@ func TestCacheKeyNamesWhatRowsDependOn(t *testing.T) {
 func TestCacheEvicts(t *testing.T) {
 	c := NewCache(1000)
 	part := &rollupPart{size: 300}
-	c.put("a", "t", part)
-	c.put("b", "t", part)
+	c.putEntry((&cacheEntry{key: "a", token: "t", part: part}).sized())
+	c.putEntry((&cacheEntry{key: "b", token: "t", part: part}).sized())
 	c.get("a")
-	c.put("c", "t", part)
+	c.putEntry((&cacheEntry{key: "c", token: "t", part: part}).sized())
 	if c.get("b") != nil || c.get("a") == nil || c.get("c") == nil {
 		t.Error("not least recently used first")
 	}
-	c.put("d", "t", &rollupPart{size: 2000})
+	c.putEntry((&cacheEntry{key: "d", token: "t", part: &rollupPart{size: 2000}}).sized())
 	if c.get("d") != nil {
 		t.Error("an entry over the bound was kept")
 	}

@@ -32,6 +32,9 @@ type Answer struct {
 	// BaseRows reports whether any rows of the base table (edges, tail,
 	// NULL times, changed buckets) were merged in.
 	BaseRows bool
+	// InsertedRows reports whether any rows inserted since the last
+	// refresh (plan.Rollup.Inserts) were merged in.
+	InsertedRows bool
 	// ChangedBuckets is the number of buckets of the range that the change
 	// log listed, read from the base table instead of the rollup.
 	ChangedBuckets int64
@@ -40,6 +43,10 @@ type Answer struct {
 	// CachedRollup reports whether the rollup half came from the Cache
 	// rather than from PostgreSQL.
 	CachedRollup bool
+	// CachedInserts reports whether rows inserted since the rollup's last
+	// refresh came from the Cache (only those inserted since its read of
+	// them were read).
+	CachedInserts bool
 	// Merge is where the rollup half's sketches were merged: the plan's
 	// strategy, unless CachedRollup.
 	Merge plan.Merge
@@ -77,6 +84,12 @@ func (a *Answer) Notice(p *plan.Head) string {
 		n += "; edge and tail rows read from the base table " + p.Source.String()
 	} else {
 		n += "; no rows read from the base table"
+	}
+	if a.InsertedRows {
+		n += "; rows inserted since the last refresh added"
+		if a.CachedInserts {
+			n += ", those of earlier reads from the proxy's cache"
+		}
 	}
 	switch {
 	case a.CachedRollup:
@@ -188,8 +201,8 @@ func (x *run) groups(ctx context.Context, p *plan.Rollup) (*merged, *Answer, err
 	if err != nil {
 		return nil, nil, err
 	}
-	return m, &Answer{BaseRows: m.baseRows, Groups: m.groups, Samples: m.samples, CachedRollup: f.fromCache,
-		Merge: f.strategy, ChangedBuckets: f.changed}, nil
+	return m, &Answer{BaseRows: m.baseRows, InsertedRows: m.insertedRows, Groups: m.groups, Samples: m.samples, CachedRollup: f.fromCache,
+		CachedInserts: f.cachedInserts(), Merge: f.strategy, ChangedBuckets: f.changed}, nil
 }
 
 // Bind is a plan's statement sql (which references the parameters refs
@@ -259,7 +272,9 @@ type merged struct {
 	elemOIDs []uint32
 	cols     [][][]byte
 	baseRows bool
-	groups   int
+	// insertedRows: rows of the rollup's inserted rows were merged in.
+	insertedRows bool
+	groups       int
 }
 
 func (m *merged) addRow(vals [][]byte) {

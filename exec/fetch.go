@@ -29,6 +29,14 @@ type fetched struct {
 	ent       *cacheEntry
 	token     string
 	fromCache bool
+	// The inserted rows the statement read (also among res's rows), how
+	// (insertsDelta: only those since the snapshot of the cache entry's),
+	// and its snapshot when it had no transaction ID (insertsSnap), for
+	// the cache.
+	inserted     [][][]byte
+	insertsInfo  bool
+	insertsDelta bool
+	insertsSnap  string
 }
 
 // runFetch runs the fetch statement of the plan's merge strategy, with
@@ -83,6 +91,17 @@ func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 			if len(fst.ParamFormats) > 0 {
 				fst.ParamFormats = append(fst.ParamFormats, 0)
 			}
+			if p.Fetch.Inserts != nil {
+				var snap []byte
+				if f.ent != nil && f.ent.inserts != nil && f.ent.inserts.snap != "" {
+					snap = []byte(f.ent.inserts.snap)
+				}
+				fst.ParamOIDs = append(fst.ParamOIDs, pgtype.TextOID)
+				fst.Params = append(fst.Params, snap)
+				if len(fst.ParamFormats) > 0 {
+					fst.ParamFormats = append(fst.ParamFormats, 0)
+				}
+			}
 		}
 	}
 	res, err := x.q.Query(ctx, fst)
@@ -119,6 +138,15 @@ func (f *fetched) sort(res *upstream.Result) error {
 			f.changed, infos = n, infos+1
 		case f.cache != nil && strings.HasPrefix(part, tokenPrefix):
 			f.token, tokens = strings.TrimPrefix(part, tokenPrefix), tokens+1
+		case f.cache != nil && strings.HasPrefix(part, insertsPrefix):
+			how, snap, ok := strings.Cut(strings.TrimPrefix(part, insertsPrefix), ":")
+			if f.insertsInfo || !ok || (how != "delta" && how != "full") {
+				return fmt.Errorf("%w: fetch row %q", ErrData, part)
+			}
+			f.insertsInfo, f.insertsDelta, f.insertsSnap = true, how == "delta", snap
+		case part == plan.InsertedPart:
+			f.inserted = append(f.inserted, r)
+			other = append(other, r)
 		default:
 			other = append(other, r)
 		}
@@ -128,6 +156,13 @@ func (f *fetched) sort(res *upstream.Result) error {
 	}
 	if f.cache != nil && tokens != 1 {
 		return fmt.Errorf("%w: fetch returned %d cache tokens", ErrData, tokens)
+	}
+	if f.insertsDelta {
+		// The rows inserted before the entry's snapshot are the entry's.
+		if f.ent == nil || f.ent.inserts == nil {
+			return fmt.Errorf("%w: the fetch read the inserted rows since a snapshot the cache does not hold", ErrData)
+		}
+		other = append(other, f.ent.inserts.rows...)
 	}
 	res.Rows = other
 	f.res = res
@@ -150,6 +185,7 @@ func (f *fetched) rollupPart(p *plan.Rollup) (*rollupPart, error) {
 		}
 		f.fromCache = true
 		f.cache.count(true)
+		f.keepInserted(p, f.ent.part)
 		return f.ent.part, nil
 	}
 	if f.cache != nil {
@@ -159,11 +195,33 @@ func (f *fetched) rollupPart(p *plan.Rollup) (*rollupPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A token without the version (the rollup is gone) is not cached.
-	if f.cache != nil && !strings.HasPrefix(f.token, "|") {
-		f.cache.put(f.key, f.token, part)
-	}
+	f.keepInserted(p, part)
 	return part, nil
+}
+
+// cachedInserts reports whether the fetch read only the rows inserted
+// since the cache entry's read of them, and the entry holds some.
+func (f *fetched) cachedInserts() bool {
+	return f.insertsDelta && len(f.ent.inserts.rows) > 0
+}
+
+// keepInserted caches part with the fetch's token, and the inserted rows
+// the answer holds with the snapshot they were read in, when the
+// statement had no transaction ID (else without them). A token without the
+// version (the rollup is gone) is not cached.
+func (f *fetched) keepInserted(p *plan.Rollup, part *rollupPart) {
+	if f.cache == nil || strings.HasPrefix(f.token, "|") {
+		return
+	}
+	ent := &cacheEntry{key: f.key, token: f.token, part: part}
+	if p.Fetch.Inserts != nil && f.insertsSnap != "" {
+		ent.inserts = newInsertsState(f.insertsSnap, f.insertsDelta, f.ent, f.inserted)
+	} else if f.fromCache {
+		// Nothing new to keep: the entry's rows, and its inserted rows
+		// if any, are still those of its token and snapshot.
+		return
+	}
+	f.cache.putEntry(ent.sized())
 }
 
 // runExact runs the plan's exact statement, if it has one: the counts

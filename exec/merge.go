@@ -148,7 +148,11 @@ func (mg *merger) baseRows(fetch *upstream.Result) error {
 		if string(r[0]) == "rollup" {
 			return fmt.Errorf("%w: rollup row among the base rows", ErrData)
 		}
-		mg.m.baseRows = true
+		if string(r[0]) == plan.InsertedPart {
+			mg.m.insertedRows = true
+		} else {
+			mg.m.baseRows = true
+		}
 		g := mg.lookup(r[1 : 1+nkeys])
 		mg.startRow(r[1 : 1+nkeys])
 		for j, a := range mg.p.Aggs {

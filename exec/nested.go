@@ -43,6 +43,7 @@ func (x *run) nested(ctx context.Context, p *plan.Nested) (*Answer, error) {
 			return nil, err
 		}
 		ans.BaseRows = ans.BaseRows || a.BaseRows
+		ans.InsertedRows = ans.InsertedRows || a.InsertedRows
 		ans.ChangedBuckets += a.ChangedBuckets
 		ans.Groups += a.Groups
 		ans.Samples = append(ans.Samples, a.Samples...)

@@ -139,6 +139,7 @@ func (x *run) mergeArm(ctx context.Context, arm *plan.Rollup, ans *Answer) (*mer
 		return nil, err
 	}
 	ans.BaseRows = ans.BaseRows || mg.m.baseRows
+	ans.InsertedRows = ans.InsertedRows || mg.m.insertedRows
 	ans.ChangedBuckets += f.changed
 	ans.CachedRollup = ans.CachedRollup && f.fromCache
 	return mg, nil

@@ -385,6 +385,7 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		rwhere = append(rwhere, m.conjunct(f, true))
 		bwhere = append(bwhere, m.conjunct(f, false))
 	}
+	pushed := slices.Clone(bwhere)
 	for _, rg := range m.ranges {
 		bwhere = append(bwhere, m.conjunct(rg, false))
 	}
@@ -416,7 +417,7 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	check := "pgsketch.capture_check("
 	if m.r.Inserts != nil {
 		p.Inserts = m.r.Inserts
-		f.Rest = append(f.Rest, m.insertsArm(p, c.base, bwhere, groupBy))
+		f.Inserts = m.insertsArm(p, c.base, pushed, groupBy)
 		check = "pgsketch.capture_check_inserts("
 	}
 	// The info row: the number of changed buckets read from the base table,
@@ -558,9 +559,13 @@ func (m *matcher) spanArm(bcols, where, groupBy []string) plan.Select {
 // those of its range the change log does not list, whose rollup rows hold
 // every row but these. (A listed bucket is read from the base table whole,
 // its inserted rows with it.) The table has the source's columns the
-// rollup reads, under their names, so the base arm's columns and
-// conditions read it as they read the source.
-func (m *matcher) insertsArm(p *plan.Rollup, bcols, where, groupBy []string) plan.Select {
+// rollup reads, under their names, so the base arm's columns and the
+// query's filters read it as they read the source. The query's time
+// ranges are not applied: every row of the rollup arm's buckets lies in
+// them, as the rollup arm's own use of whole buckets requires. So the arm
+// reads what the rollup arm reads, and is kept by the proxy's cache on
+// the same terms (plan.Cacheability).
+func (m *matcher) insertsArm(p *plan.Rollup, bcols, where, groupBy []string) *plan.Select {
 	bucket, logged := "t.pgsketch_bucket", "bucket"
 	switch m.r.TimeType {
 	case catalog.Timestamp:
@@ -573,7 +578,8 @@ func (m *matcher) insertsArm(p *plan.Rollup, bcols, where, groupBy []string) pla
 		conds = append(conds, bucket+" >= "+p.Time.BucketsFrom)
 	}
 	conds = append(conds, bucket+" < "+p.Time.BucketsTo, bucket+" NOT IN (SELECT "+logged+" FROM "+plan.LogRelation+")")
-	return plan.Select{Cols: bcols, From: relation(*m.r.Inserts) + " t", Where: append(conds, where...), GroupBy: groupBy}
+	cols := append([]string{"'" + plan.InsertedPart + "'"}, bcols[1:]...)
+	return &plan.Select{Cols: cols, From: relation(*m.r.Inserts) + " t", Where: append(conds, where...), GroupBy: groupBy}
 }
 
 // spanCondition is the condition that the row whose time is tcol lies in

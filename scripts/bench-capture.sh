@@ -14,6 +14,9 @@
 #               month (an UPDATE of a few rows per day, no refresh), against
 #               the exact query in PostgreSQL; goal: 1 changed day <= 2x the
 #               clean answer. Each NOTICE must count the changed buckets.
+#               With inserted days, three more queries each follow one more
+#               one-row INSERT into a changed day ("ingest"), against the
+#               clean cold answer: goal <= 1.5x.
 # Prints each round, then the medians and ratios.
 #
 #   scripts/bench-capture.sh [--rows N] [--write-rows N] [--single-rows N]
@@ -27,6 +30,6 @@
 # them) and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy
 exec go run ./scripts/benchcapture --proxy bin/pgsketch-proxy "$@"

@@ -393,11 +393,25 @@ func TestInsertedRowsNeverBlockWrites(t *testing.T) {
 	insertsCheck(t, "after the refresh", nc, direct, 0)
 }
 
+// insertsIndexes lists the indexes of rollup ev_daily's table of inserted
+// rows, each as its OID and definition.
+func insertsIndexes(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), `SELECT string_agg(i.indexrelid::text || ' ' || pg_get_indexdef(i.indexrelid), '; ')
+		FROM pg_index i WHERE i.indrelid = 'pgsketch.inserts_ev_daily'::regclass`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestInsertedRowsMigration: upgrading to catalog version 18 with a
 // rollup in place gives it its table of inserted rows and keeps it
 // answered (no full rebuild: the capture's record follows the new
-// function); downgrading with inserted rows pending logs their buckets, so
-// that version 17 reads them from the source, and drops the table.
+// function); version 19 indexes the table by bucket and transaction, and a
+// refresh leaves that index be; downgrading with inserted rows pending logs
+// their buckets, so that version 17 reads them from the source, and drops
+// the table.
 func TestInsertedRowsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -428,14 +442,28 @@ func TestInsertedRowsMigration(t *testing.T) {
 	if n := insertedRows(t, conn); n != 2 {
 		t.Fatalf("after the upgrade: %d inserted rows kept, want 2", n)
 	}
+	indexes := insertsIndexes(t, conn)
+	if !strings.HasSuffix(indexes, "USING btree (pgsketch_bucket, pgsketch_xid)") || strings.Contains(indexes, ";") {
+		t.Fatalf("after the upgrade: the inserted rows' indexes are %q, want one on (pgsketch_bucket, pgsketch_xid)", indexes)
+	}
 	res := refreshRollup(t, conn, "ev_daily", refresh.Options{})
 	if res.Mode != "incremental" || res.RowsRead > 400 {
 		t.Fatalf("the first refresh after the upgrade: %s, %d rows read; want an incremental one of three days", res.Mode, res.RowsRead)
 	}
 	sameAs(t, conn, "ev", "ev_daily")
+	if again := insertsIndexes(t, conn); again != indexes {
+		t.Fatalf("a refresh made the inserted rows' index anew: %q, then %q", indexes, again)
+	}
+	if err := m.Down(1); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 18)
+	if indexes := insertsIndexes(t, conn); !strings.HasSuffix(indexes, "USING btree (pgsketch_bucket)") || strings.Contains(indexes, ";") {
+		t.Fatalf("down to version 18: the inserted rows' indexes are %q, want one on (pgsketch_bucket)", indexes)
+	}
 
 	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-12 10:00+00', 'FR', 'ios', 5003, 2)`)
-	if err := m.Down(int(latest) - 17); err != nil {
+	if err := m.Down(1); err != nil {
 		t.Fatal(err)
 	}
 	var logged []string
@@ -510,4 +538,153 @@ func TestInsertedRowsEveryPlanKind(t *testing.T) {
 			t.Errorf("%s: the inserted rows changed nothing (%s): the case tests nothing", k.kind, with[i])
 		}
 	}
+}
+
+// cachedInserts is what an answer's NOTICE says when the inserted rows
+// read before came from the proxy's cache, and only the rows inserted
+// since were read.
+const cachedInserts = "rows inserted since the last refresh added, those of earlier reads from the proxy's cache"
+
+// TestInsertedRowsCache: the proxy keeps the inserted rows it read with the
+// rollup rows it keeps, and the next answer reads only the rows inserted
+// since, those of transactions the kept read's snapshot did not see. Every
+// answer stays exact for counts and sums where that could go wrong: a
+// transaction running across the kept read commits after it; a session
+// answers inside a transaction that inserted rows it then rolls back; a
+// repeatable-read transaction asks again after another session's answer
+// kept a newer snapshot; the change log lists a bucket anew; reads since
+// pile up past the bound and are read whole again; a refresh.
+func TestInsertedRowsCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn, nc, direct := insertsSource(t)
+	q := insertsQueries[0]
+	ask := func(step string, c, exact *noticeConn, delta bool) *answer {
+		t.Helper()
+		want, err := exact.query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: direct: %v", step, err)
+		}
+		got, err := c.query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: proxy: %v", step, err)
+		}
+		if why := rollupAnswerError(got, want, "approximated from rollup ev_daily"); why != "" {
+			t.Fatalf("%s: %s", step, why)
+		}
+		if strings.Contains(got.notices[0], cachedInserts) != delta {
+			t.Fatalf("%s: the inserted rows read since the cached read: %v, want %v; notice %q", step, !delta, delta, got.notices[0])
+		}
+		return got
+	}
+	insert := func(c *pgx.Conn, user int) {
+		t.Helper()
+		if _, err := c.Exec(ctx, fmt.Sprintf(`INSERT INTO ev VALUES ('2026-01-1%d 10:00+00', 'FR', 'web', %d, 2.5)`, user%10, user)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-12 10:00+00', 'DE', 'ios', 900001, 5)`)
+	ask("the first read", nc, direct, false)
+	ask("the second", nc, direct, true)
+	insert(conn, 900002)
+	ask("a row inserted since", nc, direct, true)
+
+	// A transaction that began before the kept read and commits after it:
+	// its rows count once it commits, though its ID is older than the
+	// kept snapshot's newest.
+	w, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	if _, err := w.Exec(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	insert(w, 900003)
+	ask("a transaction running", nc, direct, true)
+	insert(conn, 900004)
+	ask("another row committed meanwhile", nc, direct, true)
+	if _, err := w.Exec(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	ask("the transaction committed", nc, direct, true)
+
+	// A session's answer inside a transaction that inserted rows sees them,
+	// and keeps nothing of them: after its rollback, no answer has them.
+	tx, txDirect := connectSimple(t, nc.Config().ConnString()), connectSimple(t, direct.Config().ConnString())
+	for _, c := range []*noticeConn{tx, txDirect} {
+		if _, err := c.Exec(ctx, `BEGIN`); err != nil {
+			t.Fatal(err)
+		}
+		insert(c.Conn, 900005)
+	}
+	ask("in a transaction that inserted a row", tx, txDirect, false)
+	for _, c := range []*noticeConn{tx, txDirect} {
+		if _, err := c.Exec(ctx, `ROLLBACK`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask("after its rollback", nc, direct, true)
+
+	// A repeatable-read transaction keeps its snapshot: another session's
+	// answer, which kept the rows inserted since, does not change its own.
+	rr := connectSimple(t, nc.Config().ConnString())
+	if _, err := rr.Exec(ctx, `BEGIN ISOLATION LEVEL REPEATABLE READ`); err != nil {
+		t.Fatal(err)
+	}
+	before, err := rr.query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(conn, 900006)
+	ask("a row inserted after the repeatable-read snapshot", nc, direct, true)
+	again, err := rr.query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(again.rows) != fmt.Sprint(before.rows) {
+		t.Fatalf("a repeatable-read transaction's answer changed: %q, then %q; notice %q", before.rows, again.rows, again.notices)
+	}
+	if _, err := rr.Exec(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+
+	// A bucket the change log lists anew is read whole: the kept rows,
+	// which hold its inserted rows, are not used.
+	mustExec(t, conn, `UPDATE ev SET amount = amount + 1 WHERE user_id = 900002`)
+	ask("a bucket logged", nc, direct, false)
+	ask("again", nc, direct, true)
+
+	// Reads of the rows since pile up one row per group and answer; past
+	// the bound, the next answer reads them all again.
+	whole := 0
+	for i := range 300 {
+		insert(conn, 910000+i)
+		want, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := rollupAnswerError(got, want, "approximated from rollup ev_daily"); why != "" {
+			t.Fatalf("insert %d: %s", i, why)
+		}
+		if !strings.Contains(got.notices[0], cachedInserts) {
+			whole++
+		}
+	}
+	if whole == 0 || whole > 3 {
+		t.Fatalf("of 300 answers, %d read the inserted rows whole, want 1 to 3 (past the bound)", whole)
+	}
+
+	// A refresh empties the inserted rows of the buckets it rebuilt: the
+	// next answer reads them all (none), the one after that again none.
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	ask("after a refresh", nc, direct, false)
+	ask("and again", nc, direct, false)
+	insert(conn, 920000)
+	ask("a row inserted after the refresh", nc, direct, false)
+	ask("and again", nc, direct, true)
 }

@@ -190,6 +190,10 @@ type Fetch struct {
 	GroupBy []string
 	// Rest follows the rollup arm.
 	Rest []Select
+	// Inserts, when set, follows Rest: the arm reading the rollup's
+	// inserted rows (Rollup.Inserts) of the rollup arm's buckets, its rows
+	// marked InsertedPart.
+	Inserts *Select
 }
 
 // CTE is one common table expression: Name AS (SQL), or Name(Cols) AS
@@ -276,7 +280,11 @@ func (f Fetch) SQL(server bool, cond string, more ...Select) string {
 		b.WriteString(" ")
 	}
 	rollup.write(&b)
-	for _, arms := range [][]Select{f.Rest, more} {
+	arms := [][]Select{f.Rest, more}
+	if f.Inserts != nil {
+		arms = [][]Select{f.Rest, {*f.Inserts}, more}
+	}
+	for _, arms := range arms {
 		for _, s := range arms {
 			b.WriteString(" UNION ALL ")
 			s.write(&b)
@@ -389,6 +397,10 @@ type TimeSplit struct {
 	// range has no lower bound).
 	Logged, DirtyFrom, DirtyTo string
 }
+
+// InsertedPart is the part column of the fetch's rows read from the
+// rollup's inserted rows (Fetch.Inserts).
+const InsertedPart = "inserted"
 
 // InfoPrefix starts the part column of the fetch's info row, followed by
 // the number of changed buckets of the range read from the base table.

@@ -38,8 +38,12 @@
 // query twice: "after write" is the first query after the write (for an
 // UPDATE the cache token includes the change log's state, so the rollup
 // rows are read from PostgreSQL), "repeat" the same query again (the
-// rollup rows from the proxy's cache, the inserted rows or the updated days
-// again from PostgreSQL). The exact query, sent straight to PostgreSQL, runs once a
+// rollup rows from the proxy's cache, the updated days again from
+// PostgreSQL, and of the inserted rows only those inserted since the first
+// query). In an inserted mode the connection then sends it three more
+// times, each after one more row inserted into the first changed day
+// ("ingest", as under continuous ingest; compared with the clean mode's
+// after-write answer, the clean cold one, and its repeat). The exact query, sent straight to PostgreSQL, runs once a
 // round; the order of the modes and the exact query rotates. Each answer
 // is checked against the exact one, and its NOTICE must count the changed
 // buckets expected.
