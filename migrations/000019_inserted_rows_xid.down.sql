@@ -1,6 +1,6 @@
 -- Removes version 19: the tables of inserted rows are indexed by bucket
--- alone again, and inserts_define and capture_body go back to their
--- version 18 forms; each rollup's capture function is written again from
+-- alone again, and inserts_define, refresh_begin and capture_body go back
+-- to their version 18 forms; each rollup's capture function is written again from
 -- version 18's capture_body, its record of the source following it where
 -- it matched.
 
@@ -21,6 +21,8 @@ BEGIN
     END LOOP;
 END $do$;
 
+DROP FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer);
+ALTER FUNCTION pgsketch.refresh_begin_v18(text, boolean, text, text, integer) RENAME TO refresh_begin;
 DROP FUNCTION pgsketch.inserts_define(text);
 ALTER FUNCTION pgsketch.inserts_define_v18(text) RENAME TO inserts_define;
 DROP FUNCTION pgsketch.inserts_index(regclass);

@@ -4,8 +4,10 @@
 -- keeps the inserted rows of a range it read can read those inserted
 -- since (transactions its snapshot did not see, all at or after the
 -- snapshot's xmin) from the index alone. The index replaces the old one,
--- so that a write adds no index entry it did not add before. And a
--- TRUNCATE logs the buckets of the inserted rows too (capture_body).
+-- so that a write adds no index entry it did not add before. A TRUNCATE
+-- logs the buckets of the inserted rows too (capture_body), and a refresh
+-- takes the snapshot that decides which inserted rows it read before it
+-- lists their buckets (refresh_begin).
 
 -- inserts_index is the index every table of inserted rows has.
 CREATE FUNCTION pgsketch.inserts_index(tbl regclass) RETURNS void
@@ -124,3 +126,34 @@ END $$;
 
 -- Every rollup's capture function is written again in the new form.
 SELECT pgsketch.capture_rewrite(name, '18') FROM pgsketch.rollup_defs ORDER BY name;
+
+-- refresh_begin (version 19): version 18's, with the snapshot that decides
+-- which inserted rows the refresh's read saw taken first, before the
+-- buckets of the inserted rows are listed. Version 18 took it last, after
+-- the change log was drained: a row committed in between, into a bucket
+-- the refresh did not rebuild but at or after the oldest one it did, was
+-- seen by that snapshot, so refresh_finish deleted it, and no rollup row
+-- held it (a red team's writers racing refreshes saw a count short). Now
+-- every row the snapshot sees is seen by the listing too, so its bucket is
+-- logged, drained and rebuilt, and read by the refresh (whose read comes
+-- later still).
+ALTER FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer) RENAME TO refresh_begin_v18;
+CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
+                                       from_time text DEFAULT NULL, to_time text DEFAULT NULL,
+                                       parts integer DEFAULT 1)
+    RETURNS TABLE (lo timestamptz, hi timestamptz, read_sql text[], ndims integer, fields text[], write_sql text,
+                   ranged boolean, bucket_zone text, time_kind text, grain text)
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    seen text := pg_current_snapshot()::text;
+    drain jsonb;
+BEGIN
+    SELECT * INTO lo, hi, read_sql, ndims, fields, write_sql, ranged, bucket_zone, time_kind, grain
+      FROM pgsketch.refresh_begin_v18(r, full_rebuild, from_time, to_time, parts);
+    drain := nullif(current_setting('pgsketch.inserts_drain', true), '')::jsonb;
+    IF drain IS NOT NULL THEN
+        PERFORM set_config('pgsketch.inserts_drain', jsonb_set(drain, '{snapshot}', to_jsonb(seen))::text, true);
+    END IF;
+    RETURN NEXT;
+END $$;

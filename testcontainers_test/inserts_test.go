@@ -688,3 +688,94 @@ func TestInsertedRowsCache(t *testing.T) {
 	ask("a row inserted after the refresh", nc, direct, false)
 	ask("and again", nc, direct, true)
 }
+
+// TestInsertedRowsDrainWhileLocked: a refresh that waits for the rollup's
+// lock (another refresh holds it) after it listed the buckets of the
+// inserted rows, while a row is inserted into a bucket between two it
+// lists. The refresh rebuilds the listed buckets only; the row, which its
+// listing did not see, must not be deleted by refresh_finish as one its
+// read saw (its bucket is not rebuilt: no rollup row would hold it). It
+// stays, its bucket logged.
+func TestInsertedRowsDrainWhileLocked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn, nc, direct := insertsSource(t)
+	// Logged buckets before the refresh's own range (from the watermark's
+	// late window on): rebuilt each on its own.
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-05 10:00+00', 'DE', 'ios', 900001, 5);
+		INSERT INTO ev VALUES ('2026-01-20 10:00+00', 'DE', 'ios', 900002, 5)`)
+	holder, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock(pgsketch.lock_class(), hashtext('ev_daily'))`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	var rpid int
+	if err := r.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&rpid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Exec(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	type begun struct {
+		lo  *time.Time
+		err error
+	}
+	done := make(chan begun, 1)
+	go func() {
+		var b begun
+		b.err = r.QueryRow(ctx, `SELECT lo FROM pgsketch.refresh_begin('ev_daily')`).Scan(&b.lo)
+		done <- b
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		var waiting bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory')`, rpid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("refresh_begin never waited for the rollup's lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Between the two listed buckets, committed while the refresh waits.
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-10 10:00+00', 'FR', 'ios', 900003, 7)`)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock(pgsketch.lock_class(), hashtext('ev_daily'))`); err != nil {
+		t.Fatal(err)
+	}
+	b := <-done
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	if b.lo == nil || !b.lo.Equal(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("the refresh rebuilds from %v, want 2026-01-05 (its oldest logged bucket)", b.lo)
+	}
+	if _, err := r.Exec(ctx, `SELECT * FROM pgsketch.refresh_finish('ev_daily', $1, false)`, b.lo); err != nil {
+		t.Fatal(err)
+	}
+	// In the refresh's transaction (it wrote no rollup rows, and is rolled
+	// back): the row of 2026-01-10, which no rebuilt bucket read, is kept
+	// and its bucket logged.
+	var kept int
+	var logged bool
+	if err := r.QueryRow(ctx, `SELECT (SELECT count(*) FROM pgsketch.inserts_ev_daily WHERE user_id = 900003),
+		EXISTS (SELECT FROM pgsketch.rollup_dirty WHERE rollup = 'ev_daily' AND bucket = '2026-01-10')`).Scan(&kept, &logged); err != nil {
+		t.Fatal(err)
+	}
+	if kept != 1 || !logged {
+		t.Fatalf("the row inserted while the refresh waited: %d kept (want 1, not deleted as if the refresh had read it), its bucket logged %v (want true)", kept, logged)
+	}
+	if _, err := r.Exec(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	insertsCheck(t, "the refresh rolled back", nc, direct, 2)
+}
