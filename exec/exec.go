@@ -87,11 +87,10 @@ func (a *Answer) Notice(p *plan.Head) string {
 	}
 	if a.InsertedRows {
 		n += "; rows inserted since the last refresh added"
-		if a.CachedInserts {
-			n += ", those of earlier reads from the proxy's cache"
-		}
 	}
 	switch {
+	case a.CachedRollup && a.CachedInserts:
+		return n + "; rollup rows from the proxy's cache, and the inserted rows of earlier reads"
 	case a.CachedRollup:
 		return n + "; rollup rows from the proxy's cache"
 	case a.Merge == plan.MergeServer:

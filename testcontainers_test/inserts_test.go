@@ -543,7 +543,7 @@ func TestInsertedRowsEveryPlanKind(t *testing.T) {
 // cachedInserts is what an answer's NOTICE says when the inserted rows
 // read before came from the proxy's cache, and only the rows inserted
 // since were read.
-const cachedInserts = "rows inserted since the last refresh added, those of earlier reads from the proxy's cache"
+const cachedInserts = "rollup rows from the proxy's cache, and the inserted rows of earlier reads"
 
 // TestInsertedRowsCache: the proxy keeps the inserted rows it read with the
 // rollup rows it keeps, and the next answer reads only the rows inserted

@@ -73,10 +73,6 @@ type loopSet struct {
 // ends, in milliseconds (epoll_wait's timeout).
 const loopLinger = 2000
 
-// loopBufs holds the buffers of sessions that left their loop, for the
-// next to enter one.
-var loopBufs = sync.Pool{New: func() any { return new([loopBufSize]byte) }}
-
 // close makes the loops end as soon as they hold no session.
 func (set *loopSet) close() {
 	set.closing.Store(true)
@@ -438,8 +434,8 @@ func (l *eventLoop) add(fs *fastSession) {
 		l.release(fs, "epoll_ctl: "+err.Error())
 		return
 	}
-	fs.cbuf = loopBufs.Get().(*[loopBufSize]byte)[:]
-	fs.ubuf = loopBufs.Get().(*[loopBufSize]byte)[:]
+	fs.cbuf = make([]byte, loopBufSize)
+	fs.ubuf = make([]byte, loopBufSize)
 	if top := max(fs.cfd, fs.ufd); top >= len(l.bySocket) {
 		l.bySocket = append(l.bySocket, make([]*fastSession, top+1-len(l.bySocket))...)
 	}
@@ -470,11 +466,6 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 	}
 	fs.h.up = fs.up
 	fs.h.owing = fs.fwd.owing
-	for _, b := range [][]byte{fs.cbuf, fs.ubuf} {
-		if len(b) == loopBufSize {
-			loopBufs.Put((*[loopBufSize]byte)(b))
-		}
-	}
 	fs.cbuf, fs.ubuf = nil, nil
 	fs.ss.log.Debug("relay leaves the event loop", "reason", why)
 	fs.handBack()

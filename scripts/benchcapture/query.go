@@ -298,7 +298,7 @@ const ingestQueries = 3
 
 // cachedInserts is what the NOTICE says when only the rows inserted since
 // the proxy's cached read were read.
-const cachedInserts = "rows inserted since the last refresh added, those of earlier reads from the proxy's cache"
+const cachedInserts = "rollup rows from the proxy's cache, and the inserted rows of earlier reads"
 
 // ingest times the query on c after each of ingestQueries one-row INSERTs
 // into the first changed day (not timed; ids after lastID, which the
