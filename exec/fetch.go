@@ -185,7 +185,7 @@ func (f *fetched) rollupPart(p *plan.Rollup) (*rollupPart, error) {
 		}
 		f.fromCache = true
 		f.cache.count(true)
-		f.keepInserted(p, f.ent.part)
+		f.keepEntry(p, f.ent.part)
 		return f.ent.part, nil
 	}
 	if f.cache != nil {
@@ -195,7 +195,7 @@ func (f *fetched) rollupPart(p *plan.Rollup) (*rollupPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.keepInserted(p, part)
+	f.keepEntry(p, part)
 	return part, nil
 }
 
@@ -205,11 +205,11 @@ func (f *fetched) cachedInserts() bool {
 	return f.insertsDelta && len(f.ent.inserts.rows) > 0
 }
 
-// keepInserted caches part with the fetch's token, and the inserted rows
+// keepEntry caches part with the fetch's token, and the inserted rows
 // the answer holds with the snapshot they were read in, when the
 // statement had no transaction ID (else without them). A token without the
 // version (the rollup is gone) is not cached.
-func (f *fetched) keepInserted(p *plan.Rollup, part *rollupPart) {
+func (f *fetched) keepEntry(p *plan.Rollup, part *rollupPart) {
 	if f.cache == nil || strings.HasPrefix(f.token, "|") {
 		return
 	}
