@@ -1,0 +1,63 @@
+// Command pausedquery times one query asked through several servers in
+// turn, each on a long-lived connection of pgconn's simple protocol, with a
+// pause before every query, and prints each server's median and quartiles.
+// It measures an answer that starts from an idle machine (as a dashboard's
+// tiles and the matrix of bench-query do), against the same answer back to
+// back (-pause 0), and compares proxies built from different commits
+// within one run:
+//
+//	go run ./scripts/pausedquery -n 150 -pause 50ms -q "SELECT ..." URL1 URL2
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func main() {
+	n := flag.Int("n", 100, "queries per server")
+	pause := flag.Duration("pause", 50*time.Millisecond, "pause before each query")
+	q := flag.String("q", "", "the query")
+	flag.Parse()
+	if *q == "" || flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: pausedquery [-n N] [-pause D] -q QUERY URL...")
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	conns := make([]*pgconn.PgConn, flag.NArg())
+	for i, u := range flag.Args() {
+		c, err := pgconn.Connect(ctx, u)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer c.Close(ctx)
+		conns[i] = c
+	}
+	times := make([][]time.Duration, len(conns))
+	for i := range *n {
+		for j := range conns {
+			k := (i + j) % len(conns) // the order rotates
+			time.Sleep(*pause)
+			t0 := time.Now()
+			if _, err := conns[k].Exec(ctx, *q).ReadAll(); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", conns[k].Conn().RemoteAddr(), err)
+				os.Exit(1)
+			}
+			times[k] = append(times[k], time.Since(t0))
+		}
+	}
+	for k, t := range times {
+		slices.Sort(t)
+		fmt.Printf("%s: median %.3f ms (quartiles %.3f–%.3f), %d queries\n", conns[k].Conn().RemoteAddr(),
+			ms(t[len(t)/2]), ms(t[len(t)/4]), ms(t[3*len(t)/4]), len(t))
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
