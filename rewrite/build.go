@@ -185,13 +185,18 @@ func (m *matcher) exactStatement(p *plan.Rollup, exactCols []string) {
 	}
 }
 
-// level returns the coarsest of the rollup's levels on whose rows the
-// query's keys and filters are what they are on the rollup's rows: each is
-// constant within a level bucket (grouping by day rules out a month level;
-// by month, or by nothing, allows it). Nil if none.
-func (m *matcher) level() *catalog.Level {
+// levels returns the rollup's levels the rollup half may read, coarsest
+// first: those on whose rows the query's keys and filters are what they
+// are on the rollup's rows (each constant within a level bucket: grouping
+// by day rules out a month level; by month, or by nothing, allows it).
+// When constants give the range, only the coarsest of them that can hold a
+// whole bucket of it; when they do not (now(), current_date, a bound
+// parameter) and the range has a lower bound, all of them, for the fetch
+// to choose from as it runs (levelChoice). Nil if none.
+func (m *matcher) levels() []catalog.Level {
 	hours, known := m.rangeHours()
-	for i, l := range m.r.Levels { // coarsest first
+	var out []catalog.Level
+	for _, l := range m.r.Levels { // coarsest first
 		if m.r.TimeType == catalog.Timestamptz && zoneFault(m.r.TimeZone, l.Grain) != "" {
 			continue
 		}
@@ -215,11 +220,17 @@ func (m *matcher) level() *catalog.Level {
 				ok = false
 			}
 		}
-		if ok {
-			return &m.r.Levels[i]
+		if !ok {
+			continue
+		}
+		out = append(out, l)
+		if known || len(m.lower) == 0 {
+			// Without a lower bound every level bucket before the last
+			// whole one is read: the coarsest holds them best.
+			break
 		}
 	}
-	return nil
+	return out
 }
 
 // minGrainHours are the shortest lengths of a level's buckets (a day or a

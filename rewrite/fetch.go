@@ -291,30 +291,36 @@ func (m *matcher) logInstant(x string) string {
 }
 
 // withClause is the fetch's common table expressions: BoundsRelation,
-// computed from m.lo and m.hi (and the end of the level's whole buckets
-// when the rollup arm reads level lv), LogRelation, the change log's
+// computed from m.lo and m.hi (and, per level lvs the rollup arm may read,
+// the end of its whole buckets, levelCol), LogRelation, the change log's
 // buckets in range (and their level buckets), and SpansRelation, the spans
 // the base arm reads.
-func (m *matcher) withClause(p *plan.Rollup, lv *catalog.Level) []plan.CTE {
+func (m *matcher) withClause(p *plan.Rollup, lvs []catalog.Level) []plan.CTE {
 	var cols []string
 	if m.lo != "" {
 		cols = append(cols, m.lo+" AS lo")
 	}
 	cols = append(cols, m.hi+" AS hi")
 	bounds := "SELECT " + strings.Join(cols, ", ")
-	if lv != nil {
-		lo := ""
+	if len(lvs) > 0 {
+		outer := []string{"hi"}
 		if m.lo != "" {
-			lo = "lo, "
+			outer = []string{"lo", "hi"}
 		}
-		// The level's last whole bucket ends at or before hi.
-		lhi := m.bucketMath(lv.Grain).floor("hi") + " AS lhi"
-		if m.lo != "" && !m.fixedOffset() {
-			// The level bucket of the rollup's last bucket before lo (see
-			// levelFrom).
-			lhi += ", " + m.bucketMath(lv.Grain).floor(m.bucketMath(m.r.Grain).floor("lo - interval '1 microsecond'")) + " AS lfl"
+		for i, lv := range lvs {
+			// The level's last whole bucket ends at or before hi.
+			floor := m.bucketMath(lv.Grain).floor
+			outer = append(outer, floor("hi")+" AS "+levelCol("lhi", i))
+			if m.lo != "" && !m.fixedOffset() {
+				// The level bucket of the rollup's last bucket before lo
+				// (see levelFrom).
+				outer = append(outer, floor(m.bucketMath(m.r.Grain).floor("lo - interval '1 microsecond'"))+" AS "+levelCol("lfl", i))
+			}
 		}
-		bounds = "SELECT " + lo + "hi, " + lhi + " FROM (" + bounds + ") b"
+		if len(lvs) > 1 {
+			outer = append(outer, m.levelChoice(lvs)+" AS "+levelPick)
+		}
+		bounds = "SELECT " + strings.Join(outer, ", ") + " FROM (" + bounds + ") b"
 	}
 	// The log's instants, as the rollup's buckets (for date and timestamp
 	// columns the wall-clock start read as UTC).
@@ -324,8 +330,8 @@ func (m *matcher) withClause(p *plan.Rollup, lv *catalog.Level) []plan.CTE {
 		item = bucket + " AS bucket"
 	}
 	logged := "SELECT DISTINCT " + item
-	if lv != nil {
-		logged += ", " + m.bucketMath(lv.Grain).floor(bucket) + " AS level"
+	for i, lv := range lvs {
+		logged += ", " + m.bucketMath(lv.Grain).floor(bucket) + " AS " + levelCol("level", i)
 	}
 	logged += " FROM pgsketch.rollup_dirty l WHERE l.rollup = " + catalog.QuoteLiteral(m.r.Name)
 	if m.lo != "" {
@@ -404,12 +410,21 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		logged = "bucket::date"
 	}
 	f.Range = append(f.Range, bucket+" < "+p.Time.BucketsTo, bucket+" NOT IN (SELECT "+logged+" FROM "+plan.LogRelation+")")
-	lv := m.level()
-	if lv != nil {
-		p.Level = lv
-		f.From = m.levelFrom(p, *lv)
+	lvs := m.levels()
+	switch len(lvs) {
+	case 0:
+	case 1:
+		p.Level = &lvs[0]
+		f.From = m.levelFrom(p, lvs[0], 0)
+	default:
+		p.Level, p.RunLevels = &lvs[0], lvs
+		arms := make([]string, len(lvs))
+		for i, lv := range lvs {
+			arms[i] = "SELECT * FROM " + m.levelFrom(p, lv, i) + " WHERE " + boundsRef(levelPick) + " = " + strconv.Itoa(i+1)
+		}
+		f.From = "(" + strings.Join(arms, " UNION ALL ") + ") r"
 	}
-	f.With = m.withClause(p, lv)
+	f.With = m.withClause(p, lvs)
 	if len(p.Time.Lower)+len(p.Time.Upper) == 0 {
 		f.Rest = append(f.Rest, m.tailArm(c.base, bwhere, groupBy))
 	}
@@ -611,24 +626,60 @@ func (m *matcher) spanCondition(tcol string) string {
 // read are those after lfl, the level bucket of the rollup's last bucket
 // before lo (none of theirs precedes lo: truncation is monotone), and the
 // rollup's own rows are those whose level bucket is not read.
-func (m *matcher) levelFrom(p *plan.Rollup, l catalog.Level) string {
+//
+// l is the i-th of the levels the fetch may read (withClause's columns).
+func (m *matcher) levelFrom(p *plan.Rollup, l catalog.Level, i int) string {
 	floor := m.bucketMath(l.Grain).floor
 	bucket := "r." + syntax.QuoteIdent(catalog.BucketColumn)
-	dirty := "(SELECT level FROM " + plan.LogRelation + ")"
-	in := bucket + " < " + boundsRef("lhi") + " AND " + bucket + " NOT IN " + dirty
-	out := []string{bucket + " >= " + boundsRef("lhi"), floor(bucket) + " IN " + dirty}
+	lhi := boundsRef(levelCol("lhi", i))
+	dirty := "(SELECT " + levelCol("level", i) + " FROM " + plan.LogRelation + ")"
+	in := bucket + " < " + lhi + " AND " + bucket + " NOT IN " + dirty
+	out := []string{bucket + " >= " + lhi, floor(bucket) + " IN " + dirty}
 	if !m.fixedOffset() {
-		out[0] = floor(bucket) + " >= " + boundsRef("lhi")
+		out[0] = floor(bucket) + " >= " + lhi
 	}
 	switch {
 	case len(p.Time.Lower) > 0 && !m.fixedOffset():
-		in += " AND " + bucket + " > " + boundsRef("lfl")
-		out = append([]string{floor(bucket) + " <= " + boundsRef("lfl")}, out...)
+		lfl := boundsRef(levelCol("lfl", i))
+		in += " AND " + bucket + " > " + lfl
+		out = append([]string{floor(bucket) + " <= " + lfl}, out...)
 	case len(p.Time.Lower) > 0:
 		out = append([]string{floor(bucket) + " < " + boundsRef("lo")}, out...)
 	}
 	return "(SELECT * FROM " + relation(l.Table) + " r WHERE " + in +
 		" UNION ALL SELECT * FROM " + relation(m.r.Table) + " r WHERE (" + strings.Join(out, " OR ") + ")) r"
+}
+
+// levelPick is BoundsRelation's column that says which of several levels
+// the rollup arm reads (1 for the first).
+const levelPick = "pick"
+
+// levelCol is BoundsRelation's or LogRelation's column name for the i-th
+// level the fetch may read: name itself for the first, then name2, ...
+func levelCol(name string, i int) string {
+	if i == 0 {
+		return name
+	}
+	return name + strconv.Itoa(i+1)
+}
+
+// levelChoice is the expression, over BoundsRelation's columns, that picks
+// which of the levels lvs (coarsest first) the rollup arm reads, when the
+// range is known only as the statement runs: the first whose last whole
+// bucket before hi starts at or after lo (so that the range holds a whole
+// bucket of it), else the last. Any choice gives the same answer
+// (levelFrom reads each of the range's rollup buckets once, from a level
+// or from the rollup table); the choice only decides how many rows that
+// takes. A NULL bound picks the last.
+func (m *matcher) levelChoice(lvs []catalog.Level) string {
+	var b strings.Builder
+	b.WriteString("CASE")
+	for i, lv := range lvs[:len(lvs)-1] {
+		floor := m.bucketMath(lv.Grain).floor
+		fmt.Fprintf(&b, " WHEN %s >= lo THEN %d", floor(floor("hi")+" - interval '1 microsecond'"), i+1)
+	}
+	fmt.Fprintf(&b, " ELSE %d END", len(lvs))
+	return b.String()
 }
 
 func (m *matcher) sourceSQL() string {

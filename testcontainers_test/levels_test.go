@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -259,4 +260,177 @@ func TestRollupLevels(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname LIKE 'daily%' OR relname LIKE 'hourly%'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("tables left after drop_rollup: %d %v", n, err)
 	}
+}
+
+// TestRollupLevelsChosenAsRun: a range given by parameters is known only
+// as the fetch runs, which then reads the coarsest level of which the
+// range holds a whole bucket (else the finest): a month where the range
+// holds one, weeks where it holds none. Every answer is byte for byte the
+// answer of the same range written as constants (the level chosen from
+// them as the query is planned), over whole months, weeks, a few days,
+// changed buckets and the rows after the watermark.
+func TestRollupLevelsChosenAsRun(t *testing.T) {
+	t.Parallel()
+	db, conn := rolledUpEvents(t, 200_000, 90, "2026-03-29 12:00", "3 days")
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('daily', 'month')`)
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('daily', 'week')`)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	// Changed buckets after the refresh: a late row in February, an update
+	// in March.
+	mustExec(t, conn, `INSERT INTO events SELECT id + 30000000, created_at, user_id + 5, country, device, amount
+		FROM events WHERE created_at >= '2026-02-17' AND created_at < '2026-02-17 00:10'`)
+	mustExec(t, conn, `UPDATE events SET amount = amount + 1 WHERE created_at >= '2026-03-11' AND created_at < '2026-03-11 01:00'`)
+
+	url := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "0").URL(db.DSN)
+	// One connection for both forms, so that both answers come in the
+	// same formats.
+	bound := connectMode(t, url, pgx.QueryExecModeCacheStatement)
+	const q = `SELECT country, count(DISTINCT user_id), count(*), sum(amount) FROM events
+		WHERE created_at >= %s AND created_at < %s GROUP BY 1 ORDER BY 1`
+	for _, tc := range []struct {
+		from, to string
+		level    string // the level table the fetch reads
+	}{
+		{"2026-02-01", "2026-03-01", "daily_month"},
+		{"2026-01-15", "2026-03-20", "daily_month"},
+		{"2026-01-05", "2026-04-10", "daily_month"},
+		{"2026-02-03", "2026-03-10", "daily_week"},
+		{"2026-03-02", "2026-03-30", "daily_week"},
+		{"2026-02-10", "2026-02-13", "daily_week"},
+		{"2026-02-16 06:00", "2026-02-24 18:00", "daily_week"},
+	} {
+		checkLevelChosen(t, bound, conn, "daily", q, tc.from, tc.to, tc.level)
+	}
+}
+
+// TestRollupLevelsChosenAsRunZoned: the same for hours cut in Berlin's
+// days and weeks, whose length changes with daylight saving time (the
+// last Sunday of March): the levels' buckets do not keep one offset from
+// UTC, and the fetch reads the level buckets after the one of the rollup's
+// last bucket before the range.
+func TestRollupLevelsChosenAsRunZoned(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 60_000, 90)
+	createRollup(t, conn, "hourly", hourlyRollupArgs+", time_zone => 'Europe/Berlin'")
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('hourly', 'day')`)
+	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('hourly', 'week')`)
+	refreshRollup(t, conn, "hourly", refresh.Options{})
+	mustExec(t, conn, `INSERT INTO events SELECT id + 40000000, created_at + interval '17 minutes', user_id + 3, country, device, amount
+		FROM events WHERE created_at >= '2026-03-29 00:00+00' AND created_at < '2026-03-29 03:00+00'; ANALYZE events`)
+	url := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "0").URL(db.DSN)
+	bound := connectMode(t, url, pgx.QueryExecModeCacheStatement)
+	const q = `SELECT device, count(DISTINCT user_id), count(*), sum(amount) FROM events
+		WHERE created_at >= %s AND created_at < %s GROUP BY 1 ORDER BY 1`
+	for _, tc := range []struct {
+		from, to string // in UTC
+		level    string
+	}{
+		{"2026-03-15 23:00", "2026-04-02 10:00", "hourly_week"}, // Berlin's Mondays 03-16 and 03-23, a week over the change
+		{"2026-03-21 05:00", "2026-03-31 20:00", "hourly_week"},
+		{"2026-03-27 23:00", "2026-03-30 07:00", "hourly_day"}, // 03-28 and the 23-hour 03-29
+		{"2026-03-28 22:30", "2026-03-29 22:00", "hourly_day"}, // the 23-hour day, whole
+		{"2026-03-29 00:30", "2026-03-29 21:30", "hourly_day"}, // no whole day
+	} {
+		checkLevelChosen(t, bound, conn, "hourly", q, tc.from, tc.to, tc.level)
+	}
+}
+
+// checkLevelChosen asks query q (a format with the range's two bounds)
+// through the proxy connection bound over [from, to) (UTC) as constants
+// and as parameters, and checks that both are answered alike from rollup,
+// and that with parameters the fetch reads the level table level.
+func checkLevelChosen(t *testing.T, bound *noticeConn, conn *pgx.Conn, rollup, q, from, to, level string) {
+	t.Helper()
+	ctx := context.Background()
+	name := from + " to " + to
+	want, err := bound.query(ctx, fmt.Sprintf(q, "'"+from+"+00'", "'"+to+"+00'"))
+	if err != nil {
+		t.Fatalf("%s, constants: %v", name, err)
+	}
+	lo, err1 := time.Parse("2006-01-02 15:04", normMinute(from))
+	hi, err2 := time.Parse("2006-01-02 15:04", normMinute(to))
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bound.query(ctx, fmt.Sprintf(q, "$1", "$2"), lo, hi)
+	if err != nil {
+		t.Fatalf("%s, parameters: %v", name, err)
+	}
+	if len(got.notices) != 1 || !strings.Contains(got.notices[0], "approximated from rollup "+rollup) {
+		t.Fatalf("%s: not answered from the rollup: %q", name, got.notices)
+	}
+	if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+		t.Errorf("%s: with parameters\n got %q\nwant %q (constants)", name, got.rows, want.rows)
+	}
+	if read := levelsRead(t, bound, conn, rollup, fmt.Sprintf(q, "$1", "$2"), lo, hi); fmt.Sprint(read) != fmt.Sprint([]string{level}) {
+		t.Errorf("%s: the fetch read the levels %v, want %s", name, read, level)
+	}
+}
+
+// normMinute gives a day without a time its midnight.
+func normMinute(s string) string {
+	if len(s) == len("2006-01-02") {
+		return s + " 00:00"
+	}
+	return s
+}
+
+// levelsRead runs the fetch of query (asked with the times args through
+// the proxy connection c) in PostgreSQL under EXPLAIN ANALYZE and returns
+// the level tables of rollup it read.
+func levelsRead(t *testing.T, c *noticeConn, conn *pgx.Conn, rollup, query string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	ex, err := c.query(ctx, "EXPLAIN VERBOSE "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := ""
+	for _, r := range ex.rows {
+		if s := strings.TrimSpace(r[0]); strings.HasPrefix(s, "fetch: ") {
+			fetch = strings.TrimPrefix(s, "fetch: ")
+		}
+	}
+	if fetch == "" {
+		t.Fatalf("no fetch in the EXPLAIN: %q", ex.rows)
+	}
+	if _, err := conn.Exec(ctx, "PREPARE levels_read(timestamptz, timestamptz) AS "+fetch); err != nil {
+		t.Fatalf("%v\n%s", err, fetch)
+	}
+	defer conn.Exec(ctx, "DEALLOCATE levels_read")
+	var lits []string
+	for _, a := range args {
+		lits = append(lits, "'"+a.(time.Time).Format(time.RFC3339)+"'")
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE levels_read("+strings.Join(lits, ", ")+")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A scan of a level the fetch did not pick is never executed.
+	scan := regexp.MustCompile(`Scan (?:using \S+ )?on (` + rollup + `_(?:day|week|month))\b.*\(actual rows=`)
+	seen := map[string]bool{}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+		if m := scan.FindStringSubmatch(line); m != nil {
+			seen[m[1]] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range []string{"month", "week", "day"} {
+		if seen[rollup+"_"+g] {
+			out = append(out, rollup+"_"+g)
+		}
+	}
+	if len(out) == 0 {
+		t.Logf("plan:\n%s", strings.Join(plan, "\n"))
+	}
+	return out
 }

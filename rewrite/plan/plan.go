@@ -125,6 +125,11 @@ type Rollup struct {
 	// Level, when set, is the rollup's level the rollup half reads its
 	// whole level buckets from (the rest of the range from Table).
 	Level *catalog.Level
+	// RunLevels, when set, are the levels the rollup half chooses from as
+	// the fetch runs, coarsest first (Level is the first): a range given
+	// by now() or a parameter is known only then. It reads the coarsest
+	// whose whole buckets the range holds, else the finest.
+	RunLevels []catalog.Level
 	// Inserts is the rollup's table of inserted rows, which the fetch reads
 	// for the buckets of the rollup arm (catalog.Rollup.Inserts), or nil.
 	Inserts  *catalog.Table

@@ -139,7 +139,16 @@ func (p *Rollup) Explain(verbose bool) string {
 	if p.Inserts != nil {
 		w("inserts: rows inserted since their buckets were built, read from %s for the range's whole buckets the change log does not list; pgsketch.capture_check_inserts counts the changed ones", p.Inserts)
 	}
-	if p.Level != nil {
+	switch {
+	case len(p.RunLevels) > 1:
+		var names, tables []string
+		for _, l := range p.RunLevels {
+			names = append(names, string(l.Grain))
+			tables = append(tables, l.Table.String())
+		}
+		w("level: %s (tables %s), chosen as the statement runs: the coarsest of which the range holds a whole bucket (else the %s); the range's whole buckets of it read from it, the rest from the rollup table",
+			strings.Join(names, " or "), strings.Join(tables, ", "), names[len(names)-1])
+	case p.Level != nil:
 		w("level: %s (table %s): the range's whole %ss read from it, the rest from the rollup table", p.Level.Grain, p.Level.Table, p.Level.Grain)
 	}
 	switch {

@@ -4,9 +4,12 @@
 // It measures an answer that starts from an idle machine (as a dashboard's
 // tiles and the matrix of bench-query do), against the same answer back to
 // back (-pause 0), and compares proxies built from different commits
-// within one run:
+// within one run. With -param (repeated: $1, $2, ...) the query is sent
+// with the extended protocol and those parameters, as text of unspecified
+// type:
 //
 //	go run ./scripts/pausedquery -n 150 -pause 50ms -q "SELECT ..." URL1 URL2
+//	go run ./scripts/pausedquery -q "... created_at >= $1 ..." -param 2026-02-09 URL
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,15 +28,35 @@ func main() {
 	n := flag.Int("n", 100, "queries per server")
 	pause := flag.Duration("pause", 50*time.Millisecond, "pause before each query")
 	q := flag.String("q", "", "the query")
+	var params []string
+	flag.Func("param", "a parameter of the query ($1, then $2, ...); repeat the flag for each", func(v string) error {
+		params = append(params, v)
+		return nil
+	})
 	flag.Parse()
+	args := make([][]byte, len(params))
+	for i, p := range params {
+		args[i] = []byte(p)
+	}
 	if *q == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: pausedquery [-n N] [-pause D] -q QUERY URL...")
 		os.Exit(2)
 	}
 	ctx := context.Background()
 	conns := make([]*pgconn.PgConn, flag.NArg())
+	fromRollup := make([]int, flag.NArg()) // answers with pgsketch's NOTICE of a rollup
 	for i, u := range flag.Args() {
-		c, err := pgconn.Connect(ctx, u)
+		cfg, err := pgconn.ParseConfig(u)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+			if strings.Contains(n.Message, "from rollup") {
+				fromRollup[i]++
+			}
+		}
+		c, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -46,7 +70,13 @@ func main() {
 			k := (i + j) % len(conns) // the order rotates
 			time.Sleep(*pause)
 			t0 := time.Now()
-			if _, err := conns[k].Exec(ctx, *q).ReadAll(); err != nil {
+			var err error
+			if len(args) > 0 {
+				err = conns[k].ExecParams(ctx, *q, args, nil, nil, nil).Read().Err
+			} else {
+				_, err = conns[k].Exec(ctx, *q).ReadAll()
+			}
+			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", conns[k].Conn().RemoteAddr(), err)
 				os.Exit(1)
 			}
@@ -55,8 +85,8 @@ func main() {
 	}
 	for k, t := range times {
 		slices.Sort(t)
-		fmt.Printf("%s: median %.3f ms (quartiles %.3f–%.3f), %d queries\n", conns[k].Conn().RemoteAddr(),
-			ms(t[len(t)/2]), ms(t[len(t)/4]), ms(t[3*len(t)/4]), len(t))
+		fmt.Printf("%s: median %.3f ms (quartiles %.3f–%.3f), %d queries, %d answered from a rollup\n", conns[k].Conn().RemoteAddr(),
+			ms(t[len(t)/2]), ms(t[len(t)/4]), ms(t[3*len(t)/4]), len(t), fromRollup[k])
 	}
 }
 
