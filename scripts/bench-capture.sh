@@ -6,7 +6,7 @@
 #   write cost  a 1 M-row INSERT ... SELECT ... generate_series and 10000
 #               one-row prepared INSERTs (autocommit), into a table a daily
 #               rollup covers (four capture triggers) and into a twin table
-#               no rollup covers, alternating; goals <= 1.10 and <= 1.20;
+#               no rollup covers, alternating; goals <= 1.20 and <= 1.30;
 #   query cost  "one month, distinct users by country" through
 #               pgsketch-proxy serve --approx on (its default cache) over the
 #               daily rollup of a generated events table (2 M rows; --rows
