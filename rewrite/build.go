@@ -188,11 +188,12 @@ func (m *matcher) exactStatement(p *plan.Rollup, exactCols []string) {
 // levels returns the rollup's levels the rollup half may read, coarsest
 // first: those on whose rows the query's keys and filters are what they
 // are on the rollup's rows (each constant within a level bucket: grouping
-// by day rules out a month level; by month, or by nothing, allows it).
-// When constants give the range, only the coarsest of them that can hold a
-// whole bucket of it; when they do not (now(), current_date, a bound
-// parameter) and the range has a lower bound, all of them, for the fetch
-// to choose from as it runs (levelChoice). Nil if none.
+// by day rules out a month level; by month, or by nothing, allows it), and,
+// when constants give the range, that it is long enough to hold a whole
+// bucket of. When the range has a lower bound, the fetch chooses among
+// them as it runs, from the range it computes (levelChoice): 35 days of
+// constants may hold no whole month but four weeks. Without one, only
+// the coarsest. Nil if none.
 func (m *matcher) levels() []catalog.Level {
 	hours, known := m.rangeHours()
 	var out []catalog.Level
@@ -224,7 +225,7 @@ func (m *matcher) levels() []catalog.Level {
 			continue
 		}
 		out = append(out, l)
-		if known || len(m.lower) == 0 {
+		if len(m.lower) == 0 {
 			// Without a lower bound every level bucket before the last
 			// whole one is read: the coarsest holds them best.
 			break

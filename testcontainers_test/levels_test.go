@@ -290,16 +290,17 @@ func TestRollupLevelsChosenAsRun(t *testing.T) {
 	for _, tc := range []struct {
 		from, to string
 		level    string // the level table the fetch reads
+		tooShort bool   // for any level, as the planner sees constants
 	}{
-		{"2026-02-01", "2026-03-01", "daily_month"},
-		{"2026-01-15", "2026-03-20", "daily_month"},
-		{"2026-01-05", "2026-04-10", "daily_month"},
-		{"2026-02-03", "2026-03-10", "daily_week"},
-		{"2026-03-02", "2026-03-30", "daily_week"},
-		{"2026-02-10", "2026-02-13", "daily_week"},
-		{"2026-02-16 06:00", "2026-02-24 18:00", "daily_week"},
+		{"2026-02-01", "2026-03-01", "daily_month", false},
+		{"2026-01-15", "2026-03-20", "daily_month", false},
+		{"2026-01-05", "2026-04-10", "daily_month", false},
+		{"2026-02-03", "2026-03-10", "daily_week", false},
+		{"2026-03-02", "2026-03-30", "daily_week", false},
+		{"2026-02-10", "2026-02-13", "daily_week", true},
+		{"2026-02-16 06:00", "2026-02-24 18:00", "daily_week", false},
 	} {
-		checkLevelChosen(t, bound, conn, "daily", q, tc.from, tc.to, tc.level)
+		checkLevelChosen(t, bound, conn, "daily", q, tc.from, tc.to, tc.level, tc.tooShort)
 	}
 }
 
@@ -324,33 +325,38 @@ func TestRollupLevelsChosenAsRunZoned(t *testing.T) {
 	for _, tc := range []struct {
 		from, to string // in UTC
 		level    string
+		tooShort bool
 	}{
-		{"2026-03-15 23:00", "2026-04-02 10:00", "hourly_week"}, // Berlin's Mondays 03-16 and 03-23, a week over the change
-		{"2026-03-21 05:00", "2026-03-31 20:00", "hourly_week"},
-		{"2026-03-27 23:00", "2026-03-30 07:00", "hourly_day"}, // 03-28 and the 23-hour 03-29
-		{"2026-03-28 22:30", "2026-03-29 22:00", "hourly_day"}, // the 23-hour day, whole
-		{"2026-03-29 00:30", "2026-03-29 21:30", "hourly_day"}, // no whole day
+		{"2026-03-15 23:00", "2026-04-02 10:00", "hourly_week", false}, // Berlin's Mondays 03-16 and 03-23, a week over the change
+		{"2026-03-21 05:00", "2026-03-31 20:00", "hourly_week", false},
+		{"2026-03-27 23:00", "2026-03-30 07:00", "hourly_day", false}, // 03-28 and the 23-hour 03-29
+		{"2026-03-28 22:30", "2026-03-29 22:00", "hourly_day", false}, // the 23-hour day, whole
+		{"2026-03-29 00:30", "2026-03-29 21:30", "hourly_day", true},  // no whole day
 	} {
-		checkLevelChosen(t, bound, conn, "hourly", q, tc.from, tc.to, tc.level)
+		checkLevelChosen(t, bound, conn, "hourly", q, tc.from, tc.to, tc.level, tc.tooShort)
 	}
 }
 
 // checkLevelChosen asks query q (a format with the range's two bounds)
 // through the proxy connection bound over [from, to) (UTC) as constants
 // and as parameters, and checks that both are answered alike from rollup,
-// and that with parameters the fetch reads the level table level.
-func checkLevelChosen(t *testing.T, bound *noticeConn, conn *pgx.Conn, rollup, q, from, to, level string) {
+// and that either way the fetch reads the level table level (as
+// constants none when tooShort: too short to hold a bucket of any level).
+func checkLevelChosen(t *testing.T, bound *noticeConn, conn *pgx.Conn, rollup, q, from, to, level string, tooShort bool) {
 	t.Helper()
 	ctx := context.Background()
 	name := from + " to " + to
-	want, err := bound.query(ctx, fmt.Sprintf(q, "'"+from+"+00'", "'"+to+"+00'"))
-	if err != nil {
-		t.Fatalf("%s, constants: %v", name, err)
-	}
 	lo, err1 := time.Parse("2006-01-02 15:04", normMinute(from))
 	hi, err2 := time.Parse("2006-01-02 15:04", normMinute(to))
 	if err := errors.Join(err1, err2); err != nil {
 		t.Fatal(err)
+	}
+	// In a form the planner reads as a constant time.
+	const literal = "'2006-01-02 15:04:05Z07'"
+	constants := fmt.Sprintf(q, lo.Format(literal), hi.Format(literal))
+	want, err := bound.query(ctx, constants)
+	if err != nil {
+		t.Fatalf("%s, constants: %v", name, err)
 	}
 	got, err := bound.query(ctx, fmt.Sprintf(q, "$1", "$2"), lo, hi)
 	if err != nil {
@@ -362,8 +368,16 @@ func checkLevelChosen(t *testing.T, bound *noticeConn, conn *pgx.Conn, rollup, q
 	if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
 		t.Errorf("%s: with parameters\n got %q\nwant %q (constants)", name, got.rows, want.rows)
 	}
-	if read := levelsRead(t, bound, conn, rollup, fmt.Sprintf(q, "$1", "$2"), lo, hi); fmt.Sprint(read) != fmt.Sprint([]string{level}) {
-		t.Errorf("%s: the fetch read the levels %v, want %s", name, read, level)
+	if read := levelsRead(t, bound, conn, rollup, fmt.Sprintf(q, "$1", "$2"), []any{lo, hi}, lo, hi); fmt.Sprint(read) != fmt.Sprint([]string{level}) {
+		t.Errorf("%s: by parameters, the fetch read the levels %v, want %s", name, read, level)
+	}
+	// Constants are the fetch's parameters too (lifted): the same choice.
+	wantConst := []string{level}
+	if tooShort {
+		wantConst = nil
+	}
+	if read := levelsRead(t, bound, conn, rollup, constants, nil, lo, hi); fmt.Sprint(read) != fmt.Sprint(wantConst) {
+		t.Errorf("%s: by constants, the fetch read the levels %v, want %v", name, read, wantConst)
 	}
 }
 
@@ -375,10 +389,11 @@ func normMinute(s string) string {
 	return s
 }
 
-// levelsRead runs the fetch of query (asked with the times args through
-// the proxy connection c) in PostgreSQL under EXPLAIN ANALYZE and returns
-// the level tables of rollup it read.
-func levelsRead(t *testing.T, c *noticeConn, conn *pgx.Conn, rollup, query string, args ...any) []string {
+// levelsRead runs the fetch of query (asked with args through the proxy
+// connection c; its range [lo, hi) the fetch's two parameters) in
+// PostgreSQL under EXPLAIN ANALYZE and returns the level tables of rollup
+// it read.
+func levelsRead(t *testing.T, c *noticeConn, conn *pgx.Conn, rollup, query string, args []any, lo, hi time.Time) []string {
 	t.Helper()
 	ctx := context.Background()
 	ex, err := c.query(ctx, "EXPLAIN VERBOSE "+query, args...)
@@ -398,10 +413,7 @@ func levelsRead(t *testing.T, c *noticeConn, conn *pgx.Conn, rollup, query strin
 		t.Fatalf("%v\n%s", err, fetch)
 	}
 	defer conn.Exec(ctx, "DEALLOCATE levels_read")
-	var lits []string
-	for _, a := range args {
-		lits = append(lits, "'"+a.(time.Time).Format(time.RFC3339)+"'")
-	}
+	lits := []string{"'" + lo.Format(time.RFC3339) + "'", "'" + hi.Format(time.RFC3339) + "'"}
 	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE levels_read("+strings.Join(lits, ", ")+")")
 	if err != nil {
 		t.Fatal(err)
