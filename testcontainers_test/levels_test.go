@@ -271,7 +271,7 @@ func TestRollupLevels(t *testing.T) {
 // changed buckets and the rows after the watermark.
 func TestRollupLevelsChosenAsRun(t *testing.T) {
 	t.Parallel()
-	db, conn := rolledUpEvents(t, 200_000, 90, "2026-03-29 12:00", "3 days")
+	db, conn := rolledUpEvents(t, 60_000, 90, "2026-03-29 12:00", "3 days")
 	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('daily', 'month')`)
 	mustExec(t, conn, `SELECT pgsketch.add_rollup_level('daily', 'week')`)
 	refreshRollup(t, conn, "daily", refresh.Options{})
