@@ -207,6 +207,12 @@ type Rollup struct {
 	// change log names it (an instant; for date and timestamp columns the
 	// wall-clock start read as UTC).
 	Inserts *Table
+	// Distributed says the source is a table Citus distributes by hash,
+	// whose changes the capture triggers on its shards log in a table of
+	// their own (pgsketch.log_<rollup>), distributed with it; an answer
+	// reads its buckets through pgsketch.shard_logged beside the change
+	// log's.
+	Distributed bool
 }
 
 // Level is one level of a rollup.

@@ -54,6 +54,10 @@ type jsonRollup struct {
 	// InsertsTable is absent from catalogs older than inserted rows, and
 	// null until the rollup's first refresh under one that has them.
 	InsertsTable *string `json:"inserts_table"`
+	// ShardLog is absent from catalogs older than capture on distributed
+	// sources, and null for a rollup whose source Citus does not
+	// distribute.
+	ShardLog *string `json:"shard_log"`
 }
 
 // Parse reads the JSON that Query returns. A rollup whose source table or
@@ -84,6 +88,7 @@ func Parse(b []byte) (*Snapshot, error) {
 		if j.InsertsTable != nil && *j.InsertsTable != "" {
 			r.Inserts = &Table{Schema: "pgsketch", Name: *j.InsertsTable}
 		}
+		r.Distributed = j.ShardLog != nil && *j.ShardLog != ""
 		switch {
 		case len(j.Capture) == 0:
 			r.CaptureBroken = NoCapture

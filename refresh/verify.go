@@ -115,6 +115,10 @@ func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, 
 		// those rows to the rollup rows.
 		where += " AND " + logged + " NOT IN (SELECT i.pgsketch_bucket FROM " + r.Inserts.String() + " i)"
 	}
+	if r.Distributed {
+		// Buckets the capture on the source's shards logged.
+		where += " AND " + logged + " NOT IN (SELECT s.bucket FROM pgsketch.shard_logged($2) AS s(bucket) WHERE s.bucket IS NOT NULL)"
+	}
 	if !skipLogged {
 		where = "$2::text IS NOT NULL"
 	}

@@ -333,11 +333,21 @@ func (m *matcher) withClause(p *plan.Rollup, lvs []catalog.Level) []plan.CTE {
 	for i, lv := range lvs {
 		logged += ", " + m.bucketMath(lv.Grain).floor(bucket) + " AS " + levelCol("level", i)
 	}
-	logged += " FROM pgsketch.rollup_dirty l WHERE l.rollup = " + catalog.QuoteLiteral(m.r.Name)
-	if m.lo != "" {
-		logged += " AND l.bucket >= " + p.Time.DirtyFrom
+	from, conds := "pgsketch.rollup_dirty l", []string{"l.rollup = " + catalog.QuoteLiteral(m.r.Name)}
+	if m.r.Distributed {
+		// The log of the source's shards too (where a row the capture
+		// could not log has no bucket: capture_check then fails the
+		// statement).
+		p.ShardLog = "pgsketch." + syntax.QuoteIdent("log_"+m.r.Name)
+		from = "(SELECT x.bucket FROM pgsketch.rollup_dirty x WHERE x.rollup = " + catalog.QuoteLiteral(m.r.Name) +
+			" UNION ALL SELECT s.bucket FROM pgsketch.shard_logged(" + catalog.QuoteLiteral(m.r.Name) + ") AS s(bucket)) l"
+		conds = nil
 	}
-	logged += " AND l.bucket < " + p.Time.DirtyTo
+	if m.lo != "" {
+		conds = append(conds, "l.bucket >= "+p.Time.DirtyFrom)
+	}
+	conds = append(conds, "l.bucket < "+p.Time.DirtyTo)
+	logged += " FROM " + from + " WHERE " + strings.Join(conds, " AND ")
 	return []plan.CTE{
 		{Name: plan.BoundsRelation, SQL: bounds},
 		{Name: plan.LogRelation, SQL: logged},
@@ -561,9 +571,15 @@ func (m *matcher) tailArm(bcols, where, groupBy []string) plan.Select {
 // span at a time: by an index range on the time column where there is
 // one, and within the query's own range, so that an edge reads only the
 // rows of the range. (OFFSET 0 keeps PostgreSQL from flattening the
-// lateral read into a join it could plan as one scan of the table.)
+// lateral read into a join it could plan as one scan of the table. Citus
+// refuses it on a distributed source, where the read is a join that each
+// shard runs against the spans.)
 func (m *matcher) spanArm(bcols, where, groupBy []string) plan.Select {
 	inner := append([]string{m.spanCondition("t." + syntax.QuoteIdent(m.r.TimeColumn))}, where...)
+	if m.r.Distributed {
+		return plan.Select{Cols: bcols, GroupBy: groupBy,
+			From: m.sourceSQL() + " t JOIN " + plan.SpansRelation + " s ON " + strings.Join(inner, " AND ")}
+	}
 	return plan.Select{Cols: bcols, GroupBy: groupBy,
 		From: plan.SpansRelation + " s CROSS JOIN LATERAL (SELECT * FROM " + m.sourceSQL() + " t WHERE " +
 			strings.Join(inner, " AND ") + " OFFSET 0) t"}

@@ -304,6 +304,14 @@ func testCatalog() *catalog.Snapshot {
 			Watermark:  time.Date(2024, 5, 27, 0, 0, 0, 0, time.UTC), Version: 3, Rows: 8000,
 		},
 		{
+			Name: "taps_daily", Source: catalog.Table{Schema: "public", Name: "taps"}, Distributed: true,
+			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "taps_daily"},
+			TimeColumn: "tapped_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",
+			Dimensions: []catalog.Dimension{{Column: "country", Type: "text", DistinctValues: 20}},
+			Measures:   []catalog.Measure{rows, hll("user_id", "bigint")},
+			Watermark:  wm, Version: 3, Rows: 3000,
+		},
+		{
 			Name: "orders_monthly", Source: catalog.Table{Schema: "public", Name: "orders"},
 			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "orders_monthly"},
 			TimeColumn: "order_date", TimeType: catalog.Date, Grain: catalog.Month, TimeZone: "UTC",

@@ -454,7 +454,7 @@ func TestInsertedRowsMigration(t *testing.T) {
 	if again := insertsIndexes(t, conn); again != indexes {
 		t.Fatalf("a refresh made the inserted rows' index anew: %q, then %q", indexes, again)
 	}
-	if err := m.Down(1); err != nil {
+	if err := m.Down(int(latest) - 18); err != nil {
 		t.Fatal(err)
 	}
 	wantVersion(t, m, 18)

@@ -132,7 +132,11 @@ type Rollup struct {
 	RunLevels []catalog.Level
 	// Inserts is the rollup's table of inserted rows, which the fetch reads
 	// for the buckets of the rollup arm (catalog.Rollup.Inserts), or nil.
-	Inserts  *catalog.Table
+	Inserts *catalog.Table
+	// ShardLog is the change log the capture triggers on a distributed
+	// source's shards write (catalog.Rollup.Distributed), which the fetch
+	// reads beside pgsketch.rollup_dirty, or empty.
+	ShardLog string
 	ExactSQL string
 }
 

@@ -135,7 +135,11 @@ func (p *Rollup) Explain(verbose bool) string {
 		w("filter: %s", f)
 	}
 	w("time: %s", p.timeLine())
-	w("changes: the range's buckets listed in pgsketch.rollup_dirty read from the base table; pgsketch.capture_check runs the query exactly instead when the change capture is not in place or too many changed")
+	logs := "pgsketch.rollup_dirty"
+	if p.ShardLog != "" {
+		logs += " and in " + p.ShardLog + " (written on the source's shards; read through pgsketch.shard_logged)"
+	}
+	w("changes: the range's buckets listed in %s read from the base table; pgsketch.capture_check runs the query exactly instead when the change capture is not in place or too many changed", logs)
 	if p.Inserts != nil {
 		w("inserts: rows inserted since their buckets were built, read from %s for the range's whole buckets the change log does not list; pgsketch.capture_check_inserts counts the changed ones", p.Inserts)
 	}

@@ -1,0 +1,263 @@
+//go:build citus
+
+package citus
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// freshQueries ask row counts, exact from a rollup, beside distinct
+// counts: a change the capture missed shows as a count(*) off by the rows
+// it wrote. Each row is key columns, then count(*), then count(DISTINCT).
+func freshQueries(table string) []string {
+	return []string{
+		`SELECT country, device, count(*), count(DISTINCT user_id) FROM ` + table +
+			` WHERE created_at >= '2026-01-03' AND created_at < '2026-01-20' GROUP BY country, device`,
+		`SELECT date_trunc('day', created_at, 'UTC')::text, count(*), count(DISTINCT user_id) FROM ` + table +
+			` WHERE created_at >= '2026-01-05' AND created_at < '2026-01-26' GROUP BY 1`,
+		`SELECT count(*), count(DISTINCT user_id) FROM ` + table,
+	}
+}
+
+// countsRow is one row of a freshQueries query.
+type countsRow struct{ rows, distinct float64 }
+
+// keyedRowCounts runs sql (one of freshQueries) in the simple protocol and
+// returns its rows by their key columns.
+func keyedRowCounts(t *testing.T, conn *pgx.Conn, sql string) map[string]countsRow {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), sql, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("%s: %v (SQLSTATE %s)", sql, err, sqlstate(err))
+	}
+	out := map[string]countsRow{}
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		n := len(vals)
+		key := fmt.Sprint(vals[:n-2])
+		var c countsRow
+		for i, p := range []*float64{&c.rows, &c.distinct} {
+			switch v := vals[n-2+i].(type) {
+			case int64:
+				*p = float64(v)
+			case float64:
+				*p = v
+			default:
+				t.Fatalf("%s: column %d is %T", sql, n-2+i, v)
+			}
+		}
+		out[key] = c
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v (SQLSTATE %s)", sql, err, sqlstate(err))
+	}
+	return out
+}
+
+// checkFresh asks freshQueries through the proxy and directly: every
+// answer must come from the rollup (pgsketch's NOTICE, which must not say
+// the rollup was not used), with every row count exact and every distinct
+// count within 5 standard errors. Unless because is empty: then every
+// answer must be PostgreSQL's own, with a NOTICE containing because.
+func checkFresh(t *testing.T, pc *noticeConn, direct *pgx.Conn, table, because string) {
+	t.Helper()
+	se := 1.04 / math.Sqrt(1<<14)
+	for _, q := range freshQueries(table) {
+		exact := keyedRowCounts(t, direct, q)
+		pc.takeNotices()
+		got := keyedRowCounts(t, pc.Conn, q)
+		notices := strings.Join(pc.takeNotices(), "\n")
+		if len(got) != len(exact) {
+			t.Errorf("%s: %d rows through the proxy, %d directly", q, len(got), len(exact))
+		}
+		keys := make([]string, 0, len(exact))
+		for k := range exact {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			e, g := exact[k], got[k]
+			switch {
+			case g.rows != e.rows:
+				t.Errorf("%s: %s: count(*) %v through the proxy, exactly %v (notices %q)", q, k, g.rows, e.rows, notices)
+			case because != "" && g.distinct != e.distinct:
+				t.Errorf("%s: %s: count(DISTINCT) %v through the proxy, exactly %v (notices %q)", q, k, g.distinct, e.distinct, notices)
+			case math.Abs(g.distinct-e.distinct) > 5*se*e.distinct:
+				t.Errorf("%s: %s: count(DISTINCT) %v through the proxy, exactly %v: beyond 5 standard errors", q, k, g.distinct, e.distinct)
+			}
+		}
+		switch {
+		case because == "" && (!strings.Contains(notices, "approximated from rollup") || strings.Contains(notices, "not used")):
+			t.Errorf("%s: not answered from the rollup (notices %q)", q, notices)
+		case because != "" && !strings.Contains(notices, because):
+			t.Errorf("%s: want an exact answer with a NOTICE saying %q, got %q", q, because, notices)
+		}
+	}
+}
+
+// logRows is the number of rows in rollup name's log on a distributed
+// source.
+func logRows(t *testing.T, conn *pgx.Conn, name string) int64 {
+	t.Helper()
+	var n int64
+	if err := conn.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM pgsketch.%s`, pgx.Identifier{"log_" + name}.Sanitize())).Scan(&n); err != nil {
+		t.Fatalf("rows of the log of %s: %v", name, err)
+	}
+	return n
+}
+
+// TestCitusDistributedCapture: a rollup on a table Citus distributes by
+// hash (32 shards over two workers) is built, and every kind of write the
+// single-node suite covers is seen through the proxy with no refresh in
+// between: inserts into one shard and many, updates moving rows between
+// buckets and changing a dimension, deletes, COPY, a rolled-back
+// transaction and savepoint, a TRUNCATE on the coordinator and rows
+// inserted again. A shard move and a rebalance log nothing, and writes
+// after them are seen. A TRUNCATE issued on a worker has the proxy answer
+// exactly, saying why, until a refresh. A refresh empties the log and
+// rollup verify passes; rollup drop removes log, triggers and functions
+// from every node, and writes go on.
+func TestCitusDistributedCapture(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, true)
+	name := schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create on a distributed table: %s", r)
+	}
+	// Four on the table and on its shell on each worker; on each shard
+	// the three of INSERT, UPDATE and DELETE (Citus puts no TRUNCATE
+	// trigger on a shard).
+	if tg, want := captureTriggers(t, name), 4*(1+len(cluster.workers))+3*shardCount; len(tg) != want {
+		t.Fatalf("capture triggers after rollup create: %d, want %d: %q", len(tg), want, tg)
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	checkFresh(t, pc, conn, table, "")
+
+	writes := []struct{ name, sql string }{
+		{"insert one shard", `INSERT INTO %[1]s VALUES (90000001, '2026-01-10 12:00+00', 7, 'DE', 'ios', 1)`},
+		{"insert many shards", `INSERT INTO %[1]s SELECT 90000100 + g, '2026-01-12 13:00+00', 900000 + g, 'FR', 'web', 2 FROM generate_series(1, 100) g`},
+		// Citus refuses a STABLE function of a column in an UPDATE
+		// (timestamptz + interval is one): the rows of many buckets move
+		// to one.
+		{"update moving rows between buckets", `UPDATE %[1]s SET created_at = '2026-01-17 06:00+00' WHERE user_id BETWEEN 100 AND 140 AND created_at < '2026-01-20'`},
+		{"update of a dimension", `UPDATE %[1]s SET country = 'ES' WHERE user_id BETWEEN 200 AND 220`},
+		{"delete", `DELETE FROM %[1]s WHERE user_id BETWEEN 300 AND 330`},
+		{"rolled back", `BEGIN; INSERT INTO %[1]s SELECT 90001000 + g, '2026-01-11 10:00+00', 910000 + g, 'JP', 'ios', 1 FROM generate_series(1, 500) g; ROLLBACK`},
+		{"savepoint rolled back", `BEGIN; INSERT INTO %[1]s VALUES (90002001, '2026-01-14 09:00+00', 920001, 'CA', 'web', 1);
+			SAVEPOINT s; INSERT INTO %[1]s SELECT 90002100 + g, '2026-01-16 09:00+00', 920100 + g, 'CA', 'web', 1 FROM generate_series(1, 50) g;
+			ROLLBACK TO SAVEPOINT s; COMMIT`},
+	}
+	for _, w := range writes {
+		t.Run(w.name, func(t *testing.T) {
+			if _, err := conn.Exec(ctx, fmt.Sprintf(w.sql, table)); err != nil {
+				t.Fatalf("%s: %v (SQLSTATE %s)", w.name, err, sqlstate(err))
+			}
+			checkFresh(t, pc, conn, table, "")
+		})
+	}
+	t.Run("copy", func(t *testing.T) {
+		var rows [][]any
+		for i := int64(1); i <= 20; i++ {
+			rows = append(rows, []any{90003000 + i, "2026-01-15 15:00:00+00", 930000 + i, "JP", "ios", "4.00"})
+		}
+		st := strings.SplitN(table, ".", 2)
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{st[0], st[1]}, []string{"id", "created_at", "user_id", "country", "device", "amount"},
+			pgx.CopyFromRows(rows)); err != nil {
+			t.Fatalf("COPY: %v", err)
+		}
+		checkFresh(t, pc, conn, table, "")
+	})
+	t.Run("truncate on the coordinator", func(t *testing.T) {
+		mustExec(t, conn, "TRUNCATE "+table)
+		checkFresh(t, pc, conn, table, "")
+		insertEvents(t, conn, table, 1, eventsRows)
+		checkFresh(t, pc, conn, table, "")
+	})
+
+	refresh := func(t *testing.T) {
+		t.Helper()
+		if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+			t.Fatalf("rollup refresh: %s", r)
+		}
+		if n := logRows(t, conn, name); n != 0 {
+			t.Errorf("%d rows in the log after a refresh", n)
+		}
+	}
+	t.Run("refresh", func(t *testing.T) {
+		refresh(t)
+		if r := cli(t, "rollup", "verify", name, "--buckets", "40", "--dsn", coordURL()); r.code != 0 {
+			t.Errorf("rollup verify: %s", r)
+		}
+		checkFresh(t, pc, conn, table, "")
+	})
+
+	// The source's and the log's shard placements, by shard index.
+	t.Run("shard move", func(t *testing.T) {
+		var shard int64
+		var port int
+		if err := conn.QueryRow(ctx, `SELECT s.shardid, p.nodeport FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid)
+			WHERE s.logicalrelid = $1::regclass ORDER BY s.shardid LIMIT 1`, table).Scan(&shard, &port); err != nil {
+			t.Fatal(err)
+		}
+		to := cluster.workers[0].Port
+		if to == port {
+			to = cluster.workers[1].Port
+		}
+		mustExec(t, conn, fmt.Sprintf(`SELECT citus_move_shard_placement(%d, '127.0.0.1', %d, '127.0.0.1', %d, shard_transfer_mode => 'block_writes')`,
+			shard, port, to))
+		if n := logRows(t, conn, name); n != 0 {
+			t.Errorf("%d rows in the log after moving a shard with no write", n)
+		}
+		checkFresh(t, pc, conn, table, "")
+		// A write to every shard, the moved one's too.
+		mustExec(t, conn, fmt.Sprintf(`INSERT INTO %s SELECT 90004000 + g, '2026-01-13 08:00+00', g, 'BR', 'android', 5 FROM generate_series(1, 2000) g`, table))
+		checkFresh(t, pc, conn, table, "")
+	})
+	t.Run("rebalance", func(t *testing.T) {
+		refresh(t)
+		mustExec(t, conn, `SELECT rebalance_table_shards(shard_transfer_mode => 'block_writes')`)
+		if n := logRows(t, conn, name); n != 0 {
+			t.Errorf("%d rows in the log after a rebalance with no write", n)
+		}
+		mustExec(t, conn, fmt.Sprintf(`UPDATE %s SET created_at = '2026-01-04 08:00+00' WHERE id > 90004000 AND id <= 90005000`, table))
+		checkFresh(t, pc, conn, table, "")
+	})
+	t.Run("truncate on a worker", func(t *testing.T) {
+		w := connect(t, cluster.workers[1].URL(database))
+		mustExec(t, w, "TRUNCATE "+table)
+		checkFresh(t, pc, conn, table, "truncated on a Citus worker")
+		insertEvents(t, conn, table, 1, eventsRows)
+		checkFresh(t, pc, conn, table, "truncated on a Citus worker")
+		refresh(t)
+		checkFresh(t, pc, conn, table, "")
+	})
+	t.Run("drop", func(t *testing.T) {
+		if r := cli(t, "rollup", "drop", name, "--dsn", coordURL()); r.code != 0 {
+			t.Fatalf("rollup drop: %s", r)
+		}
+		if relationExists(t, conn, "pgsketch.log_"+name) {
+			t.Errorf("the log of %s exists after rollup drop", name)
+		}
+		if tg := captureTriggers(t, name); len(tg) != 0 {
+			t.Errorf("%d capture triggers left after rollup drop: %q ...", len(tg), tg[:1])
+		}
+		if fn := captureFunctions(t, name); len(fn) != 0 {
+			t.Errorf("capture functions left after rollup drop: %q", fn)
+		}
+		writeAll(t, coordURL(), table, 95_000_000)
+		checkAnswers(t, pc, conn, table, exactAnswer, "")
+	})
+}
