@@ -2,20 +2,7 @@
 -- capture_body, capture_prepare, capture_check_inserts, refresh_begin,
 -- capture_remove and catalog go back to their earlier forms; capture_broken
 -- and sync_grants are replaced in place (views call the first) by their
--- version 13 and 11 forms, which refuse a distributed source again. A
--- rollup whose source Citus distributes keeps its capture function, whose
--- copies on the shards then write to a log that no longer exists: drop such
--- rollups before going back.
-
-DO $do$
-DECLARE
-    r text;
-BEGIN
-    FOR r IN SELECT name FROM pgsketch.rollup_defs ORDER BY name LOOP
-        PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
-        EXECUTE format('DROP TABLE IF EXISTS pgsketch.%I', pgsketch.shard_log(r));
-    END LOOP;
-END $do$;
+-- version 13 and 11 forms, which refuse a distributed source again.
 
 DROP FUNCTION pgsketch.catalog();
 ALTER FUNCTION pgsketch.catalog_v18() RENAME TO catalog;
@@ -31,6 +18,34 @@ DROP FUNCTION pgsketch.capture_prepare(text);
 ALTER FUNCTION pgsketch.capture_prepare_v18(text) RENAME TO capture_prepare;
 DROP FUNCTION pgsketch.capture_body(pgsketch.rollup_defs, text);
 ALTER FUNCTION pgsketch.capture_body_v19(pgsketch.rollup_defs, text) RENAME TO capture_body;
+
+-- Each rollup with a log gets its capture function in version 19's form,
+-- whose copies on the shards log nothing and never fail a write (the
+-- rollup is then answered exactly, its source being distributed), and the
+-- log goes. Citus creates
+-- the function on every node over one connection per node, after the
+-- drop of a distributed table only in sequential mode.
+DO $do$
+DECLARE
+    r text;
+BEGIN
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    FOR r IN SELECT name FROM pgsketch.rollup_defs ORDER BY name LOOP
+        CONTINUE WHEN to_regclass(format('pgsketch.%I', pgsketch.shard_log(r))) IS NULL;
+        PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
+        IF to_regprocedure(pgsketch.capture_function(r) || '()') IS NOT NULL THEN
+            BEGIN
+                PERFORM pgsketch.capture_define(r);
+            EXCEPTION WHEN OTHERS THEN
+                -- No function can be written (the source or its time
+                -- column is gone): the triggers go with this one, and the
+                -- rollup is not answered from until a refresh.
+                EXECUTE format('DROP FUNCTION %s() CASCADE', pgsketch.capture_function(r));
+            END;
+        END IF;
+        EXECUTE format('DROP TABLE pgsketch.%I', pgsketch.shard_log(r));
+    END LOOP;
+END $do$;
 
 -- capture_broken (version 13).
 CREATE OR REPLACE FUNCTION pgsketch.capture_broken(r text) RETURNS text
@@ -145,4 +160,6 @@ DROP FUNCTION pgsketch.shard_logged(text);
 DROP FUNCTION pgsketch.shard_log_broken(text, regclass);
 DROP FUNCTION pgsketch.hash_distribution(oid);
 DROP TABLE pgsketch.rollup_truncated;
+DROP TABLE pgsketch.shard_drains;
+DROP FUNCTION pgsketch.shard_log_keep();
 DROP FUNCTION pgsketch.shard_log(text);

@@ -34,9 +34,17 @@
 --   every role.
 -- * Every answering statement reads the log (capture_check and the fetch's
 --   changed buckets, through shard_logged): one query over every shard.
---   Every refresh moves its rows into pgsketch.rollup_dirty first
---   (refresh_begin), in its own transaction: a row committed after that
---   stays in the log, and its bucket stays changed.
+--   Citus reads each shard in a snapshot of its own, taken when the query
+--   reaches it, after the coordinator's: a refresh that committed on the
+--   workers after a statement's snapshot on the coordinator was taken may
+--   have drained log rows whose changes that snapshot's rollup rows do not
+--   hold. So a refresh does not delete the rows it drains: it marks them
+--   with the version it makes (consumed), and a statement ignores only
+--   rows marked with a version up to the one its own snapshot sees. Rows
+--   are deleted once the version that drained them has been committed for
+--   shard_log_keep() (shard_drains records when a refresh first saw each
+--   version committed), and a statement whose snapshot is older than that
+--   is not answered from the rollup.
 -- * A table distributed after its rollup's last refresh keeps the form of
 --   capture it had (whose copies on the shards log nothing): capture_broken
 --   says so, and the next refresh prepares the capture anew and rebuilds
@@ -47,6 +55,25 @@
 CREATE FUNCTION pgsketch.shard_log(r text) RETURNS text
     LANGUAGE sql IMMUTABLE
     RETURN 'log_' || r;
+
+-- shard_log_keep is how long the log keeps the rows a refresh drained
+-- after the version that drained them was committed; a statement whose
+-- snapshot is older is answered exactly.
+CREATE FUNCTION pgsketch.shard_log_keep() RETURNS interval
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN interval '1 hour';
+
+-- shard_drains records, per rollup on a distributed source, when a refresh
+-- first found each version committed (so that the log rows that version
+-- drained may be deleted shard_log_keep() later).
+CREATE TABLE pgsketch.shard_drains (
+    rollup text NOT NULL,
+    version bigint NOT NULL,
+    seen_at timestamptz NOT NULL,
+    PRIMARY KEY (rollup, version)
+);
+COMMENT ON TABLE pgsketch.shard_drains IS
+    'pgsketch: when a refresh of a rollup on a distributed source first found each of its versions committed';
 
 -- rollup_truncated lists the rollups whose distributed source was
 -- truncated on a worker since their last refresh. It becomes a Citus
@@ -102,18 +129,31 @@ BEGIN
 END $$;
 
 -- shard_logged returns the buckets rollup r's log on a distributed source
--- lists (none without one): the changed buckets, not the distribution
--- values beside them, for any role. A row the capture could not compute
--- a bucket for is returned as NULL.
+-- lists as changed since the version of the rollup this statement's
+-- snapshot sees (none without a log): the buckets, not the distribution
+-- values beside them, for any role. A row the capture could not compute a
+-- bucket for is returned as NULL. A statement whose snapshot may be older
+-- than the rows the log keeps fails with SQLSTATE 55000 (the proxy then
+-- answers it exactly).
 CREATE FUNCTION pgsketch.shard_logged(r text) RETURNS SETOF timestamptz
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     tbl regclass := to_regclass(format('pgsketch.%I', pgsketch.shard_log(r)));
+    seen bigint := (SELECT d.version FROM pgsketch.rollup_defs d WHERE d.name = r);
 BEGIN
-    IF tbl IS NOT NULL THEN
-        RETURN QUERY EXECUTE format('SELECT DISTINCT x.bucket FROM %s x', tbl);
+    IF tbl IS NULL THEN
+        RETURN;
     END IF;
+    -- The snapshot is the statement's under READ COMMITTED, else the
+    -- transaction's.
+    IF (clock_timestamp() - CASE WHEN current_setting('transaction_isolation') = 'read committed' THEN statement_timestamp()
+                                 ELSE transaction_timestamp() END) > pgsketch.shard_log_keep() THEN
+        RAISE EXCEPTION USING ERRCODE = '55000',
+            MESSAGE = format('pgsketch: rollup %s not used: this snapshot is older than %s, the time its source''s shards keep their changes logged',
+                             r, pgsketch.shard_log_keep());
+    END IF;
+    RETURN QUERY EXECUTE format('SELECT DISTINCT x.bucket FROM %s x WHERE x.consumed IS NULL OR x.consumed > $1', tbl) USING seen;
 END $$;
 REVOKE ALL ON FUNCTION pgsketch.shard_logged(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsketch.shard_logged(text) TO PUBLIC;
@@ -132,7 +172,8 @@ BEGIN
         RETURN 'its source was truncated on a Citus worker since its last refresh';
     END IF;
     IF tbl IS NOT NULL THEN
-        EXECUTE format('SELECT min(x.message) FROM %s x WHERE x.bucket IS NULL', tbl) INTO why;
+        EXECUTE format('SELECT min(x.message) FROM %s x WHERE x.bucket IS NULL AND (x.consumed IS NULL OR x.consumed > $1)', tbl)
+           INTO why USING (SELECT d.version FROM pgsketch.rollup_defs d WHERE d.name = r);
     END IF;
     RETURN CASE WHEN why IS NOT NULL THEN format('its change capture failed on a write since its last refresh (%s)', why) END;
 END $$;
@@ -158,7 +199,7 @@ BEGIN
         tbl := NULL;
     END IF;
     IF tbl IS NULL THEN
-        EXECUTE format('CREATE TABLE pgsketch.%I (key %s NOT NULL, bucket timestamptz, message text)',
+        EXECUTE format('CREATE TABLE pgsketch.%I (key %s NOT NULL, bucket timestamptz, message text, consumed bigint)',
                        pgsketch.shard_log(r), format_type(
                            (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = src AND a.attname = col), NULL));
         tbl := to_regclass(format('pgsketch.%I', pgsketch.shard_log(r)));
@@ -471,9 +512,11 @@ COMMENT ON FUNCTION pgsketch.capture_check_inserts(text, timestamptz, timestampt
     'the number of logged buckets in [lo, hi) of rollup r, failing (42501, 55000) where the role may not read its source or its change capture is not in place';
 
 -- refresh_begin (version 20): the rows of the rollup's log on a
--- distributed source are moved into pgsketch.rollup_dirty first (a row
+-- distributed source not drained yet are marked with the version this
+-- refresh makes, and their buckets logged in pgsketch.rollup_dirty (a row
 -- without a bucket, or a TRUNCATE on a worker, as a fault, which rebuilds
--- every bucket); then version 19's, which drains them with the rest.
+-- every bucket); rows drained by a version committed for shard_log_keep()
+-- are deleted. Then version 19's, which drains rollup_dirty.
 ALTER FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer) RENAME TO refresh_begin_v19;
 CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
                                        from_time text DEFAULT NULL, to_time text DEFAULT NULL,
@@ -484,21 +527,30 @@ CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT fals
     SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     tbl regclass := to_regclass(format('pgsketch.%I', pgsketch.shard_log(r)));
+    d pgsketch.rollup_defs;
     why text;
+    old bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
     IF tbl IS NOT NULL THEN
+        SELECT * INTO d FROM pgsketch.rollup_defs x WHERE x.name = r;
         why := pgsketch.shard_faults(r);
         IF why IS NOT NULL THEN
             INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
             SELECT r, to_regclass(format('%I.%I', d.source_schema, d.source_table)), why
-              FROM pgsketch.rollup_defs d
-             WHERE d.name = r AND NOT EXISTS (SELECT FROM pgsketch.rollup_faults f WHERE f.rollup = r);
+             WHERE NOT EXISTS (SELECT FROM pgsketch.rollup_faults f WHERE f.rollup = r);
         END IF;
         DELETE FROM pgsketch.rollup_truncated t WHERE t.rollup = r;
-        EXECUTE format('WITH moved AS (DELETE FROM %s x RETURNING x.bucket)
-                        INSERT INTO pgsketch.rollup_dirty (rollup, bucket) SELECT DISTINCT $1, m.bucket FROM moved m WHERE m.bucket IS NOT NULL', tbl)
-          USING r;
+        -- refresh_finish makes version + 1.
+        EXECUTE format('WITH drained AS (UPDATE %s x SET consumed = $2 WHERE x.consumed IS NULL RETURNING x.bucket)
+                        INSERT INTO pgsketch.rollup_dirty (rollup, bucket) SELECT DISTINCT $1, m.bucket FROM drained m WHERE m.bucket IS NOT NULL', tbl)
+          USING r, d.version + 1;
+        INSERT INTO pgsketch.shard_drains (rollup, version, seen_at) VALUES (r, d.version, now()) ON CONFLICT DO NOTHING;
+        old := (SELECT max(x.version) FROM pgsketch.shard_drains x WHERE x.rollup = r AND x.seen_at < now() - pgsketch.shard_log_keep());
+        IF old IS NOT NULL THEN
+            EXECUTE format('DELETE FROM %s x WHERE x.consumed <= $1', tbl) USING old;
+            DELETE FROM pgsketch.shard_drains x WHERE x.rollup = r AND x.version < old;
+        END IF;
     END IF;
     RETURN QUERY SELECT * FROM pgsketch.refresh_begin_v19(r, full_rebuild, from_time, to_time, parts);
 END $$;
@@ -514,6 +566,7 @@ BEGIN
     PERFORM set_config('lock_timeout', pgsketch.ddl_lock_timeout(), true);
     EXECUTE format('DROP TABLE IF EXISTS pgsketch.%I', pgsketch.shard_log(r));
     DELETE FROM pgsketch.rollup_truncated t WHERE t.rollup = r;
+    DELETE FROM pgsketch.shard_drains x WHERE x.rollup = r;
 END $$;
 
 -- catalog (version 20): version 18's, and per rollup the name of its log
