@@ -92,13 +92,19 @@ CREATE FUNCTION pgsketch.hash_distribution(rel oid) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    hashed boolean;
     col text;
 BEGIN
     IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
         RETURN NULL;
     END IF;
+    EXECUTE 'SELECT p.partmethod = ''h'' FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1::regclass'
+       INTO hashed USING rel;
+    IF hashed IS NOT TRUE THEN
+        RETURN NULL;
+    END IF;
     EXECUTE 'SELECT column_to_column_name(p.logicalrelid, p.partkey) FROM pg_catalog.pg_dist_partition p
-              WHERE p.logicalrelid = $1::regclass AND p.partmethod = ''h'''
+              WHERE p.logicalrelid = $1::regclass'
        INTO col USING rel;
     RETURN col;
 END $$;

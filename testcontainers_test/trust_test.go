@@ -783,17 +783,19 @@ func TestTrustEveryPlanKind(t *testing.T) {
 	warm("refreshed")
 }
 
-// TestDistributedSourceRefused: a source Citus distributes (here a
-// stand-in for Citus's catalog, pg_catalog.pg_dist_partition, listing it)
-// gets no rollup and no trigger, and a rollup made before it was
-// distributed is answered exactly and not refreshed, until pgsketch
-// captures distributed tables.
+// TestDistributedSourceRefused: a source Citus holds in its metadata other
+// than distributed by hash (here a stand-in for Citus's catalog,
+// pg_catalog.pg_dist_partition, listing it as a reference table) gets no
+// rollup and no trigger, and a rollup made before is answered exactly and
+// not refreshed. (Sources distributed by hash are captured: the Citus
+// suite, citus_test.)
 func TestDistributedSourceRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newTrustEnv(t)
 	mustExec(t, e.conn, `SET allow_system_table_mods = on;
-		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL);
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n',
+			partkey text, colocationid integer NOT NULL DEFAULT 0);
 		RESET allow_system_table_mods;
 		INSERT INTO pg_catalog.pg_dist_partition VALUES ('ev')`)
 	e.answers(t, "distributed", false)
@@ -829,7 +831,8 @@ func TestDistributedRollupTableRefused(t *testing.T) {
 	refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
 	e.answers(t, "local", true)
 	mustExec(t, e.conn, `SET allow_system_table_mods = on;
-		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL);
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n',
+			partkey text, colocationid integer NOT NULL DEFAULT 0);
 		RESET allow_system_table_mods`)
 	for _, tbl := range []string{"ev_daily", "ev_daily_week"} {
 		mustExec(t, e.conn, `TRUNCATE pg_catalog.pg_dist_partition; INSERT INTO pg_catalog.pg_dist_partition VALUES ('`+tbl+`')`)
@@ -976,7 +979,8 @@ func TestCaptureOnShardsUpgrade(t *testing.T) {
 
 	// Down to version 11, with spread distributed.
 	mustExec(t, conn, `SET allow_system_table_mods = on;
-		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL);
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n',
+			partkey text, colocationid integer NOT NULL DEFAULT 0);
 		RESET allow_system_table_mods;
 		INSERT INTO pg_catalog.pg_dist_partition VALUES ('spread')`)
 	if err := m.Down(int(migrations.Latest()) - 11); err != nil {
