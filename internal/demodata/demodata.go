@@ -23,6 +23,10 @@ type Spec struct {
 	Days  int
 	Users int64
 	Start time.Time
+	// DistributeBy, when set, is the column Citus distributes the table by
+	// (create_distributed_table, before the rows go in); the primary key
+	// then holds it too, as Citus requires.
+	DistributeBy string
 }
 
 // Default is the demo's table: 5 M events over 90 days by up to 2 M users.
@@ -61,15 +65,21 @@ func (s Spec) CreateSQL() string {
 	// u1..u4: independent uniform values from hashes of the row number.
 	// user_id = floor(users * u1^3): the lowest 10% of ids make about 46%
 	// of the events, and many possible users never show up.
+	key, distribute := "PRIMARY KEY (id)", ""
+	if s.DistributeBy != "" {
+		key = "PRIMARY KEY (id, " + s.DistributeBy + ")"
+		distribute = fmt.Sprintf("SELECT create_distributed_table('%s', '%s');\n", s.Table, s.DistributeBy)
+	}
 	return fmt.Sprintf(`CREATE TABLE %[1]s (
-    id         bigint PRIMARY KEY,
+    id         bigint NOT NULL,
     created_at timestamptz NOT NULL,
     user_id    bigint NOT NULL,
     country    text,
     device     text NOT NULL,
-    amount     numeric(10,2) NOT NULL
+    amount     numeric(10,2) NOT NULL,
+    %[8]s
 );
-INSERT INTO %[1]s (id, created_at, user_id, country, device, amount)
+%[9]sINSERT INTO %[1]s (id, created_at, user_id, country, device, amount)
 SELECT i,
        timestamptz %[2]s + (i - 1) * (interval '1 second' * %[3]d / %[4]d),
        floor(%[5]d * u1 * u1 * u1)::bigint,
@@ -82,5 +92,6 @@ SELECT i,
                        (hashint8extended(i, 3) & 9007199254740991)::float8 / 9007199254740992 AS u3,
                        (hashint8extended(i, 4) & 9007199254740991)::float8 / 9007199254740992 AS u4) AS u;
 ANALYZE %[1]s;`,
-		s.Table, "'"+s.Start.UTC().Format("2006-01-02 15:04:05")+"+00'", s.Days*86400, s.Rows, s.Users, cases.String(), total)
+		s.Table, "'"+s.Start.UTC().Format("2006-01-02 15:04:05")+"+00'", s.Days*86400, s.Rows, s.Users, cases.String(), total,
+		key, distribute)
 }

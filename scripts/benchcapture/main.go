@@ -109,6 +109,8 @@ func parseFlags() options {
 	benchkit.KeepFlag(&o.keep, ", and reuse its events table next time")
 	benchkit.ProxyFlag(&o.proxy)
 	flag.Int64Var(&o.cacheBytes, "cache-bytes", -1, "the proxy's --cache-bytes (-1: its default, 256 MiB; 0: no cache)")
+	flag.StringVar(&o.distribute, "distribute", "", "with --dsn naming a Citus coordinator: have Citus distribute the write part's two "+
+		"tables by this column (user_id) before anything is written to them")
 	flag.StringVar(&o.only, "only", "", "run only this part: write, query or check (check runs only when named)")
 	flag.BoolVar(&o.durable, "durable", false, "run the throwaway server durably (fsync, synchronous_commit and full_page_writes on), "+
 		"as a production server runs, instead of the test settings")
@@ -184,6 +186,7 @@ func printServer(ctx context.Context, conn *pgx.Conn) {
 
 // options are the command line's flags.
 type options struct {
+	distribute             string
 	rows, users            int64
 	days                   int
 	writeRows, singleRows  int

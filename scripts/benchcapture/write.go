@@ -74,7 +74,7 @@ type writer struct {
 
 func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*writeResult, error) {
 	fmt.Printf("write cost: %d-row INSERT ... SELECT and %d one-row INSERTs into %s and %s\n", o.writeRows, o.singleRows, tables[0], tables[1])
-	if err := setupWriteTables(ctx, db); err != nil {
+	if err := setupWriteTables(ctx, db, o.distribute); err != nil {
 		return nil, err
 	}
 	w := &writer{ctx: ctx, db: db, o: o}
@@ -106,18 +106,27 @@ func writeCost(ctx context.Context, db *pgx.Conn, dsn string, o options) (*write
 	if r.bulkDirty < 1 {
 		return nil, fmt.Errorf("the bulk INSERT of %d rows logged nothing in pgsketch.rollup_dirty", o.writeRows)
 	}
+	if o.distribute != "" {
+		return r, nil // Citus cannot EXPLAIN ANALYZE an INSERT ... SELECT through the coordinator
+	}
 	return r, w.explainBulk(r)
 }
 
-// setupWriteTables makes the two tables anew and the rollup of the
-// capture table, whose refresh installs its triggers.
-func setupWriteTables(ctx context.Context, db *pgx.Conn) error {
+// setupWriteTables makes the two tables anew (distributed by Citus by
+// column distribute, when set) and the rollup of the capture table, whose
+// refresh installs its triggers.
+func setupWriteTables(ctx context.Context, db *pgx.Conn, distribute string) error {
 	if _, err := db.Exec(ctx, "SELECT pgsketch.drop_rollup('"+writeRollup+"', if_exists => true)"); err != nil {
 		return err
 	}
 	for _, t := range tables {
 		if _, err := db.Exec(ctx, fmt.Sprintf(writeTableSQL, t)); err != nil {
 			return err
+		}
+		if distribute != "" {
+			if _, err := db.Exec(ctx, "SELECT create_distributed_table($1, $2)", t, distribute); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := db.Exec(ctx, `SELECT pgsketch.create_rollup('`+writeRollup+`', '`+tables[1]+`', 'created_at', grain => 'day',
@@ -171,7 +180,8 @@ func (w *writer) close() {
 func (w *writer) reset(tables ...string) error {
 	for _, t := range tables {
 		if _, err := w.db.Exec(w.ctx, "TRUNCATE "+t+"; TRUNCATE pgsketch.rollup_dirty; "+
-			"DO $$ BEGIN IF to_regclass('pgsketch.inserts_"+writeRollup+"') IS NOT NULL THEN TRUNCATE pgsketch.inserts_"+writeRollup+"; END IF; END $$; CHECKPOINT"); err != nil {
+			"DO $$ BEGIN IF to_regclass('pgsketch.inserts_"+writeRollup+"') IS NOT NULL THEN TRUNCATE pgsketch.inserts_"+writeRollup+"; END IF; "+
+			"IF to_regclass('pgsketch.log_"+writeRollup+"') IS NOT NULL THEN TRUNCATE pgsketch.log_"+writeRollup+"; END IF; END $$; CHECKPOINT"); err != nil {
 			return err
 		}
 	}
@@ -260,7 +270,9 @@ func (w *writer) dirty() (int64, error) {
 	var n int64
 	err := w.db.QueryRow(w.ctx, `SELECT (SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = $1)
 		+ CASE WHEN to_regclass('pgsketch.inserts_' || $1) IS NULL THEN 0
-		       ELSE (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n FROM pgsketch.inserts_' || $1, false, true, '')))[1]::text::bigint END`,
+		       ELSE (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n FROM pgsketch.inserts_' || $1, false, true, '')))[1]::text::bigint END
+		+ CASE WHEN to_regclass('pgsketch.log_' || $1) IS NULL THEN 0
+		       ELSE (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n FROM pgsketch.log_' || $1, false, true, '')))[1]::text::bigint END`,
 		writeRollup).Scan(&n)
 	return n, err
 }

@@ -82,6 +82,8 @@ func parseFlags() options {
 	flag.BoolVar(&o.matrix, "matrix", false, "instead, time five ranges by three groupings against the rollup rollup create makes "+
 		"without tuning flags (matrix.go): cold, warm and new-connection through the proxy, exact, hll_union_agg daily and by a "+
 		"monthly table built by hand, over a simple-protocol client and pgx; --runs rounds, --exact-runs exact runs per shape")
+	flag.StringVar(&o.distribute, "distribute", "", "with --dsn naming a Citus coordinator: have Citus distribute the generated events table "+
+		"by this column (e.g. user_id) before its rows go in")
 	flag.Parse()
 	o.exactRuns = max(1, min(o.exactRuns, o.runs))
 	return o
@@ -125,6 +127,7 @@ func compare(kind string, ans, exact map[string]float64) error {
 
 // options are the command line's flags.
 type options struct {
+	distribute string
 	rows       int64
 	days       int
 	users      int64

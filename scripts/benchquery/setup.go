@@ -27,6 +27,7 @@ func setup(ctx context.Context, dsn string, o options) error {
 		return err
 	}
 	spec := benchkit.Events("events", o.rows, o.days, o.users)
+	spec.DistributeBy = o.distribute
 	fresh := !benchkit.HasRows(ctx, conn, "events", o.rows)
 	if fresh {
 		if _, err := benchkit.Generate(spec, func() error {
