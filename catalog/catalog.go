@@ -325,8 +325,9 @@ func (s *Snapshot) HLL() Extension {
 // pgsketch.catalog() reads, so a role that may run one may run the other.
 const CollationQuery = `SELECT d.name, a.attname::text
  FROM pgsketch.rollup_defs AS d
- JOIN pg_catalog.pg_attribute AS a
-   ON a.attrelid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', d.source_schema, d.source_table))
+ JOIN pg_catalog.pg_namespace AS n ON n.nspname = d.source_schema
+ JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = d.source_table
+ JOIN pg_catalog.pg_attribute AS a ON a.attrelid = c.oid
  WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attcollation <> 0 AND a.attcollation <> 100
    AND (a.attname::text = ANY (d.dimensions)
         OR a.attname::text IN (SELECT m.expression FROM pgsketch.rollup_measures AS m

@@ -317,3 +317,118 @@ func TestCitusMigrateDownDistributedCapture(t *testing.T) {
 	writeAll(t, coordURL(), table, 97_000_000)
 	checkFresh(t, pc, conn, table, "")
 }
+
+// TestCitusDistributedCaptureEdges: what a red team found of the capture on
+// distributed sources, each kept as a case. A distribution column of a
+// type without min() (uuid), with a length (char(5)) or another collation
+// (text COLLATE "C") is captured like any other (with uuid and char(5)
+// nothing was logged and answers were short). INSERT ... SELECT issued on a
+// worker succeeds and is seen (it failed: the trigger's error trap sent a
+// SAVEPOINT over connections busy with the statement). A table whose
+// shards are replicated is refused, and its writes keep working (every
+// write failed). After update_distributed_table_colocation and
+// alter_distributed_table, which leave the log no longer distributed with
+// the table, writes succeed, answers are exact until a refresh, which
+// rebuilds the rollup whole (the changes logged before were lost).
+func TestCitusDistributedCaptureEdges(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+
+	// small makes schema.name distributed by column key (of type typ),
+	// 20 000 rows over January 2026, and its daily rollup by country.
+	small := func(t *testing.T, name, typ, key string) (table, rollup string) {
+		t.Helper()
+		table, rollup = schema+"."+name, schema+"_"+name
+		mustExec(t, conn, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL, created_at timestamptz NOT NULL, k %s NOT NULL,
+			user_id bigint NOT NULL, country text, device text NOT NULL)`, table, typ))
+		mustExec(t, conn, fmt.Sprintf(`SELECT create_distributed_table('%s', '%s', shard_count => 4)`, table, key))
+		mustExec(t, conn, fmt.Sprintf(`INSERT INTO %s SELECT i, timestamptz '2026-01-01' + i * interval '2 minutes', %s, i %% 3000,
+			(ARRAY['US','DE','FR'])[1 + i %% 3], 'web' FROM generate_series(1, 20000) i`, table, keyExpr(typ, "i")))
+		if r := cli(t, "rollup", "create", rollup, "--table", table, "--dsn", coordURL(),
+			"--time", "created_at", "--dims", "country,device", "--distinct", "user_id", "--log-level", "warn"); r.code != 0 {
+			t.Fatalf("rollup create: %s", r)
+		}
+		return table, rollup
+	}
+	for _, c := range []struct{ name, typ string }{{"uuid_key", "uuid"}, {"char_key", "char(5)"}, {"c_key", `text COLLATE "C"`}} {
+		t.Run(c.name, func(t *testing.T) {
+			table, _ := small(t, c.name, c.typ, "k")
+			mustExec(t, conn, fmt.Sprintf(`INSERT INTO %s SELECT 100000 + g, '2026-01-05 10:00+00', %s, 50000 + g, 'ES', 'web' FROM generate_series(1, 300) g`,
+				table, keyExpr(c.typ, "g")))
+			mustExec(t, conn, `DELETE FROM `+table+` WHERE user_id BETWEEN 100 AND 200`)
+			checkFresh(t, pc, conn, table, "")
+		})
+	}
+	t.Run("insert select on a worker", func(t *testing.T) {
+		table, _ := small(t, "from_worker", "bigint", "user_id")
+		w := connect(t, cluster.workers[0].URL(database))
+		for _, sql := range []string{
+			`INSERT INTO %s SELECT 200000 + g, '2026-01-12 13:00+00', g, 200000 + g, 'FR', 'web' FROM generate_series(1, 100) g`,
+			`WITH x AS (SELECT g FROM generate_series(1, 50) g) INSERT INTO %s SELECT 300000 + g, '2026-01-13 13:00+00', g, 300000 + g, 'JP', 'web' FROM x`,
+		} {
+			if _, err := w.Exec(ctx, fmt.Sprintf(sql, table)); err != nil {
+				t.Errorf("on a worker: %s: %v", sql, err)
+			}
+		}
+		checkFresh(t, pc, conn, table, "")
+	})
+	t.Run("replicated shards", func(t *testing.T) {
+		table := schema + ".replicated"
+		mustExec(t, conn, `SET citus.shard_replication_factor = 2`)
+		mustExec(t, conn, `CREATE TABLE `+table+` (id bigint NOT NULL, created_at timestamptz NOT NULL, user_id bigint NOT NULL, country text, device text NOT NULL)`)
+		mustExec(t, conn, `SELECT create_distributed_table('`+table+`', 'user_id', shard_count => 3)`)
+		mustExec(t, conn, `RESET citus.shard_replication_factor`)
+		mustExec(t, conn, `INSERT INTO `+table+` SELECT i, timestamptz '2026-01-01' + i * interval '2 minutes', i % 4096, 'US', 'web' FROM generate_series(1, 2000) i`)
+		name := schema + "_replicated"
+		r := rollupCreate(t, coordURL(), name, table)
+		if r.code != 1 || !strings.Contains(r.stderr, "SQLSTATE 0A000") {
+			t.Errorf("rollup create on a table with replicated shards: %s; want a refusal with SQLSTATE 0A000", r)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO `+table+` VALUES (900001, '2026-01-05 10:00+00', 77, 'DE', 'web')`); err != nil {
+			t.Errorf("write after the refused create: %v", err)
+		}
+	})
+	for _, move := range []struct{ name, sql string }{
+		{"update_distributed_table_colocation", `SELECT update_distributed_table_colocation('%s', colocate_with => 'none')`},
+		{"alter_distributed_table", `SET citus.enable_unsafe_triggers = on; SELECT alter_distributed_table('%s', shard_count => 6, cascade_to_colocated => false); RESET citus.enable_unsafe_triggers`},
+	} {
+		t.Run(move.name, func(t *testing.T) {
+			table, rollup := small(t, strings.Split(move.name, "_")[0]+"_moved", "bigint", "user_id")
+			// A change logged before the move, then the move, then more.
+			mustExec(t, conn, `INSERT INTO `+table+` SELECT 400000 + g, '2026-01-07 10:00+00', g, 400000 + g, 'IT', 'web' FROM generate_series(1, 100) g`)
+			mustExec(t, conn, fmt.Sprintf(move.sql, table))
+			for _, sql := range []string{
+				`INSERT INTO %s SELECT 500000 + g, '2026-01-08 10:00+00', g, 500000 + g, 'IT', 'web' FROM generate_series(1, 100) g`,
+				`DELETE FROM %s WHERE created_at >= '2026-01-10' AND created_at < '2026-01-11'`,
+			} {
+				if _, err := conn.Exec(ctx, fmt.Sprintf(sql, table)); err != nil {
+					t.Errorf("after %s: %s: %v", move.name, sql, err)
+				}
+			}
+			checkFresh(t, pc, conn, table, "not used")
+			if r := cli(t, "rollup", "refresh", rollup, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+				t.Fatalf("rollup refresh: %s", r)
+			}
+			checkFresh(t, pc, conn, table, "")
+			mustExec(t, conn, `UPDATE `+table+` SET country = 'NL' WHERE user_id BETWEEN 10 AND 40`)
+			checkFresh(t, pc, conn, table, "")
+		})
+	}
+}
+
+// keyExpr is an expression of type typ made from integer expression i:
+// distinct values for distinct i.
+func keyExpr(typ, i string) string {
+	switch {
+	case typ == "uuid":
+		return "md5((" + i + " % 50)::text)::uuid"
+	case strings.HasPrefix(typ, "char"):
+		return "lpad((" + i + " % 50)::text, 5, 'x')"
+	case strings.HasPrefix(typ, "text"):
+		return "'k' || (" + i + " % 50)"
+	}
+	return i + " % 3000"
+}

@@ -4,6 +4,42 @@
 -- and sync_grants are replaced in place (views call the first) by their
 -- version 13 and 11 forms, which refuse a distributed source again.
 
+-- catalog_v2 (version 1's catalog), of every rollup again.
+CREATE OR REPLACE FUNCTION pgsketch.catalog_v2() RETURNS json
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN (
+    SELECT coalesce(json_agg(json_build_object(
+        'name', d.name,
+        'source_schema', d.source_schema, 'source_table', d.source_table,
+        'rollup_schema', d.rollup_schema, 'rollup_table', d.rollup_table,
+        'source_oid', to_regclass(format('%I.%I', d.source_schema, d.source_table))::oid::bigint,
+        'source_rls', coalesce((SELECT relrowsecurity FROM pg_class
+                                 WHERE oid = to_regclass(format('%I.%I', d.source_schema, d.source_table))), false),
+        'source_columns', (SELECT coalesce(json_agg(a.attname ORDER BY a.attnum), '[]') FROM pg_attribute a
+                            WHERE a.attrelid = to_regclass(format('%I.%I', d.source_schema, d.source_table))
+                              AND a.attnum > 0 AND NOT a.attisdropped),
+        'time_column', d.time_column,
+        'time_type', pgsketch.base_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), d.time_column),
+        'grain', d.grain, 'time_zone', d.time_zone,
+        'dimensions', (SELECT coalesce(json_agg(json_build_object('column', x,
+                              'type', pgsketch.column_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), x))
+                              ORDER BY o), '[]')
+                         FROM unnest(d.dimensions) WITH ORDINALITY AS u(x, o)),
+        'measures', (SELECT json_agg(json_build_object('column', m.column_name, 'kind', m.kind,
+                              'expression', m.expression,
+                              'type', CASE WHEN m.expression = '*' THEN NULL ELSE
+                                  pgsketch.column_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), m.expression) END,
+                              'log2m', m.log2m, 'regwidth', m.regwidth, 'hash', m.hash) ORDER BY m.position)
+                       FROM pgsketch.rollup_measures m WHERE m.rollup = d.name),
+        'watermark', to_char(d.watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'late_window_seconds', extract(epoch FROM coalesce(d.late_window, pgsketch.grain_interval(d.grain))),
+        'version', d.version,
+        'rows', coalesce(d.rollup_rows, 0)
+    ) ORDER BY d.name), '[]')
+    FROM pgsketch.rollup_defs d);
+DROP FUNCTION pgsketch.rollup_schemas_usable(pgsketch.rollup_defs);
+
 DROP FUNCTION pgsketch.catalog();
 ALTER FUNCTION pgsketch.catalog_v18() RENAME TO catalog;
 DROP FUNCTION pgsketch.capture_remove(text);

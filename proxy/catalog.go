@@ -13,20 +13,27 @@ var errCatalog = errors.New("rollup catalog")
 
 // fingerprintSQL identifies the state of the catalog as a session sees
 // it: every rollup's definition row (its xmin changes with every update,
-// and a dropped and re-created rollup has a new row) and its source table's
+// and a dropped and re-created rollup has a new row), its source table's
 // pg_class row (which changes with ALTER TABLE: row-level security,
-// columns added, types changed), and the hll extension's pg_extension row
-// (CREATE, DROP, ALTER EXTENSION ... UPDATE or SET SCHEMA change it). A
-// session whose fingerprint is that of a cached snapshot gets the snapshot
-// without reading pgsketch.catalog().
+// columns added, types changed), whether the session's role may use the
+// schemas of the rollup's source and table (pgsketch.catalog() lists only
+// the rollups whose schemas it may use), and the hll extension's
+// pg_extension row (CREATE, DROP, ALTER EXTENSION ... UPDATE or SET SCHEMA
+// change it). A session whose fingerprint is that of a cached snapshot
+// gets the snapshot without reading pgsketch.catalog(). Tables are looked
+// up by name in the catalogs, which any role may read: to_regclass would
+// fail for a schema the role may not use.
 const fingerprintSQL = `SELECT pg_catalog.md5(COALESCE(pg_catalog.string_agg(
    d.name || ':' || d.xmin::text || ':' || d.version::text || ':' || COALESCE(c.oid::text, '-') || ':' ||
-   COALESCE(c.xmin::text, '-') || ':' || COALESCE(c.relrowsecurity::text, '-'), ',' ORDER BY d.name), '') ||
+   COALESCE(c.xmin::text, '-') || ':' || COALESCE(c.relrowsecurity::text, '-') || ':' ||
+   COALESCE(pg_catalog.has_schema_privilege(n.oid, 'USAGE')::text, '-') || ':' ||
+   COALESCE(pg_catalog.has_schema_privilege(rn.oid, 'USAGE')::text, '-'), ',' ORDER BY d.name), '') ||
    COALESCE((SELECT ';hll:' || e.xmin::text || ':' || e.oid::text FROM pg_catalog.pg_extension AS e
      WHERE e.extname = 'hll'), ''))
  FROM pgsketch.rollup_defs AS d
- LEFT JOIN pg_catalog.pg_class AS c
-   ON c.oid = pg_catalog.to_regclass(pg_catalog.format('%I.%I', d.source_schema, d.source_table))`
+ LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = d.source_schema
+ LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = d.source_table
+ LEFT JOIN pg_catalog.pg_namespace AS rn ON rn.nspname = d.rollup_schema`
 
 // catalogCache holds catalog snapshots per database and fingerprint.
 type catalogCache struct {

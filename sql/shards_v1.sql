@@ -87,7 +87,9 @@ COMMENT ON TABLE pgsketch.rollup_truncated IS
 GRANT SELECT ON pgsketch.rollup_truncated TO PUBLIC;
 
 -- hash_distribution is the distribution column of rel when Citus
--- distributes it by hash, else NULL.
+-- distributes it by hash with one placement per shard, else NULL (a
+-- reference table, a table whose shards are replicated by statement, one
+-- merely added to Citus's metadata).
 CREATE FUNCTION pgsketch.hash_distribution(rel oid) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp AS $$
@@ -98,7 +100,7 @@ BEGIN
     IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
         RETURN NULL;
     END IF;
-    EXECUTE 'SELECT p.partmethod = ''h'' FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1::regclass'
+    EXECUTE 'SELECT p.partmethod = ''h'' AND p.repmodel = ''s'' FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1::regclass'
        INTO hashed USING rel;
     IF hashed IS NOT TRUE THEN
         RETURN NULL;
@@ -120,7 +122,7 @@ DECLARE
     same boolean;
 BEGIN
     IF pgsketch.hash_distribution(src) IS NULL THEN
-        RETURN format('its source %s is distributed by Citus other than by hash (a reference table, or added to Citus''s metadata), whose changes pgsketch cannot capture', src);
+        RETURN format('its source %s is distributed by Citus other than by hash with one placement per shard (a reference table, replicated shards, or added to Citus''s metadata), whose changes pgsketch cannot capture', src);
     END IF;
     IF tbl IS NULL THEN
         RETURN format('its source %s was distributed by Citus since its last refresh', src);
@@ -199,15 +201,28 @@ DECLARE
     ref boolean;
 BEGIN
     PERFORM pgsketch.raise_unless(col IS NOT NULL, '0A000',
-        format('%s is distributed by Citus other than by hash: pgsketch captures the changes of hash-distributed tables only', src));
+        format('%s is distributed by Citus other than by hash with one placement per shard: pgsketch captures the changes of such tables only', src));
     IF tbl IS NOT NULL AND pgsketch.shard_log_broken(r, src) IS NOT NULL THEN
+        -- A log no longer distributed with its source (the source was
+        -- distributed anew, or moved to another co-location group) may
+        -- hold changes not drained yet, and has logged nothing since:
+        -- the next refresh rebuilds every bucket.
+        INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
+        SELECT r, src, format('its change log %s was no longer distributed with %s', tbl, src)
+         WHERE NOT EXISTS (SELECT FROM pgsketch.rollup_faults f WHERE f.rollup = r);
         EXECUTE format('DROP TABLE %s', tbl);
         tbl := NULL;
     END IF;
     IF tbl IS NULL THEN
+        -- The key of the distribution column's type, modifier and
+        -- collation, as Citus requires of tables distributed together.
         EXECUTE format('CREATE TABLE pgsketch.%I (key %s NOT NULL, bucket timestamptz, message text, consumed bigint)',
-                       pgsketch.shard_log(r), format_type(
-                           (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = src AND a.attname = col), NULL));
+                       pgsketch.shard_log(r),
+                       (SELECT format_type(a.atttypid, a.atttypmod)
+                               || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+                                       THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END
+                          FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                         WHERE a.attrelid = src AND a.attname = col));
         tbl := to_regclass(format('pgsketch.%I', pgsketch.shard_log(r)));
         EXECUTE 'SELECT create_distributed_table($1::regclass, $2, colocate_with => $3)' USING tbl::text, 'key', src::text;
         EXECUTE format('GRANT SELECT ON %s TO %I', tbl,
@@ -221,10 +236,16 @@ END $$;
 
 -- capture_body_shards is the body of rollup d's capture function on a
 -- source Citus distributes by hash, whose time column is of type ttype and
--- distribution column col: the buckets of a statement on a shard, computed
--- as on one node (capture_body), are inserted into the rollup's log with
--- the distribution value of one of the statement's rows. The copy of the
--- trigger on the coordinator's table fires only for a TRUNCATE issued
+-- distribution column col. On a shard it computes its statement's buckets
+-- as on one node (capture_body) and inserts them into the rollup's log
+-- with the distribution value of one of the statement's rows, so that the
+-- insert runs on this node, in the write's transaction. It traps no error
+-- (Citus would send a SAVEPOINT over connections a statement issued here
+-- may be streaming on): what could fail is checked first, and a statement
+-- it cannot log is let through unlogged only where the coordinator sees
+-- why and answers exactly (a column of the table altered: its definition
+-- changed; the log not distributed with the table any more). The copy of
+-- the trigger on the coordinator's table fires only for a TRUNCATE issued
 -- there and logs every bucket the rollup holds; a TRUNCATE issued on a
 -- worker notes the rollup in pgsketch.rollup_truncated.
 CREATE FUNCTION pgsketch.capture_body_shards(d pgsketch.rollup_defs, ttype text, col text) RETURNS text
@@ -237,7 +258,8 @@ DECLARE
     nrows bigint;
     buckets timestamptz[];
     k %19$s;
-    failed text;
+    here integer;
+    logshard bigint;
     nested text;
 BEGIN
     -- A row a shard move replays on the new placement was logged where it
@@ -263,45 +285,57 @@ BEGIN
         END IF;
         RETURN NULL;
     END IF;
-    BEGIN
-        IF TG_OP = 'INSERT' THEN
-            SELECT min(x.%4$I), max(x.%4$I), count(*), min(x.%18$I) INTO lo, hi, nrows, k FROM pgsketch_new x;
-        ELSIF TG_OP = 'DELETE' THEN
-            SELECT min(x.%4$I), max(x.%4$I), count(*), min(x.%18$I) INTO lo, hi, nrows, k FROM pgsketch_old x;
-        ELSE
-            SELECT min(x.t), max(x.t), count(*), min(x.k) INTO lo, hi, nrows, k
-              FROM (SELECT o.%4$I, o.%18$I FROM pgsketch_old o UNION ALL SELECT w.%4$I, w.%18$I FROM pgsketch_new w) AS x(t, k);
-        END IF;
-        IF lo IS NULL THEN
-            buckets := NULL; -- no row with a time: no bucket
-        ELSIF %15$s = %16$s THEN
-            buckets := ARRAY[%15$s];
-        ELSIF nrows >= 1000 AND %10$s THEN
-            SELECT array_agg(b AT TIME ZONE %11$L) INTO buckets FROM generate_series(%12$s, %13$s, %14$L::interval) AS b;
-        ELSIF TG_OP = 'INSERT' THEN
-            SELECT array_agg(DISTINCT %3$s) INTO buckets FROM pgsketch_new n WHERE n.%4$I IS NOT NULL;
-        ELSIF TG_OP = 'DELETE' THEN
-            SELECT array_agg(DISTINCT %5$s) INTO buckets FROM pgsketch_old o WHERE o.%4$I IS NOT NULL;
-        ELSE
-            SELECT array_agg(u.b) INTO buckets
-              FROM (SELECT %5$s FROM pgsketch_old o WHERE o.%4$I IS NOT NULL
-                    UNION SELECT %3$s FROM pgsketch_new n WHERE n.%4$I IS NOT NULL) AS u(b);
-        END IF;
-    EXCEPTION WHEN OTHERS THEN
-        GET STACKED DIAGNOSTICS failed = MESSAGE_TEXT;
-    END;
-    IF k IS NULL THEN
+    -- The columns read, as this function was written for them.
+    IF (SELECT count(*) FROM pg_attribute a
+         WHERE a.attrelid = TG_RELID AND a.attnum > 0 AND NOT a.attisdropped
+           AND (a.attname, a.atttypid, a.atttypmod) IN (%20$s)) <> %21$s THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        SELECT o.%18$I INTO k FROM pgsketch_old o LIMIT 1;
+    ELSE
+        SELECT n.%18$I INTO k FROM pgsketch_new n LIMIT 1;
+    END IF;
+    IF NOT FOUND THEN
         RETURN NULL; -- no row: nothing changed
-    ELSIF failed IS NOT NULL THEN
-        INSERT INTO pgsketch.%17$I (key, bucket, message)
-        VALUES (k, NULL, format('%%s on %%I.%%I: %%s', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME, failed));
-    ELSIF cardinality(buckets) = 1 THEN
+    END IF;
+    -- The log's shard for k, here and nowhere else.
+    SELECT groupid INTO here FROM pg_dist_local_group;
+    logshard := get_shard_id_for_distribution_column(%22$L, k);
+    IF NOT EXISTS (SELECT FROM pg_dist_placement p WHERE p.shardid = logshard AND p.groupid = here)
+       OR EXISTS (SELECT FROM pg_dist_placement p WHERE p.shardid = logshard AND p.groupid <> here) THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        SELECT min(x.%4$I), max(x.%4$I), count(*) INTO lo, hi, nrows FROM pgsketch_new x;
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT min(x.%4$I), max(x.%4$I), count(*) INTO lo, hi, nrows FROM pgsketch_old x;
+    ELSE
+        SELECT min(x.t), max(x.t), count(*) INTO lo, hi, nrows
+          FROM (SELECT o.%4$I FROM pgsketch_old o UNION ALL SELECT w.%4$I FROM pgsketch_new w) AS x(t);
+    END IF;
+    IF lo IS NULL THEN
+        RETURN NULL; -- no row with a time: no bucket
+    ELSIF %15$s = %16$s THEN
+        buckets := ARRAY[%15$s];
+    ELSIF nrows >= 1000 AND %10$s THEN
+        SELECT array_agg(b AT TIME ZONE %11$L) INTO buckets FROM generate_series(%12$s, %13$s, %14$L::interval) AS b;
+    ELSIF TG_OP = 'INSERT' THEN
+        SELECT array_agg(DISTINCT %3$s) INTO buckets FROM pgsketch_new n WHERE n.%4$I IS NOT NULL;
+    ELSIF TG_OP = 'DELETE' THEN
+        SELECT array_agg(DISTINCT %5$s) INTO buckets FROM pgsketch_old o WHERE o.%4$I IS NOT NULL;
+    ELSE
+        SELECT array_agg(u.b) INTO buckets
+          FROM (SELECT %5$s FROM pgsketch_old o WHERE o.%4$I IS NOT NULL
+                UNION SELECT %3$s FROM pgsketch_new n WHERE n.%4$I IS NOT NULL) AS u(b);
+    END IF;
+    IF cardinality(buckets) = 1 THEN
         -- A statement of one bucket logs it once per transaction and
-        -- shard (the setting, local to this worker's session, remembers
-        -- the last one logged).
-        IF current_setting(%20$L, true) IS DISTINCT FROM k::text || ' ' || extract(epoch FROM buckets[1])::text THEN
+        -- shard (the setting, local to this node's session, remembers the
+        -- last one logged).
+        IF current_setting(%23$L, true) IS DISTINCT FROM k::text || ' ' || extract(epoch FROM buckets[1])::text THEN
             INSERT INTO pgsketch.%17$I (key, bucket) VALUES (k, buckets[1]);
-            PERFORM set_config(%20$L, k::text || ' ' || extract(epoch FROM buckets[1])::text, true);
+            PERFORM set_config(%23$L, k::text || ' ' || extract(epoch FROM buckets[1])::text, true);
         END IF;
     ELSIF buckets IS NOT NULL THEN
         INSERT INTO pgsketch.%17$I (key, bucket) SELECT k, b FROM unnest(buckets) AS b;
@@ -325,8 +359,14 @@ $f$,
         pgsketch.capture_bucket(d, ttype, 'lo'), pgsketch.capture_bucket(d, ttype, 'hi'),
         pgsketch.shard_log(d.name),
         col,
-        format_type((SELECT a.atttypid FROM pg_attribute a
-                      WHERE a.attrelid = to_regclass(format('%I.%I', d.source_schema, d.source_table)) AND a.attname = col), NULL),
+        (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
+          WHERE a.attrelid = to_regclass(format('%I.%I', d.source_schema, d.source_table)) AND a.attname = col),
+        (SELECT string_agg(format('(%L, %s, %s)', a.attname, a.atttypid, a.atttypmod), ', ')
+           FROM pg_attribute a
+          WHERE a.attrelid = to_regclass(format('%I.%I', d.source_schema, d.source_table))
+            AND a.attname IN (d.time_column, col) AND a.attnum > 0 AND NOT a.attisdropped),
+        (SELECT count(DISTINCT c) FROM unnest(ARRAY[d.time_column, col]) AS c),
+        format('pgsketch.%I', pgsketch.shard_log(d.name)),
         pgsketch.capture_logged_setting(d.name));
 
 -- capture_body (version 20): on a source Citus distributes by hash,
@@ -396,7 +436,7 @@ BEGIN
         format('rollup table %I.%I of rollup %L does not exist', d.rollup_schema, d.rollup_table, rollup),
         format('Drop the rollup with SELECT pgsketch.drop_rollup(%L) and create it again.', rollup));
     PERFORM pgsketch.raise_unless(NOT pgsketch.distributed(src) OR pgsketch.hash_distribution(src) IS NOT NULL, '0A000',
-        format('%s is distributed by Citus other than by hash: pgsketch captures the changes of hash-distributed tables only', src),
+        format('%s is distributed by Citus other than by hash with one placement per shard: pgsketch captures the changes of such tables only', src),
         'Query it through pgsketch-proxy: it is answered exactly.');
     PERFORM pgsketch.copy_select_grants(src, dst);
     FOR l IN SELECT * FROM pgsketch.rollup_levels AS x WHERE x.rollup = sync_grants.rollup ORDER BY x.grain LOOP
@@ -574,6 +614,58 @@ BEGIN
     DELETE FROM pgsketch.rollup_truncated t WHERE t.rollup = r;
     DELETE FROM pgsketch.shard_drains x WHERE x.rollup = r;
 END $$;
+
+-- rollup_schemas_usable says whether the calling role may use the schemas
+-- of rollup d's source, table and level tables (a schema that no longer
+-- exists counts as usable: the catalog says the table is gone).
+CREATE FUNCTION pgsketch.rollup_schemas_usable(d pgsketch.rollup_defs) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN NOT EXISTS (SELECT FROM pg_namespace n
+                        WHERE n.nspname IN (SELECT d.source_schema UNION ALL SELECT d.rollup_schema
+                                            UNION ALL SELECT l.table_schema FROM pgsketch.rollup_levels l WHERE l.rollup = d.name)
+                          AND NOT has_schema_privilege(n.oid, 'USAGE'));
+
+-- catalog_v2 (version 20): version 1's catalog of rollups, which every
+-- later version extends, now only of the rollups whose schemas the calling
+-- role may use (rollup_schemas_usable). Before, one rollup in a schema the
+-- role may not use failed the whole catalog for it (permission denied for
+-- schema), and pgsketch-proxy answered every statement of that role
+-- exactly; a role that may not use a rollup's schemas cannot read its
+-- source either. Replaced in place: every later version calls it.
+CREATE OR REPLACE FUNCTION pgsketch.catalog_v2() RETURNS json
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    RETURN (
+    SELECT coalesce(json_agg(json_build_object(
+        'name', d.name,
+        'source_schema', d.source_schema, 'source_table', d.source_table,
+        'rollup_schema', d.rollup_schema, 'rollup_table', d.rollup_table,
+        'source_oid', to_regclass(format('%I.%I', d.source_schema, d.source_table))::oid::bigint,
+        'source_rls', coalesce((SELECT relrowsecurity FROM pg_class
+                                 WHERE oid = to_regclass(format('%I.%I', d.source_schema, d.source_table))), false),
+        'source_columns', (SELECT coalesce(json_agg(a.attname ORDER BY a.attnum), '[]') FROM pg_attribute a
+                            WHERE a.attrelid = to_regclass(format('%I.%I', d.source_schema, d.source_table))
+                              AND a.attnum > 0 AND NOT a.attisdropped),
+        'time_column', d.time_column,
+        'time_type', pgsketch.base_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), d.time_column),
+        'grain', d.grain, 'time_zone', d.time_zone,
+        'dimensions', (SELECT coalesce(json_agg(json_build_object('column', x,
+                              'type', pgsketch.column_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), x))
+                              ORDER BY o), '[]')
+                         FROM unnest(d.dimensions) WITH ORDINALITY AS u(x, o)),
+        'measures', (SELECT json_agg(json_build_object('column', m.column_name, 'kind', m.kind,
+                              'expression', m.expression,
+                              'type', CASE WHEN m.expression = '*' THEN NULL ELSE
+                                  pgsketch.column_type(to_regclass(format('%I.%I', d.source_schema, d.source_table)), m.expression) END,
+                              'log2m', m.log2m, 'regwidth', m.regwidth, 'hash', m.hash) ORDER BY m.position)
+                       FROM pgsketch.rollup_measures m WHERE m.rollup = d.name),
+        'watermark', to_char(d.watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'late_window_seconds', extract(epoch FROM coalesce(d.late_window, pgsketch.grain_interval(d.grain))),
+        'version', d.version,
+        'rows', coalesce(d.rollup_rows, 0)
+    ) ORDER BY d.name), '[]')
+    FROM pgsketch.rollup_defs d WHERE pgsketch.rollup_schemas_usable(d));
 
 -- catalog (version 20): version 18's, and per rollup the name of its log
 -- on a distributed source in schema pgsketch (shard_log), or null.

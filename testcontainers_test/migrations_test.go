@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -367,5 +368,66 @@ func TestCatalogWithoutJIT(t *testing.T) {
 	}
 	if before != forced {
 		t.Errorf("the catalog with JIT forced on differs:\n%s\n%s", forced, before)
+	}
+}
+
+// TestCatalogSchemaNotUsable: a rollup in a schema a role may not use does
+// not keep that role from the catalog's other rollups (before catalog
+// version 20 pgsketch.catalog() failed for it with "permission denied for
+// schema", and pgsketch-proxy answered all of its statements exactly); the
+// catalog the role reads lists the rollups it may use, those of the
+// schema too once it may use it.
+func TestCatalogSchemaNotUsable(t *testing.T) {
+	t.Parallel()
+	db, conn := eventsDB(t, 2_000, 10)
+	role := db.Name + "_reader"
+	mustExec(t, conn, `CREATE ROLE `+pgx.Identifier{role}.Sanitize()+` LOGIN PASSWORD 'reader'; GRANT SELECT ON events TO `+pgx.Identifier{role}.Sanitize())
+	t.Cleanup(func() {
+		adminExec(context.Background(), `DROP OWNED BY `+pgx.Identifier{role}.Sanitize()+` CASCADE; DROP ROLE IF EXISTS `+pgx.Identifier{role}.Sanitize())
+	})
+	createRollup(t, conn, "daily", eventsRollupArgs)
+	refreshRollup(t, conn, "daily", refresh.Options{})
+	mustExec(t, conn, `CREATE SCHEMA hidden; CREATE TABLE hidden.ev (LIKE events INCLUDING ALL); INSERT INTO hidden.ev SELECT * FROM events`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('hidden_daily', 'hidden.ev', 'created_at', `+eventsRollupArgs+`)`)
+	u, err := url.Parse(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, "reader")
+	ctx := context.Background()
+	names := func() string {
+		t.Helper()
+		c, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		var s string
+		if err := c.QueryRow(ctx, `SELECT string_agg(r->>'name', ',' ORDER BY r->>'name') FROM json_array_elements(pgsketch.catalog()) r`).Scan(&s); err != nil {
+			t.Fatalf("pgsketch.catalog() as a role that may not use schema hidden: %v", err)
+		}
+		return s
+	}
+	if got := names(); got != "daily" {
+		t.Errorf("the catalog as %s lists %q, want daily", role, got)
+	}
+	// Through the proxy, which fingerprints the catalog and reads the
+	// collations of the rollups' columns too, the role's distinct counts
+	// come from the rollup it may use.
+	p := startProxy(t, db.DSN, "--approx", "on")
+	nc := connectSimple(t, p.URL(u.String()))
+	var n int64
+	if err := nc.QueryRow(ctx, `SELECT count(DISTINCT user_id) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	nc.mu.Lock()
+	notes := strings.Join(nc.notices, "\n")
+	nc.mu.Unlock()
+	if !strings.Contains(notes, "from rollup daily") {
+		t.Errorf("count(DISTINCT user_id) as %s through the proxy: %d, notices %q; want it answered from rollup daily\n%s", role, n, notes, p.Log())
+	}
+	mustExec(t, conn, `GRANT USAGE ON SCHEMA hidden TO `+pgx.Identifier{role}.Sanitize())
+	if got := names(); got != "daily,hidden_daily" {
+		t.Errorf("the catalog as %s, with USAGE on hidden, lists %q, want daily,hidden_daily", role, got)
 	}
 }

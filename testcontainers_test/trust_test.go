@@ -794,7 +794,7 @@ func TestDistributedSourceRefused(t *testing.T) {
 	ctx := context.Background()
 	e := newTrustEnv(t)
 	mustExec(t, e.conn, `SET allow_system_table_mods = on;
-		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n',
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n', repmodel "char" NOT NULL DEFAULT 's',
 			partkey text, colocationid integer NOT NULL DEFAULT 0);
 		RESET allow_system_table_mods;
 		INSERT INTO pg_catalog.pg_dist_partition VALUES ('ev')`)
@@ -831,7 +831,7 @@ func TestDistributedRollupTableRefused(t *testing.T) {
 	refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
 	e.answers(t, "local", true)
 	mustExec(t, e.conn, `SET allow_system_table_mods = on;
-		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n',
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n', repmodel "char" NOT NULL DEFAULT 's',
 			partkey text, colocationid integer NOT NULL DEFAULT 0);
 		RESET allow_system_table_mods`)
 	for _, tbl := range []string{"ev_daily", "ev_daily_week"} {
@@ -979,7 +979,7 @@ func TestCaptureOnShardsUpgrade(t *testing.T) {
 
 	// Down to version 11, with spread distributed.
 	mustExec(t, conn, `SET allow_system_table_mods = on;
-		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n',
+		CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass NOT NULL, partmethod "char" NOT NULL DEFAULT 'n', repmodel "char" NOT NULL DEFAULT 's',
 			partkey text, colocationid integer NOT NULL DEFAULT 0);
 		RESET allow_system_table_mods;
 		INSERT INTO pg_catalog.pg_dist_partition VALUES ('spread')`)
