@@ -137,7 +137,7 @@ type run struct {
 // the parameters that decides the rows the fetch's rollup half returns:
 // the database, the role, the session's settings.
 func RunCached(ctx context.Context, q upstream.Session, p plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
-	x := &run{q: reparsing{q, p.Header().Reparse}, params: params, formats: resultFormats, cache: cache, scope: scope}
+	x := &run{q: reparsing{q, p.Header().Reparse, p.Header().OwnSnapshot}, params: params, formats: resultFormats, cache: cache, scope: scope}
 	switch p := p.(type) {
 	case *plan.Rollup:
 		return x.rollup(ctx, p)
@@ -153,16 +153,16 @@ func RunCached(ctx context.Context, q upstream.Session, p plan.Plan, params Para
 	return nil, fmt.Errorf("exec: a %T plan is not run by the executor", p)
 }
 
-// reparsing is a session whose statements are marked Reparse when
-// reparse is set.
+// reparsing is a session whose statements are marked as the plan's head
+// says: Reparse and OwnSnapshot.
 type reparsing struct {
 	upstream.Session
-	reparse bool
+	reparse, ownSnapshot bool
 }
 
 // Query implements upstream.Session.
 func (r reparsing) Query(ctx context.Context, st upstream.Statement) (*upstream.Result, error) {
-	st.Reparse = r.reparse
+	st.Reparse, st.OwnSnapshot = r.reparse, r.ownSnapshot
 	return r.Session.Query(ctx, st)
 }
 

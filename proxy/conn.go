@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/pgsketch/pgsketch/exec"
 	"github.com/pgsketch/pgsketch/upstream"
 	"github.com/pgsketch/pgsketch/wire"
 )
@@ -148,6 +149,9 @@ func (c *sessionConn) execBare(ctx context.Context, sql string) error {
 // Query implements upstream.Session: one statement with the extended
 // protocol, as run runs it.
 func (c *sessionConn) Query(ctx context.Context, st upstream.Statement) (*upstream.Result, error) {
+	if st.OwnSnapshot && !c.ownsTransaction() {
+		return nil, &exec.Refused{Reason: ownSnapshotRefus}
+	}
 	res := &upstream.Result{}
 	err := c.run(ctx, st, func(msg pgproto3.BackendMessage) error {
 		switch m := msg.(type) {
@@ -195,6 +199,19 @@ func (c *sessionConn) run(ctx context.Context, st upstream.Statement, each func(
 // protocol's implicit transaction is not one.)
 const noJIT = "SELECT pg_catalog.set_config('jit', 'off', true)"
 
+// Before a statement marked OwnSnapshot (a plan over a rollup whose source
+// Citus distributes), its implicit transaction is made REPEATABLE READ,
+// and Citus reads each worker over one connection in it: every read of a
+// worker's shards in the statement (the change log's rows, the base rows)
+// then comes from that worker's one snapshot. (SET TRANSACTION takes no
+// snapshot, so it comes first; noJIT's statement takes it.)
+const (
+	ownSnapshot      = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+	noJITOneConn     = "SELECT pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('citus.max_adaptive_executor_pool_size', '1', true)"
+	ownSnapshotRefus = "a rollup whose source Citus distributes is read in a transaction of its own, which a statement cannot have " +
+		"inside a transaction block or a pipeline"
+)
+
 // runMany runs statements in one round trip: with Sync, each is followed by
 // its own Sync (a failure does not skip the next); without, a failure
 // skips the rest. It returns each statement's error. A description still
@@ -222,7 +239,7 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 	if c.ext {
 		name = internalName
 	}
-	jitOff := !c.noSync && c.txStatus == 'I' && !c.bare
+	jitOff := c.ownsTransaction()
 	// Outside a transaction block, with Sync, statements are prepared once
 	// per session and bound by name afterwards: PostgreSQL skips parsing
 	// them (and, once it settles on a generic plan, planning). A statement
@@ -297,7 +314,14 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 			f = each[i]
 		}
 		var missing bool
-		if missing, errs[i] = c.readOne(replyFilter(f, jitOff), ps, sts[i], fresh[i]); errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
+		skip := 0
+		if jitOff {
+			skip = 1
+			if sts[i].OwnSnapshot {
+				skip = 2
+			}
+		}
+		if missing, errs[i] = c.readOne(replyFilter(f, skip), ps, sts[i], fresh[i]); errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
 			return fail(errs[i])
 		}
 		if missing {
@@ -326,12 +350,18 @@ func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff boo
 			// would take longer than the query (seconds, measured by
 			// bench-query). Outside a transaction block, a local setting
 			// lasts until this statement's Sync.
-			c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: noJIT})
-			c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name})
-			c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
-			if c.ext {
-				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
-				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+			pre := []string{noJIT}
+			if st.OwnSnapshot {
+				pre = []string{ownSnapshot, noJITOneConn}
+			}
+			for _, q := range pre {
+				c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: q})
+				c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name})
+				c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
+				if c.ext {
+					c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+					c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+				}
 			}
 		}
 		stmt := name
@@ -366,23 +396,30 @@ func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff boo
 	return fresh
 }
 
+// ownsTransaction reports whether a statement of runMany runs in an
+// implicit transaction of its own: outside a transaction block, ended by
+// its own Sync, with nothing before it in that transaction.
+func (c *sessionConn) ownsTransaction() bool {
+	return !c.noSync && c.txStatus == 'I' && !c.bare
+}
+
 // replyFilter hands f the replies of one statement of runMany but the
-// protocol's acknowledgements and, when jitOff, noJIT's row and
-// CommandComplete, which come first.
-func replyFilter(f func(pgproto3.BackendMessage) error, jitOff bool) func(pgproto3.BackendMessage) error {
-	skip := jitOff
+// protocol's acknowledgements and the replies of the statements sent
+// before it in its transaction, which come first: skip CommandCompletes
+// (noJIT's, and ownSnapshot's), and their rows.
+func replyFilter(f func(pgproto3.BackendMessage) error, skip int) func(pgproto3.BackendMessage) error {
 	return func(msg pgproto3.BackendMessage) error {
 		switch msg.(type) {
 		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
 			*pgproto3.EmptyQueryResponse:
 			return nil
 		case *pgproto3.DataRow:
-			if skip {
+			if skip > 0 {
 				return nil
 			}
 		case *pgproto3.CommandComplete:
-			if skip {
-				skip = false
+			if skip > 0 {
+				skip--
 				return nil
 			}
 		}

@@ -147,6 +147,9 @@ func overLimits(sql string) (Result, bool) {
 func finish(pl plan.Plan, params int, reparse bool, snap *catalog.Snapshot, sess Session) {
 	h := pl.Header()
 	h.Params, h.Session, h.Reparse = params, sess, reparse
+	if r, ok := snap.Rollup(h.Rollup); ok && r.Distributed {
+		h.OwnSnapshot = true
+	}
 	if t, ok := pl.(*plan.TopK); ok {
 		t.ShapeParams = paramsIn(t.ShapeSQL)
 	}
@@ -156,6 +159,9 @@ func finish(pl plan.Plan, params int, reparse bool, snap *catalog.Snapshot, sess
 	}
 	for _, r := range pl.Fetches() {
 		r.Params, r.Session, r.Reparse = params, sess, reparse
+		if r.ShardLog != "" {
+			h.OwnSnapshot = true
+		}
 		chooseMerge(r, snap.HLL(), setting)
 		r.FetchParams, r.ExactParams, r.ShapeParams = paramsIn(r.FetchSQL), paramsIn(r.ExactSQL), paramsIn(r.ShapeSQL)
 		// The fetch binds the lifted literals after the client's.

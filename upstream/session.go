@@ -55,6 +55,10 @@ type Statement struct {
 	// Reparse: the statement is parsed each time it runs, never kept
 	// prepared (plan.Head.Reparse).
 	Reparse bool
+	// OwnSnapshot: the statement runs in a REPEATABLE READ transaction of
+	// its own in which Citus reads each worker over one connection
+	// (plan.Head.OwnSnapshot); a session that cannot run it so refuses it.
+	OwnSnapshot bool
 }
 
 // Result is a statement's description and rows.

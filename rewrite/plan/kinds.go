@@ -52,6 +52,14 @@ type Head struct {
 	// statement, so the plan's statements are parsed each time they run,
 	// never kept prepared.
 	Reparse bool
+	// OwnSnapshot is set when a rollup the plan reads has a source Citus
+	// distributes: Citus reads each worker in a snapshot of its own, taken
+	// when a query first reaches it, so the plan's statements must each
+	// run in a REPEATABLE READ transaction of their own in which Citus
+	// reads each worker over one connection: the change log's rows and
+	// the base rows of a shard then come from one snapshot. A session in
+	// a transaction block cannot have that; there the plan is not run.
+	OwnSnapshot bool
 	// Guard, when set, is a query returning true when the unqualified table
 	// of the query resolves to Source in the session; the executor checks
 	// it (once per search_path) and passes through on false.
