@@ -577,8 +577,11 @@ DECLARE
     why text;
     old bigint;
 BEGIN
-    PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
+    -- Only a rollup with a log takes the lock here, before version 19's
+    -- (which takes its snapshot of the inserted rows before it waits for
+    -- the lock: a rollup on a distributed source has none).
     IF tbl IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
         SELECT * INTO d FROM pgsketch.rollup_defs x WHERE x.name = r;
         why := pgsketch.shard_faults(r);
         IF why IS NOT NULL THEN
