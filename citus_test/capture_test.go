@@ -131,13 +131,7 @@ func pendingRows(t *testing.T, conn *pgx.Conn, name string) int64 {
 // from every node, and writes go on.
 func TestCitusDistributedCapture(t *testing.T) {
 	ctx := context.Background()
-	conn := connect(t, coordURL())
-	schema := newSchema(t, conn)
-	table := createEvents(t, conn, schema, true)
-	name := schema + "_daily"
-	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
-		t.Fatalf("rollup create on a distributed table: %s", r)
-	}
+	conn, _, table, name := distributedRollup(t)
 	// Four on the table and on its shell on each worker; on each shard
 	// the three of INSERT, UPDATE and DELETE (Citus puts no TRUNCATE
 	// trigger on a shard).
@@ -291,13 +285,7 @@ func TestCitusDistributedCapture(t *testing.T) {
 // rollup answered exactly; migrating up again and a refresh capture the
 // table again.
 func TestCitusMigrateDownDistributedCapture(t *testing.T) {
-	conn := connect(t, coordURL())
-	schema := newSchema(t, conn)
-	table := createEvents(t, conn, schema, true)
-	name := schema + "_daily"
-	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
-		t.Fatalf("rollup create on a distributed table: %s", r)
-	}
+	conn, _, table, name := distributedRollup(t)
 	up := func(t *testing.T) {
 		t.Helper()
 		if r := cli(t, "migrate", "up", "--dsn", coordURL()); r.code != 0 {
@@ -452,13 +440,7 @@ func keyExpr(typ, i string) string {
 // why.
 func TestCitusDistributedCaptureOneSnapshot(t *testing.T) {
 	ctx := context.Background()
-	conn := connect(t, coordURL())
-	schema := newSchema(t, conn)
-	table := createEvents(t, conn, schema, true)
-	name := schema + "_daily"
-	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
-		t.Fatalf("rollup create: %s", r)
-	}
+	conn, schema, table, _ := distributedRollup(t)
 	p := startProxy(t, "--approx", "on")
 	pc := connectNotices(t, p.url())
 	q := `SELECT count(*), count(DISTINCT user_id) FROM ` + table + ` WHERE created_at >= '2026-01-01' AND created_at < '2026-02-10'`
@@ -522,4 +504,19 @@ func TestCitusDistributedCaptureOneSnapshot(t *testing.T) {
 	if notices := strings.Join(pc.takeNotices(), "\n"); got != want || !strings.Contains(notices, "transaction of its own") {
 		t.Errorf("count(*) through the proxy in a transaction block: %d (notices %q), want %d exactly, saying why", got, notices, want)
 	}
+}
+
+// distributedRollup makes, in a schema of its own, the events table
+// distributed by user_id (createEvents) and its daily rollup, and returns
+// a connection to the coordinator, the schema, the table and the rollup.
+func distributedRollup(t *testing.T) (conn *pgx.Conn, schema, table, name string) {
+	t.Helper()
+	conn = connect(t, coordURL())
+	schema = newSchema(t, conn)
+	table = createEvents(t, conn, schema, true)
+	name = schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create on a distributed table: %s", r)
+	}
+	return conn, schema, table, name
 }
