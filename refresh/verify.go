@@ -117,7 +117,7 @@ func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, 
 	}
 	if r.Distributed {
 		// Buckets the capture on the source's shards logged.
-		where += " AND " + logged + " NOT IN (SELECT s.bucket FROM pgsketch.shard_logged($2) AS s(bucket) WHERE s.bucket IS NOT NULL)"
+		where += " AND " + logged + " NOT IN (SELECT s.bucket FROM pgsketch.shard_logged($2) AS s(bucket))"
 	}
 	if !skipLogged {
 		where = "$2::text IS NOT NULL"

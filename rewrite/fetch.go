@@ -335,9 +335,7 @@ func (m *matcher) withClause(p *plan.Rollup, lvs []catalog.Level) []plan.CTE {
 	}
 	from, conds := "pgsketch.rollup_dirty l", []string{"l.rollup = " + catalog.QuoteLiteral(m.r.Name)}
 	if m.r.Distributed {
-		// The log of the source's shards too (where a row the capture
-		// could not log has no bucket: capture_check then fails the
-		// statement).
+		// The log of the source's shards too.
 		p.ShardLog = "pgsketch." + syntax.QuoteIdent("log_"+m.r.Name)
 		from = "(SELECT x.bucket FROM pgsketch.rollup_dirty x WHERE x.rollup = " + catalog.QuoteLiteral(m.r.Name) +
 			" UNION ALL SELECT s.bucket FROM pgsketch.shard_logged(" + catalog.QuoteLiteral(m.r.Name) + ") AS s(bucket)) l"

@@ -5,16 +5,14 @@
 -- * Writes to a distributed table run on the workers, in the shards'
 --   transactions, where pgsketch's catalog does not exist. Each such
 --   rollup gets a log of its own, pgsketch.log_<rollup> (key, bucket,
---   message), distributed by key and co-located with the source: the
+--   consumed), distributed by key and co-located with the source: the
 --   capture trigger, which Citus copies onto every shard, computes its
 --   statement's buckets as on one node and inserts them with the
 --   distribution value of one of the statement's rows (all rows of a
 --   statement on a shard belong to it), so Citus routes the insert to the
 --   log's shard on the same worker, in the write's own transaction: a
 --   write and its log rows commit or roll back together.
--- * A bucket the trigger could not compute is logged as a row with a NULL
---   bucket and the error in message: the rollup is not answered from
---   until a refresh, which rebuilds it whole. A TRUNCATE issued on the
+-- * A TRUNCATE issued on the
 --   coordinator fires the coordinator's trigger, which logs every bucket
 --   the rollup holds in pgsketch.rollup_dirty, as on one node; one issued
 --   on a worker fires the worker's copy, which notes the rollup in
@@ -139,8 +137,7 @@ END $$;
 -- shard_logged returns the buckets rollup r's log on a distributed source
 -- lists as changed since the version of the rollup this statement's
 -- snapshot sees (none without a log): the buckets, not the distribution
--- values beside them, for any role. A row the capture could not compute a
--- bucket for is returned as NULL. A statement whose snapshot may be older
+-- values beside them, for any role. A statement whose snapshot may be older
 -- than the rows the log keeps fails with SQLSTATE 55000 (the proxy then
 -- answers it exactly).
 CREATE FUNCTION pgsketch.shard_logged(r text) RETURNS SETOF timestamptz
@@ -166,24 +163,17 @@ END $$;
 REVOKE ALL ON FUNCTION pgsketch.shard_logged(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsketch.shard_logged(text) TO PUBLIC;
 
--- shard_faults says why rollup r's capture on a distributed source failed
--- since its last refresh (a TRUNCATE on a worker, a statement whose
--- buckets could not be computed), or NULL.
+-- shard_faults says why rollup r's capture on a distributed source missed
+-- a change since its last refresh (a TRUNCATE issued on a worker), or NULL.
+-- It reads only the coordinator's copy of pgsketch.rollup_truncated.
 CREATE FUNCTION pgsketch.shard_faults(r text) RETURNS text
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    tbl regclass := to_regclass(format('pgsketch.%I', pgsketch.shard_log(r)));
-    why text;
 BEGIN
     IF EXISTS (SELECT FROM pgsketch.rollup_truncated t WHERE t.rollup = r) THEN
         RETURN 'its source was truncated on a Citus worker since its last refresh';
     END IF;
-    IF tbl IS NOT NULL THEN
-        EXECUTE format('SELECT min(x.message) FROM %s x WHERE x.bucket IS NULL AND (x.consumed IS NULL OR x.consumed > $1)', tbl)
-           INTO why USING (SELECT d.version FROM pgsketch.rollup_defs d WHERE d.name = r);
-    END IF;
-    RETURN CASE WHEN why IS NOT NULL THEN format('its change capture failed on a write since its last refresh (%s)', why) END;
+    RETURN NULL;
 END $$;
 REVOKE ALL ON FUNCTION pgsketch.shard_faults(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgsketch.shard_faults(text) TO PUBLIC;
@@ -216,7 +206,7 @@ BEGIN
     IF tbl IS NULL THEN
         -- The key of the distribution column's type, modifier and
         -- collation, as Citus requires of tables distributed together.
-        EXECUTE format('CREATE TABLE pgsketch.%I (key %s NOT NULL, bucket timestamptz, message text, consumed bigint)',
+        EXECUTE format('CREATE TABLE pgsketch.%I (key %s NOT NULL, bucket timestamptz NOT NULL, consumed bigint)',
                        pgsketch.shard_log(r),
                        (SELECT format_type(a.atttypid, a.atttypmod)
                                || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
@@ -559,9 +549,8 @@ COMMENT ON FUNCTION pgsketch.capture_check_inserts(text, timestamptz, timestampt
 
 -- refresh_begin (version 20): the rows of the rollup's log on a
 -- distributed source not drained yet are marked with the version this
--- refresh makes, and their buckets logged in pgsketch.rollup_dirty (a row
--- without a bucket, or a TRUNCATE on a worker, as a fault, which rebuilds
--- every bucket); rows drained by a version committed for shard_log_keep()
+-- refresh makes, and their buckets logged in pgsketch.rollup_dirty (a
+-- TRUNCATE on a worker as a fault, which rebuilds every bucket); rows drained by a version committed for shard_log_keep()
 -- are deleted. Then version 19's, which drains rollup_dirty.
 ALTER FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer) RENAME TO refresh_begin_v19;
 CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
@@ -592,7 +581,7 @@ BEGIN
         DELETE FROM pgsketch.rollup_truncated t WHERE t.rollup = r;
         -- refresh_finish makes version + 1.
         EXECUTE format('WITH drained AS (UPDATE %s x SET consumed = $2 WHERE x.consumed IS NULL RETURNING x.bucket)
-                        INSERT INTO pgsketch.rollup_dirty (rollup, bucket) SELECT DISTINCT $1, m.bucket FROM drained m WHERE m.bucket IS NOT NULL', tbl)
+                        INSERT INTO pgsketch.rollup_dirty (rollup, bucket) SELECT DISTINCT $1, m.bucket FROM drained m', tbl)
           USING r, d.version + 1;
         INSERT INTO pgsketch.shard_drains (rollup, version, seen_at) VALUES (r, d.version, now()) ON CONFLICT DO NOTHING;
         old := (SELECT max(x.version) FROM pgsketch.shard_drains x WHERE x.rollup = r AND x.seen_at < now() - pgsketch.shard_log_keep());
