@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -45,6 +46,11 @@ type sessionConn struct {
 	// desc, when set, is the description of a simple Query's statement,
 	// read after the first statements sent upstream (describe.go).
 	desc *description
+	// noBlockWarnings is how many warnings "SET TRANSACTION can only be
+	// used in transaction blocks" (SQLSTATE 25P01) the statements in
+	// flight will draw: one for each ownSnapshot sent. They are the
+	// proxy's, not the client's, and are not relayed.
+	noBlockWarnings int
 }
 
 var _ upstream.Session = (*sessionConn)(nil)
@@ -63,8 +69,14 @@ var (
 // relayAsync passes an asynchronous message to the client and reports
 // whether msg was one.
 func (c *sessionConn) relayAsync(msg pgproto3.BackendMessage) (bool, error) {
-	switch msg.(type) {
-	case *pgproto3.NoticeResponse, *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
+	switch m := msg.(type) {
+	case *pgproto3.NoticeResponse:
+		if c.noBlockWarnings > 0 && m.Code == pgerrcode.NoActiveSQLTransaction {
+			c.noBlockWarnings--
+			return true, nil
+		}
+		return true, c.s.Send(msg)
+	case *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
 		return true, c.s.Send(msg)
 	}
 	return false, nil
@@ -273,6 +285,7 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 		dst, dstmt, dfresh = c.sendDescribe(d, name, dps)
 	}
 	fresh := c.sendMany(sts, name, jitOff, ps)
+	defer func() { c.noBlockWarnings = 0 }()
 	if c.noSync {
 		c.s.Frontend.Send(&pgproto3.Flush{})
 	}
@@ -353,6 +366,7 @@ func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff boo
 			pre := []string{noJIT}
 			if st.OwnSnapshot {
 				pre = []string{ownSnapshot, noJITOneConn}
+				c.noBlockWarnings++
 			}
 			for _, q := range pre {
 				c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: q})
