@@ -75,7 +75,7 @@ bench-rollup: deps
 bench-query: deps
 	./scripts/bench-query.sh $(BENCH_QUERY_ARGS)
 
-## bench-query-matrix: the rollup rollup create makes, five ranges by three groupings, cold, warm and new connection, simple protocol and pgx, against exact and hll_union_agg (docs/benchmarks.md)
+## bench-query-matrix: the rollup rollup create makes, six ranges (one ragged) by three groupings, cold, warm and new connection, simple protocol and pgx, against exact and hll_union_agg (docs/benchmarks.md)
 .PHONY: bench-query-matrix
 bench-query-matrix: deps
 	./scripts/bench-query.sh --matrix --runs 9 --exact-runs 3 $(BENCH_QUERY_ARGS)

@@ -213,6 +213,10 @@ type Rollup struct {
 	// reads its buckets through pgsketch.shard_logged beside the change
 	// log's.
 	Distributed bool
+	// LoggedCheck says the catalog has pgsketch.capture_check_logged,
+	// the capture check of a statement that counts the changed buckets it
+	// reads itself.
+	LoggedCheck bool
 }
 
 // Level is one level of a rollup.

@@ -58,6 +58,9 @@ type jsonRollup struct {
 	// sources, and null for a rollup whose source Citus does not
 	// distribute.
 	ShardLog *string `json:"shard_log"`
+	// LoggedCheck is absent from catalogs older than
+	// capture_check_logged.
+	LoggedCheck bool `json:"logged_check"`
 }
 
 // Parse reads the JSON that Query returns. A rollup whose source table or
@@ -89,6 +92,7 @@ func Parse(b []byte) (*Snapshot, error) {
 			r.Inserts = &Table{Schema: "pgsketch", Name: *j.InsertsTable}
 		}
 		r.Distributed = j.ShardLog != nil && *j.ShardLog != ""
+		r.LoggedCheck = j.LoggedCheck
 		switch {
 		case len(j.Capture) == 0:
 			r.CaptureBroken = NoCapture

@@ -10,9 +10,13 @@
 // names and types the original query would have. fetch.go holds the first
 // three steps, exec.go the merge and the shaping statement.
 //
-// It talks to PostgreSQL only through upstream.Session's Query (package
-// upstream imports no connection package), so that the merge and shape
-// logic is testable without a server.
+// On a source Citus distributes, the base rows come from a second
+// statement (plan.BaseRead, baseread.go) that QueryPair runs in the
+// fetch's transaction, over the spans the fetch returned.
+//
+// It talks to PostgreSQL only through upstream.Session's Query and
+// QueryPair (package upstream imports no connection package), so that the
+// merge and shape logic is testable without a server.
 //
 // The merged groups reach the shaping statement as one-dimensional arrays
 // bound in binary format and read with unnest:

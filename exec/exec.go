@@ -166,6 +166,19 @@ func (r reparsing) Query(ctx context.Context, st upstream.Statement) (*upstream.
 	return r.Session.Query(ctx, st)
 }
 
+// QueryPair implements upstream.Session, marking first as Query marks a
+// statement; the second runs in first's transaction.
+func (r reparsing) QueryPair(ctx context.Context, first upstream.Statement, next upstream.Next) (*upstream.Result, *upstream.Result, error) {
+	first.Reparse, first.OwnSnapshot = r.reparse, r.ownSnapshot
+	return r.Session.QueryPair(ctx, first, func(res *upstream.Result) (*upstream.Statement, error) {
+		st, err := next(res)
+		if st != nil {
+			st.Reparse = r.reparse
+		}
+		return st, err
+	})
+}
+
 // rollup answers a Rollup plan: its groups, shaped.
 func (x *run) rollup(ctx context.Context, p *plan.Rollup) (*Answer, error) {
 	m, ans, err := x.groups(ctx, p)

@@ -104,7 +104,15 @@ func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 			}
 		}
 	}
-	res, err := x.q.Query(ctx, fst)
+	var res, base *upstream.Result
+	var err error
+	if p.BaseRead == nil {
+		res, err = x.q.Query(ctx, fst)
+	} else {
+		res, base, err = x.q.QueryPair(ctx, fst, func(res *upstream.Result) (*upstream.Statement, error) {
+			return x.baseStatement(p, res, fetchFormats)
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("exec: fetch: %w", err)
 	}
@@ -113,6 +121,11 @@ func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 	}
 	if err := f.sort(res); err != nil {
 		return nil, err
+	}
+	if base != nil {
+		if err := f.addBase(p, base); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
 }
@@ -144,6 +157,8 @@ func (f *fetched) sort(res *upstream.Result) error {
 				return fmt.Errorf("%w: fetch row %q", ErrData, part)
 			}
 			f.insertsInfo, f.insertsDelta, f.insertsSnap = true, how == "delta", snap
+		case strings.HasPrefix(part, plan.SpanPrefix):
+			// Read by the plan's BaseRead statement.
 		case part == plan.InsertedPart:
 			f.inserted = append(f.inserted, r)
 			other = append(other, r)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -46,11 +45,10 @@ type sessionConn struct {
 	// desc, when set, is the description of a simple Query's statement,
 	// read after the first statements sent upstream (describe.go).
 	desc *description
-	// noBlockWarnings is how many warnings "SET TRANSACTION can only be
-	// used in transaction blocks" (SQLSTATE 25P01) the statements in
-	// flight will draw: one for each ownSnapshot sent. They are the
-	// proxy's, not the client's, and are not relayed.
-	noBlockWarnings int
+	// hold: runMany sends its last statement without Sync and reads its
+	// replies up to its CommandComplete, leaving its implicit transaction
+	// open for another statement (QueryPair); held says it is open.
+	hold, held bool
 }
 
 var _ upstream.Session = (*sessionConn)(nil)
@@ -69,14 +67,8 @@ var (
 // relayAsync passes an asynchronous message to the client and reports
 // whether msg was one.
 func (c *sessionConn) relayAsync(msg pgproto3.BackendMessage) (bool, error) {
-	switch m := msg.(type) {
-	case *pgproto3.NoticeResponse:
-		if c.noBlockWarnings > 0 && m.Code == pgerrcode.NoActiveSQLTransaction {
-			c.noBlockWarnings--
-			return true, nil
-		}
-		return true, c.s.Send(msg)
-	case *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
+	switch msg.(type) {
+	case *pgproto3.NoticeResponse, *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
 		return true, c.s.Send(msg)
 	}
 	return false, nil
@@ -165,7 +157,16 @@ func (c *sessionConn) Query(ctx context.Context, st upstream.Statement) (*upstre
 		return nil, &exec.Refused{Reason: ownSnapshotRefus}
 	}
 	res := &upstream.Result{}
-	err := c.run(ctx, st, func(msg pgproto3.BackendMessage) error {
+	if err := c.run(ctx, st, resultCollector(res)); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// resultCollector is a function of runMany's each that fills res with a
+// statement's description and rows.
+func resultCollector(res *upstream.Result) func(pgproto3.BackendMessage) error {
+	return func(msg pgproto3.BackendMessage) error {
 		switch m := msg.(type) {
 		case *pgproto3.RowDescription:
 			res.Fields = make([]pgproto3.FieldDescription, len(m.Fields))
@@ -181,11 +182,7 @@ func (c *sessionConn) Query(ctx context.Context, st upstream.Statement) (*upstre
 			return fmt.Errorf("%w: %T in a query's reply", errProtocol, msg)
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	return res, nil
 }
 
 func cloneRow(vals [][]byte) [][]byte {
@@ -211,14 +208,19 @@ func (c *sessionConn) run(ctx context.Context, st upstream.Statement, each func(
 // protocol's implicit transaction is not one.)
 const noJIT = "SELECT pg_catalog.set_config('jit', 'off', true)"
 
-// Before a statement marked OwnSnapshot (a plan over a rollup whose source
-// Citus distributes), its implicit transaction is made REPEATABLE READ,
-// and Citus reads each worker over one connection in it: every read of a
-// worker's shards in the statement (the change log's rows, the base rows)
-// then comes from that worker's one snapshot. (SET TRANSACTION takes no
-// snapshot, so it comes first; noJIT's statement takes it.)
+// A statement marked OwnSnapshot (a plan over a rollup whose source Citus
+// distributes) runs in a transaction block of its own, REPEATABLE READ,
+// begun before it and committed after it (or after the second statement of
+// a pair, QueryPair) in the same round trip, in which Citus reads each
+// worker over one connection. Citus opens a transaction on a worker for a
+// read only inside a transaction block (else each shard's read is a
+// transaction, and a snapshot, of its own); in one, every read of a
+// worker's shards (the change log's rows, the base rows) comes from that
+// worker's one snapshot. A failure leaves the block aborted at Sync, and
+// the proxy rolls it back (endOwn).
 const (
-	ownSnapshot      = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+	ownSnapshot      = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+	ownCommit        = "COMMIT"
 	noJITOneConn     = "SELECT pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('citus.max_adaptive_executor_pool_size', '1', true)"
 	ownSnapshotRefus = "a rollup whose source Citus distributes is read in a transaction of its own, which a statement cannot have " +
 		"inside a transaction block or a pipeline"
@@ -285,7 +287,6 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 		dst, dstmt, dfresh = c.sendDescribe(d, name, dps)
 	}
 	fresh := c.sendMany(sts, name, jitOff, ps)
-	defer func() { c.noBlockWarnings = 0 }()
 	if c.noSync {
 		c.s.Frontend.Send(&pgproto3.Flush{})
 	}
@@ -321,6 +322,17 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 			return fail(d.err)
 		}
 	}
+	// ended: an OwnSnapshot statement's transaction block ended, or was
+	// left aborted by a failure (endOwn rolls it back after the batch,
+	// whose later statements failed in it).
+	ended := false
+	defer func() {
+		if ended {
+			if err := c.endOwn(ctx); err != nil {
+				fail(err)
+			}
+		}
+	}()
 	for i := range sts {
 		var f func(pgproto3.BackendMessage) error
 		if i < len(each) {
@@ -334,9 +346,11 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 				skip = 2
 			}
 		}
-		if missing, errs[i] = c.readOne(replyFilter(f, skip), ps, sts[i], fresh[i]); errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
+		held := c.hold && i == len(sts)-1
+		if missing, errs[i] = c.readOne(replyFilter(f, skip), ps, sts[i], fresh[i], held, skip+1); errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
 			return fail(errs[i])
 		}
+		ended = ended || jitOff && sts[i].OwnSnapshot && !c.held
 		if missing {
 			retry = append(retry, i)
 		}
@@ -366,16 +380,9 @@ func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff boo
 			pre := []string{noJIT}
 			if st.OwnSnapshot {
 				pre = []string{ownSnapshot, noJITOneConn}
-				c.noBlockWarnings++
 			}
 			for _, q := range pre {
-				c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: q})
-				c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name})
-				c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
-				if c.ext {
-					c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
-					c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
-				}
+				c.sendBare(name, q)
 			}
 		}
 		stmt := name
@@ -403,11 +410,44 @@ func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff boo
 				c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
 			}
 		}
-		if !c.noSync {
+		held := c.hold && i == len(sts)-1
+		if jitOff && st.OwnSnapshot && !held {
+			c.sendBare(name, ownCommit)
+		}
+		switch {
+		case c.hold && i == len(sts)-1:
+			// PostgreSQL sends what it has buffered at a Flush as at a Sync.
+			c.s.Frontend.Send(&pgproto3.Flush{})
+		case !c.noSync:
 			c.s.Frontend.Send(&pgproto3.Sync{})
 		}
 	}
 	return fresh
+}
+
+// sendBare sends sql, which takes no parameters and returns at most a row,
+// as statement and portal name, parsed now.
+func (c *sessionConn) sendBare(name, sql string) {
+	c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: sql})
+	c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name})
+	c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
+	if c.ext {
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+	}
+}
+
+// endOwn rolls back the transaction block an OwnSnapshot statement began,
+// left aborted by its failure (or open by a reply cut short), so that the
+// client's session is idle again as it was.
+func (c *sessionConn) endOwn(ctx context.Context) error {
+	if c.txStatus == 'I' {
+		return nil
+	}
+	if err := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+		return fmt.Errorf("%w: rolling back the transaction of a statement of its own: %w", errUpstream, err)
+	}
+	return nil
 }
 
 // ownsTransaction reports whether a statement of runMany runs in an
@@ -419,23 +459,29 @@ func (c *sessionConn) ownsTransaction() bool {
 
 // replyFilter hands f the replies of one statement of runMany but the
 // protocol's acknowledgements and the replies of the statements sent
-// before it in its transaction, which come first: skip CommandCompletes
-// (noJIT's, and ownSnapshot's), and their rows.
+// before it in its transaction, which come first (skip CommandCompletes:
+// noJIT's, or ownSnapshot's and noJITOneConn's, and their rows), and after
+// it (ownCommit's).
 func replyFilter(f func(pgproto3.BackendMessage) error, skip int) func(pgproto3.BackendMessage) error {
+	done := false
 	return func(msg pgproto3.BackendMessage) error {
 		switch msg.(type) {
 		case *pgproto3.ParseComplete, *pgproto3.BindComplete, *pgproto3.CloseComplete, *pgproto3.NoData,
 			*pgproto3.EmptyQueryResponse:
 			return nil
 		case *pgproto3.DataRow:
-			if skip > 0 {
+			if skip > 0 || done {
 				return nil
 			}
 		case *pgproto3.CommandComplete:
-			if skip > 0 {
+			switch {
+			case skip > 0:
 				skip--
 				return nil
+			case done:
+				return nil
 			}
+			done = true
 		}
 		if f == nil {
 			return nil
@@ -447,18 +493,162 @@ func replyFilter(f func(pgproto3.BackendMessage) error, skip int) func(pgproto3.
 // readOne reads the replies of one statement of runMany through filter.
 // missing reports a statement prepared earlier in the session that the
 // client dropped (DEALLOCATE, DISCARD ALL): runMany runs it again.
-func (c *sessionConn) readOne(filter func(pgproto3.BackendMessage) error, ps *preparedStmts, st upstream.Statement, fresh bool) (missing bool, err error) {
+func (c *sessionConn) readOne(filter func(pgproto3.BackendMessage) error, ps *preparedStmts, st upstream.Statement, fresh bool, held bool, commands int) (missing bool, err error) {
 	if c.noSync {
 		if c.failed {
 			return false, errDiscarding // the upstream skipped it
 		}
 		return false, c.readOwed(filter)
 	}
-	err = c.finish(filter)
+	if held {
+		err = c.readHeld(filter, commands)
+	} else {
+		err = c.finish(filter)
+	}
 	if ps != nil && fresh && err != nil {
 		ps.forget(st) // it may not have been prepared
 	}
 	return ps != nil && !fresh && isMissingStatement(err), err
+}
+
+// readHeld reads the replies of a statement sent without Sync (hold) up
+// to its CommandComplete, the commands-th of them (those of the statements
+// sent before it in its transaction come first), handing them to filter;
+// its implicit transaction is then open (held). After an ErrorResponse it
+// ends the transaction with Sync and reads up to ReadyForQuery.
+func (c *sessionConn) readHeld(filter func(pgproto3.BackendMessage) error, commands int) error {
+	var first error
+	for {
+		msg, err := c.receive()
+		if err != nil {
+			return err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			perr := pgconn.ErrorResponseToPgError(m)
+			if err := c.send(&pgproto3.Sync{}); err != nil {
+				return fmt.Errorf("%w: %w", errUpstream, err)
+			}
+			if err := c.finish(nil); err != nil {
+				return err
+			}
+			return perr // runMany ends the transaction block
+		case *pgproto3.ReadyForQuery:
+			return fmt.Errorf("%w: ReadyForQuery without Sync", errProtocol)
+		}
+		if first == nil {
+			first = filter(msg)
+		}
+		if _, ok := msg.(*pgproto3.CommandComplete); ok {
+			if commands--; commands == 0 {
+				c.held = true
+				return first
+			}
+		}
+	}
+}
+
+// QueryPair implements upstream.Session. Where a statement runs in an
+// implicit transaction of its own (ownsTransaction), first is sent without
+// Sync, its rows read, and the second statement sent in the same
+// transaction, with Sync; else both run, one after the other, in the
+// client's transaction (which first.OwnSnapshot refuses).
+func (c *sessionConn) QueryPair(ctx context.Context, first upstream.Statement, next upstream.Next) (res, second *upstream.Result, err error) {
+	if !c.ownsTransaction() {
+		if first.OwnSnapshot {
+			return nil, nil, &exec.Refused{Reason: ownSnapshotRefus}
+		}
+		return upstream.InTurn(ctx, c.Query, first, next)
+	}
+	c.hold = true
+	res, err = c.Query(ctx, first)
+	c.hold = false
+	if !c.held {
+		return nil, nil, err // the transaction ended
+	}
+	c.held = false
+	var st *upstream.Statement
+	if err == nil {
+		st, err = next(res)
+	}
+	if err != nil || st == nil {
+		if serr := c.endHeld(first.OwnSnapshot); serr != nil {
+			return nil, nil, serr
+		}
+		if ferr := c.finish(nil); err == nil {
+			err = ferr
+		}
+		if eerr := c.endOwn(ctx); err == nil {
+			err = eerr
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, nil, nil
+	}
+	second, err = c.queryIn(ctx, *st, first.OwnSnapshot)
+	if eerr := c.endOwn(ctx); err == nil {
+		err = eerr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, second, nil
+}
+
+// endHeld sends, after what is queued, what ends the transaction a held
+// statement left open: its COMMIT when it began its own (own), and Sync.
+func (c *sessionConn) endHeld(own bool) error {
+	if own {
+		name := ""
+		if c.ext {
+			name = internalName
+		}
+		c.sendBare(name, ownCommit)
+	}
+	if err := c.send(&pgproto3.Sync{}); err != nil {
+		return fmt.Errorf("%w: %w", errUpstream, err)
+	}
+	return nil
+}
+
+// queryIn runs st in the transaction a held statement left open, as the
+// unnamed statement (or the proxy's own, in the extended protocol), parsed
+// now, then ends the transaction (endHeld), and returns st's rows.
+func (c *sessionConn) queryIn(ctx context.Context, st upstream.Statement, own bool) (*upstream.Result, error) {
+	if err := ctx.Err(); err != nil {
+		// The transaction must still end.
+		if serr := c.endHeld(own); serr != nil {
+			return nil, serr
+		}
+		if ferr := c.finish(nil); ferr != nil {
+			return nil, ferr
+		}
+		return nil, err
+	}
+	name := ""
+	if c.ext {
+		name = internalName
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+	}
+	c.s.Frontend.Send(&pgproto3.Parse{Name: name, Query: st.SQL, ParameterOIDs: st.ParamOIDs})
+	c.s.Frontend.Send(&pgproto3.Bind{DestinationPortal: name, PreparedStatement: name,
+		ParameterFormatCodes: st.ParamFormats, Parameters: st.Params, ResultFormatCodes: st.ResultFormats})
+	c.s.Frontend.Send(&pgproto3.Describe{ObjectType: 'P', Name: name})
+	c.s.Frontend.Send(&pgproto3.Execute{Portal: name})
+	if c.ext {
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'P', Name: name})
+		c.s.Frontend.Send(&pgproto3.Close{ObjectType: 'S', Name: name})
+	}
+	if err := c.endHeld(own); err != nil {
+		return nil, err
+	}
+	res := &upstream.Result{}
+	if err := c.finish(replyFilter(resultCollector(res), 0)); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // readOwed reads the replies of one statement sent without Sync: there is

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -63,13 +64,27 @@ func (m *matcher) build() (*built, string) {
 // answer approximates.
 type fetchCols struct {
 	rollup, base, exact, approx []string
+	// shards replaces columns of base (by index) where each shard of a
+	// source Citus distributes computes them otherwise (plan.BaseRead):
+	// arrays of the values, not of the distinct values, which Citus
+	// combines only by gathering the rows themselves.
+	shards map[int]string
+}
+
+// shardCols is base as each shard of a distributed source computes it.
+func (c fetchCols) shardCols() []string {
+	out := slices.Clone(c.base)
+	for i, col := range c.shards {
+		out[i] = col
+	}
+	return out
 }
 
 // fetchColumns makes, for the plan's keys and each aggregate, the columns
 // the fetch statement reads from the rollup and from the base rows, and
 // adds the aggregates to p.
 func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
-	c := fetchCols{rollup: []string{"'rollup' AS " + PartColumn}, base: []string{"'base'"}}
+	c := fetchCols{rollup: []string{"'rollup' AS " + PartColumn}, base: []string{"'base'"}, shards: map[int]string{}}
 	for _, k := range p.Keys {
 		c.rollup = append(c.rollup, k.Rollup)
 		c.base = append(c.base, k.Base)
@@ -120,6 +135,7 @@ func (m *matcher) fetchColumns(p *plan.Rollup) (fetchCols, string) {
 			c.base = append(c.base, "NULL")
 			ag.BaseColumn = col()
 			c.rollup = append(c.rollup, "NULL")
+			c.shards[len(c.base)] = "array_agg(" + m.side(a.arg, false) + ")"
 			c.base = append(c.base, "array_agg(DISTINCT "+m.side(a.arg, false)+")")
 			if se := ms.StdErr(); se > p.StdErr {
 				p.StdErr = se

@@ -381,6 +381,11 @@ func (m *matcher) spans(p *plan.Rollup) string {
 		}
 		arms = append(arms, tail)
 	}
+	if m.r.Distributed && len(p.Time.Lower)+len(p.Time.Upper) == 0 {
+		// What tailArm reads, but the rows whose time is NULL: for
+		// plan.BaseRead, which reads those itself.
+		arms = append(arms, "SELECT hi, 'infinity' FROM "+plan.BoundsRelation)
+	}
 	arms = append(arms, "SELECT bucket, "+m.bucketMath(m.r.Grain).end("bucket")+" FROM "+plan.LogRelation)
 	return strings.Join(arms, " UNION ALL ")
 }
@@ -433,10 +438,16 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		f.From = "(" + strings.Join(arms, " UNION ALL ") + ") r"
 	}
 	f.With = m.withClause(p, lvs)
-	if len(p.Time.Lower)+len(p.Time.Upper) == 0 {
+	switch {
+	case m.r.Distributed:
+		m.baseRead(p, c.shardCols(), bwhere, groupBy)
+		f.Last = append(f.Last, m.spanRows(len(c.rollup)))
+	case len(p.Time.Lower)+len(p.Time.Upper) == 0:
 		f.Rest = append(f.Rest, m.tailArm(c.base, bwhere, groupBy))
+		fallthrough
+	default:
+		f.Rest = append(f.Rest, m.spanArm(c.base, bwhere, groupBy))
 	}
-	f.Rest = append(f.Rest, m.spanArm(c.base, bwhere, groupBy))
 	check := "pgsketch.capture_check("
 	if m.r.Inserts != nil {
 		p.Inserts = m.r.Inserts
@@ -454,7 +465,14 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	if len(p.Time.Lower) > 0 {
 		lo = m.logInstant("lo")
 	}
-	info := "'" + InfoPrefix + "' || " + check + catalog.QuoteLiteral(m.r.Name) + ", " + lo + ", " + m.logInstant("hi") + ")"
+	args := catalog.QuoteLiteral(m.r.Name) + ", " + lo + ", " + m.logInstant("hi")
+	if m.r.Distributed && m.r.LoggedCheck {
+		// The number of changed buckets is the statement's own: the
+		// check reads no log (on Citus, every shard of one).
+		check = "pgsketch.capture_check_logged("
+		args += ", (SELECT count(*) FROM " + plan.LogRelation + "), " + strconv.FormatBool(m.r.Inserts != nil)
+	}
+	info := "'" + InfoPrefix + "' || " + check + args + ")"
 	if m.zoneRules && m.r.TimeType == catalog.Timestamptz {
 		// Zone rules are checked from 1970 on: older buckets (New York kept
 		// its local mean time, 4:56:02 behind UTC, until 1883) may hold rows
@@ -473,7 +491,12 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	if g := guardCond(m.fi, m.r.Source); g != "" {
 		info = "CASE WHEN " + g + " THEN " + info + " ELSE '" + InfoPrefix + plan.NotSource + "' END"
 	}
-	f.Rest = append(f.Rest, plan.Select{Cols: append([]string{info}, slices.Repeat([]string{"NULL"}, len(c.rollup)-1)...), From: plan.BoundsRelation})
+	infoRow := plan.Select{Cols: append([]string{info}, slices.Repeat([]string{"NULL"}, len(c.rollup)-1)...), From: plan.BoundsRelation}
+	if m.r.Distributed {
+		f.Last = append(f.Last, infoRow)
+	} else {
+		f.Rest = append(f.Rest, infoRow)
+	}
 	m.lift = nil
 	p.FetchSQL = f.SQL(false, "")
 }
@@ -569,18 +592,45 @@ func (m *matcher) tailArm(bcols, where, groupBy []string) plan.Select {
 // span at a time: by an index range on the time column where there is
 // one, and within the query's own range, so that an edge reads only the
 // rows of the range. (OFFSET 0 keeps PostgreSQL from flattening the
-// lateral read into a join it could plan as one scan of the table. Citus
-// refuses it on a distributed source, where the read is a join that each
-// shard runs against the spans.)
+// lateral read into a join it could plan as one scan of the table.)
 func (m *matcher) spanArm(bcols, where, groupBy []string) plan.Select {
 	inner := append([]string{m.spanCondition("t." + syntax.QuoteIdent(m.r.TimeColumn))}, where...)
-	if m.r.Distributed {
-		return plan.Select{Cols: bcols, GroupBy: groupBy,
-			From: m.sourceSQL() + " t JOIN " + plan.SpansRelation + " s ON " + strings.Join(inner, " AND ")}
-	}
 	return plan.Select{Cols: bcols, GroupBy: groupBy,
 		From: plan.SpansRelation + " s CROSS JOIN LATERAL (SELECT * FROM " + m.sourceSQL() + " t WHERE " +
 			strings.Join(inner, " AND ") + " OFFSET 0) t"}
+}
+
+// spanRows is the fetch's arm that returns SpansRelation's spans, for
+// plan.BaseRead to read, as rows of ncols columns: plan.SpanPrefix and the
+// span's first and last in their binary form, in hex (exact whatever the
+// session's DateStyle and TimeZone), then NULLs.
+func (m *matcher) spanRows(ncols int) plan.Select {
+	send := "pg_catalog.timestamptz_send"
+	if m.r.TimeType != catalog.Timestamptz {
+		send = "pg_catalog.timestamp_send"
+	}
+	col := "'" + plan.SpanPrefix + "' || pg_catalog.encode(" + send + "(first), 'hex') || pg_catalog.encode(" + send + "(last), 'hex')"
+	return plan.Select{Cols: append([]string{col}, slices.Repeat([]string{"NULL"}, ncols-1)...), From: plan.SpansRelation}
+}
+
+// baseRead makes p.BaseRead, the statement that reads the base rows of a
+// fetch over a distributed source: the source joined to the spans the
+// fetch returns, bound as two arrays after the fetch's own parameters
+// (the client's and the lifted literals), each span read as spanArm reads
+// it; and, for a query without a range on the time column, the rows whose
+// time is NULL (the tail from hi on is one of the spans: see spans).
+func (m *matcher) baseRead(p *plan.Rollup, cols, where, groupBy []string) {
+	typ, _, _ := timeTypes(m.r.TimeType)
+	n := m.sess.params + len(p.Lifted) + 1
+	tcol := "t." + syntax.QuoteIdent(m.r.TimeColumn)
+	spans := fmt.Sprintf("ROWS FROM (pg_catalog.unnest($%d::%s[]), pg_catalog.unnest($%d::%s[])) AS s(first, last)", n, typ, n+1, typ)
+	arms := []string{plan.Select{Cols: cols, GroupBy: groupBy,
+		From: m.sourceSQL() + " t JOIN " + spans + " ON " + strings.Join(append([]string{m.spanCondition(tcol)}, where...), " AND ")}.SQL()}
+	unbounded := len(p.Time.Lower)+len(p.Time.Upper) == 0
+	if unbounded {
+		arms = append(arms, plan.Select{Cols: cols, From: m.sourceSQL() + " t", Where: append(slices.Clone(where), tcol+" IS NULL"), GroupBy: groupBy}.SQL())
+	}
+	p.BaseRead = &plan.BaseRead{SQL: strings.Join(arms, " UNION ALL "), SpansParam: n, SpanType: typ, Always: unbounded}
 }
 
 // insertsArm is the fetch's arm reading the rows inserted since their

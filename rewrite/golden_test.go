@@ -304,7 +304,7 @@ func testCatalog() *catalog.Snapshot {
 			Watermark:  time.Date(2024, 5, 27, 0, 0, 0, 0, time.UTC), Version: 3, Rows: 8000,
 		},
 		{
-			Name: "taps_daily", Source: catalog.Table{Schema: "public", Name: "taps"}, Distributed: true,
+			Name: "taps_daily", Source: catalog.Table{Schema: "public", Name: "taps"}, Distributed: true, LoggedCheck: true,
 			Table:      catalog.Table{Schema: "pgsketch_rollups", Name: "taps_daily"},
 			TimeColumn: "tapped_at", TimeType: catalog.Timestamptz, Grain: catalog.Day, TimeZone: "UTC",
 			Dimensions: []catalog.Dimension{{Column: "country", Type: "text", DistinctValues: 20}},

@@ -166,6 +166,9 @@ func finish(pl plan.Plan, params int, reparse bool, snap *catalog.Snapshot, sess
 		r.FetchParams, r.ExactParams, r.ShapeParams = paramsIn(r.FetchSQL), paramsIn(r.ExactSQL), paramsIn(r.ShapeSQL)
 		// The fetch binds the lifted literals after the client's.
 		r.FetchParams = slices.DeleteFunc(r.FetchParams, func(n int) bool { return n > params })
+		if b := r.BaseRead; b != nil {
+			b.Params = slices.DeleteFunc(paramsIn(b.SQL), func(n int) bool { return n > params })
+		}
 	}
 }
 

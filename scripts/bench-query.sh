@@ -24,9 +24,10 @@
 # of auto's rule.
 #
 # --matrix times the rollup `rollup create` makes without tuning flags (a
-# daily rollup with its default week and month levels) instead, for five
-# ranges (a day, a week, a month, a quarter, all time) by three groupings
-# (none, country, country and device): exact, hll_union_agg over the daily
+# daily rollup with its default week and month levels) instead, for six
+# ranges (a day, a week, a month, a quarter, all time, 7 days from noon to
+# noon) by three groupings (none, country, country and device): exact,
+# hll_union_agg (but over the ragged 7 days) over the daily
 # table and over a monthly table built by hand, and through the proxy cold
 # (no cache), warm, and on a new connection per query, over a simple-protocol
 # client and pgx (matrix.go); it first measures the default levels' storage

@@ -15,6 +15,11 @@ type Session interface {
 	// Query runs one statement with the extended protocol and returns its
 	// whole result.
 	Query(ctx context.Context, st Statement) (*Result, error)
+	// QueryPair runs first, then the statement next makes of first's
+	// result (none when next returns nil), in one transaction: with
+	// first.OwnSnapshot, in first's own REPEATABLE READ transaction, so
+	// that both read one snapshot. second is nil when next made none.
+	QueryPair(ctx context.Context, first Statement, next Next) (res, second *Result, err error)
 	// Exec runs sql, which may hold several statements, and discards any
 	// rows.
 	Exec(ctx context.Context, sql string) error
@@ -23,6 +28,27 @@ type Session interface {
 	// CopyFrom runs a COPY ... FROM STDIN statement, reading the data from
 	// r, and returns the number of rows copied.
 	CopyFrom(ctx context.Context, r io.Reader, sql string) (int64, error)
+}
+
+// Next makes the statement QueryPair runs second from the result of the
+// first, or returns nil for none.
+type Next func(first *Result) (*Statement, error)
+
+// InTurn runs first, then the statement next makes of its result, with
+// query, one after the other: QueryPair for a session whose statements
+// already share a transaction.
+func InTurn(ctx context.Context, query func(context.Context, Statement) (*Result, error), first Statement, next Next) (res, second *Result, err error) {
+	if res, err = query(ctx, first); err != nil {
+		return nil, nil, err
+	}
+	st, err := next(res)
+	if err != nil || st == nil {
+		return res, nil, err
+	}
+	if second, err = query(ctx, *st); err != nil {
+		return nil, nil, err
+	}
+	return res, second, nil
 }
 
 // FormatOf is the format of result column i under a Bind's result format

@@ -137,8 +137,41 @@ type Rollup struct {
 	// source's shards write (catalog.Rollup.Distributed), which the fetch
 	// reads beside pgsketch.rollup_dirty, or empty.
 	ShardLog string
+	// BaseRead, when set, reads the base rows in a statement of its own,
+	// after the fetch and in its transaction (see BaseRead).
+	BaseRead *BaseRead
 	ExactSQL string
 }
+
+// BaseRead is how a fetch over a source Citus distributes reads its base
+// rows: in a second statement. The fetch itself (FetchSQL) then reads only
+// the coordinator's tables (the rollup rows, the change logs through
+// pgsketch.shard_logged, the info row) and returns, in place of the base
+// rows, one row per span it would have read (SpanPrefix). The executor
+// runs SQL after it in the same transaction (Head.OwnSnapshot: one
+// snapshot), the spans bound as arrays. Citus runs that statement on each
+// shard, joined to the spans, and combines the shards' aggregates (arrays
+// of values, not DISTINCT ones, which Citus would gather row by row); as
+// one statement with the coordinator's tables it was split into
+// subplans and took ten times longer.
+type BaseRead struct {
+	SQL string
+	// Params lists the client's $n SQL references; it binds the lifted
+	// literals after the client's parameters as the fetch does, then the
+	// spans' firsts and lasts as $SpansParam and $SpansParam+1, arrays of
+	// SpanType (binary).
+	Params     []int
+	SpansParam int
+	SpanType   string
+	// Always: SQL runs even when the fetch returned no span (it reads the
+	// rows whose time is NULL).
+	Always bool
+}
+
+// SpanPrefix starts the part column of a fetch row that names a span of
+// base rows for BaseRead: then the span's first and last, each as the hex
+// digits of its binary form (timestamp_send or timestamptz_send, 8 bytes).
+const SpanPrefix = "pgsketch_span:"
 
 // Groups are the merged groups a plan shapes into its answer: ShapeSQL
 // selects from a relation named GroupsRelation with one column per key
@@ -203,6 +236,12 @@ type Fetch struct {
 	// inserted rows (Rollup.Inserts) of the rollup arm's buckets, its rows
 	// marked InsertedPart.
 	Inserts *Select
+	// Last are the arms printed after all others (the arms an executor
+	// adds too): arms whose columns are NULL where the base rows' are not
+	// (a fetch without base arms, Rollup.BaseRead), which, before the
+	// inserted rows' arm, would make the UNION ALL type those columns
+	// text.
+	Last []Select
 }
 
 // CTE is one common table expression: Name AS (SQL), or Name(Cols) AS
@@ -289,9 +328,9 @@ func (f Fetch) SQL(server bool, cond string, more ...Select) string {
 		b.WriteString(" ")
 	}
 	rollup.write(&b)
-	arms := [][]Select{f.Rest, more}
+	arms := [][]Select{f.Rest, more, f.Last}
 	if f.Inserts != nil {
-		arms = [][]Select{f.Rest, {*f.Inserts}, more}
+		arms = [][]Select{f.Rest, {*f.Inserts}, more, f.Last}
 	}
 	for _, arms := range arms {
 		for _, s := range arms {

@@ -166,6 +166,10 @@ func (p *Rollup) Explain(verbose bool) string {
 		w("merge: proxy (%s)", p.MergeReason)
 		l.sql("fetch", p.FetchSQL)
 	}
+	if b := p.BaseRead; b != nil {
+		w("base rows: read after the fetch, in its transaction, from the spans it returns ($%d, $%d: %s[])", b.SpansParam, b.SpansParam+1, b.SpanType)
+		l.sql("base", b.SQL)
+	}
 	if p.ExactSQL != "" {
 		l.sql("exact", p.ExactSQL)
 	}

@@ -6,6 +6,7 @@ package pgsession
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 
@@ -62,6 +63,35 @@ func (c Conn) Query(ctx context.Context, st upstream.Statement) (*upstream.Resul
 	}
 	res.Tag = tag.String()
 	return res, nil
+}
+
+// QueryPair implements upstream.Session: outside a transaction block, in
+// a transaction of its own (REPEATABLE READ, READ ONLY with
+// first.OwnSnapshot); inside one, in that transaction.
+func (c Conn) QueryPair(ctx context.Context, first upstream.Statement, next upstream.Next) (res, second *upstream.Result, err error) {
+	if c.C.TxStatus() == 'I' {
+		begin := "BEGIN"
+		if first.OwnSnapshot {
+			// Citus reads each worker over one connection: one snapshot.
+			begin = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; " +
+				"SELECT pg_catalog.set_config('citus.max_adaptive_executor_pool_size', '1', true)"
+		}
+		if err := c.Exec(ctx, begin); err != nil {
+			return nil, nil, err
+		}
+		defer func() {
+			end := "COMMIT"
+			if err != nil {
+				end = "ROLLBACK"
+			}
+			if eerr := c.Exec(context.WithoutCancel(ctx), end); err == nil {
+				err = eerr
+			}
+		}()
+	} else if first.OwnSnapshot {
+		return nil, nil, fmt.Errorf("pgsession: a statement that must run in a transaction of its own, inside a transaction block")
+	}
+	return upstream.InTurn(ctx, c.Query, first, next)
 }
 
 // Exec implements upstream.Session.

@@ -116,3 +116,38 @@ func TestConn(t *testing.T) {
 		t.Errorf("COPY TO: %q", out.String())
 	}
 }
+
+// TestQueryPair: the two statements of a pair share one transaction (one
+// txid, and with OwnSnapshot one REPEATABLE READ snapshot), which ends
+// with the pair; an error of the second rolls it back.
+func TestQueryPair(t *testing.T) {
+	ctx := context.Background()
+	c := session(t)
+	res, second, err := c.QueryPair(ctx, upstream.Statement{SQL: "SELECT pg_catalog.transaction_timestamp()::text", OwnSnapshot: true},
+		func(first *upstream.Result) (*upstream.Statement, error) {
+			return &upstream.Statement{SQL: "SELECT $1::timestamptz = pg_catalog.transaction_timestamp(), pg_catalog.current_setting('transaction_isolation')",
+				Params: [][]byte{first.Rows[0][0]}}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 1 || second == nil || len(second.Rows) != 1 {
+		t.Fatalf("results %v, %v", res, second)
+	}
+	if row := second.Rows[0]; string(row[0]) != "t" || string(row[1]) != "repeatable read" {
+		t.Errorf("the second statement: same transaction %s, isolation %s; want t, repeatable read", row[0], row[1])
+	}
+	if c.C.TxStatus() != 'I' {
+		t.Errorf("transaction status %c after the pair", c.C.TxStatus())
+	}
+
+	_, _, err = c.QueryPair(ctx, upstream.Statement{SQL: "SELECT 1"},
+		func(*upstream.Result) (*upstream.Statement, error) { return &upstream.Statement{SQL: "SELECT 1/0"}, nil })
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22012" {
+		t.Errorf("a failing second statement: %v, want 22012", err)
+	}
+	if c.C.TxStatus() != 'I' {
+		t.Errorf("transaction status %c after a failed pair", c.C.TxStatus())
+	}
+}
