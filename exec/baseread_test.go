@@ -94,3 +94,23 @@ func TestAddBaseTypes(t *testing.T) {
 		t.Errorf("a key int4 in the fetch and int8 among the base rows: %v, want ErrData", err)
 	}
 }
+
+// FuzzBaseStatement: whatever the fetch's part column holds, binding the
+// spans returns a statement or an error, never a panic, and a statement's
+// two arrays hold as many spans as the fetch named.
+func FuzzBaseStatement(f *testing.F) {
+	f.Add(plan.SpanPrefix + "00000000000000000000000000000001")
+	f.Add(plan.SpanPrefix + "zz")
+	f.Add(plan.SpanPrefix)
+	f.Add("rollup")
+	f.Fuzz(func(t *testing.T, part string) {
+		p := &plan.Rollup{BaseRead: &plan.BaseRead{SQL: "SELECT $1, $2", SpansParam: 1, SpanType: "timestamp"}}
+		st, err := (&run{}).baseStatement(p, &upstream.Result{Rows: [][][]byte{{[]byte(part)}}}, nil)
+		if err != nil || st == nil {
+			return
+		}
+		if len(st.Params) != 2 {
+			t.Fatalf("%d parameters", len(st.Params))
+		}
+	})
+}
