@@ -55,6 +55,27 @@ func TestCitusBaseRead(t *testing.T) {
 	mustExec(t, conn, `INSERT INTO `+plain+` VALUES (93000001, '2026-01-06 10:00', 960001, 'GB', 'ios', 1)`)
 	checkParams(t, pc, conn, `SELECT count(*), count(DISTINCT user_id) FROM `+plain)
 	checkParams(t, pc, conn, strings.ReplaceAll(ragged, table, plain), from.Add(-time.Hour), to.Add(time.Minute))
+
+	// Under a DateStyle other than ISO, Citus writes the times it sends
+	// its workers in that style, and they read them as ISO, MDY: day and
+	// month swapped. The proxy then leaves the query to PostgreSQL (it
+	// answered from the rollup, with the edges' rows missing).
+	dmy := connect(t, coordURL())
+	mustExec(t, dmy, "SET DateStyle = 'SQL, DMY'")
+	mustExec(t, pc.Conn, "SET DateStyle = 'SQL, DMY'")
+	// (Days up to the 12th: a worker reads 18/01/2026 as no date at all.)
+	q := `SELECT count(*), count(DISTINCT user_id) FROM ` + table + ` WHERE created_at >= '2026-01-04 07:30' AND created_at < '2026-01-11 16:45'`
+	var want, got [2]int64
+	if err := dmy.QueryRow(context.Background(), q).Scan(&want[0], &want[1]); err != nil {
+		t.Fatal(err)
+	}
+	pc.takeNotices()
+	if err := pc.QueryRow(context.Background(), q).Scan(&got[0], &got[1]); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Join(pc.takeNotices(), "\n"); got != want || strings.Contains(n, "approximated from rollup") {
+		t.Errorf("under DateStyle SQL, DMY: %v through the proxy (notices %q), want PostgreSQL's %v", got, n, want)
+	}
 }
 
 // checkParams runs sql, whose last two columns are count(*) and

@@ -116,7 +116,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 	}
 	r := rows[0][0]
 	st := sessionSettings{
-		rw: rewrite.Session{SearchPath: string(r[0]), TimeZone: string(r[1]), User: string(r[2]), Approx: h.Approx},
+		rw: rewrite.Session{SearchPath: string(r[0]), TimeZone: string(r[1]), DateStyle: string(r[4]), User: string(r[2]), Approx: h.Approx},
 		exec: exec.Settings{DateStyle: string(r[4]), TimeZone: string(r[1]), IntervalStyle: string(r[5]),
 			ExtraFloatDigits: string(r[6]), ByteaOutput: string(r[7]), ClientEncoding: string(r[8])},
 		catalogOK: string(r[9]) == "t",

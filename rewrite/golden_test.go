@@ -103,6 +103,8 @@ func (c goldenCase) session(t testing.TB) Session {
 			s.Approx = v == "on"
 		case "tz":
 			s.TimeZone = v
+		case "datestyle": // e.g. datestyle=SQL,DMY
+			s.DateStyle = strings.ReplaceAll(v, ",", ", ")
 		case "search_path":
 			s.SearchPath = strings.ReplaceAll(v, ",", ", ")
 		case "user":

@@ -148,6 +148,15 @@ func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem,
 		// answers exactly with a NOTICE saying why, whether the catalog
 		// snapshot saw the fault or not.
 		return nil, "its rows may not reflect its base table: " + r.CaptureBroken
+	case r.Distributed && sess.DateStyle != "" && !strings.HasPrefix(sess.DateStyle, "ISO"):
+		// Citus writes the constants of a query it sends its workers (the
+		// base rows' spans and time bounds) in the session's DateStyle
+		// and time zone abbreviations, and the workers read them in
+		// theirs: a day and month swapped, an abbreviation read as
+		// another zone's. Citus answers such a session's query wrongly
+		// too; pgsketch adds no wrong number of its own.
+		return nil, "its source is distributed by Citus, which sends its workers times written in the session's DateStyle (" +
+			sess.DateStyle + ") and they read them in theirs; pgsketch answers from it under DateStyle ISO only"
 	case r.TimeType == catalog.Timestamptz && r.Grain != catalog.Hour && zoneFault(r.TimeZone, r.Grain) != "":
 		return nil, zoneFault(r.TimeZone, r.Grain)
 	}

@@ -15,6 +15,9 @@ type Session struct {
 	User string
 	// TimeZone is the TimeZone setting.
 	TimeZone string
+	// DateStyle is the DateStyle setting ("" is PostgreSQL's default,
+	// ISO, MDY).
+	DateStyle string
 	// Approx is pgsketch.approx: when on, COUNT(DISTINCT ...) is answered
 	// from rollups too; when off only APPROX_COUNT_DISTINCT(...) is.
 	Approx bool
