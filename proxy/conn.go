@@ -45,9 +45,10 @@ type sessionConn struct {
 	// desc, when set, is the description of a simple Query's statement,
 	// read after the first statements sent upstream (describe.go).
 	desc *description
-	// hold: runMany sends its last statement without Sync and reads its
-	// replies up to its CommandComplete, leaving its implicit transaction
-	// open for another statement (QueryPair); held says it is open.
+	// hold: runMany sends its last statement without Sync (nor, for an
+	// OwnSnapshot one, COMMIT) and reads its replies up to its
+	// CommandComplete, leaving its transaction open for another statement
+	// (QueryPair); held says it is open.
 	hold, held bool
 }
 
@@ -514,8 +515,9 @@ func (c *sessionConn) readOne(filter func(pgproto3.BackendMessage) error, ps *pr
 // readHeld reads the replies of a statement sent without Sync (hold) up
 // to its CommandComplete, the commands-th of them (those of the statements
 // sent before it in its transaction come first), handing them to filter;
-// its implicit transaction is then open (held). After an ErrorResponse it
-// ends the transaction with Sync and reads up to ReadyForQuery.
+// its transaction is then open (held). After an ErrorResponse it sends
+// Sync and reads up to ReadyForQuery (an aborted transaction block is
+// runMany's to roll back).
 func (c *sessionConn) readHeld(filter func(pgproto3.BackendMessage) error, commands int) error {
 	var first error
 	for {
@@ -548,11 +550,12 @@ func (c *sessionConn) readHeld(filter func(pgproto3.BackendMessage) error, comma
 	}
 }
 
-// QueryPair implements upstream.Session. Where a statement runs in an
-// implicit transaction of its own (ownsTransaction), first is sent without
-// Sync, its rows read, and the second statement sent in the same
-// transaction, with Sync; else both run, one after the other, in the
-// client's transaction (which first.OwnSnapshot refuses).
+// QueryPair implements upstream.Session. Where a statement runs in a
+// transaction of its own (ownsTransaction), first is sent without Sync
+// (for an OwnSnapshot one, after BEGIN and without its COMMIT), its rows
+// read, and the second statement sent in the same transaction, then
+// COMMIT if first began one, and Sync; else both run, one after the
+// other, in the client's transaction (which first.OwnSnapshot refuses).
 func (c *sessionConn) QueryPair(ctx context.Context, first upstream.Statement, next upstream.Next) (res, second *upstream.Result, err error) {
 	if !c.ownsTransaction() {
 		if first.OwnSnapshot {
