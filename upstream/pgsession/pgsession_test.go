@@ -142,7 +142,9 @@ func TestQueryPair(t *testing.T) {
 	}
 
 	_, _, err = c.QueryPair(ctx, upstream.Statement{SQL: "SELECT 1"},
-		func(*upstream.Result) (*upstream.Statement, error) { return &upstream.Statement{SQL: "SELECT 1/0"}, nil })
+		func(*upstream.Result) (*upstream.Statement, error) {
+			return &upstream.Statement{SQL: "SELECT 1/0"}, nil
+		})
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "22012" {
 		t.Errorf("a failing second statement: %v, want 22012", err)
