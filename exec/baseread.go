@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -53,31 +52,9 @@ func (x *run) baseStatement(p *plan.Rollup, fetch *upstream.Result, formats []in
 		st.ParamFormats = make([]int16, len(st.Params))
 	}
 	st.ParamOIDs = append(st.ParamOIDs, array, array)
-	st.Params = append(st.Params, binaryArray(elem, firsts), binaryArray(elem, lasts))
+	st.Params = append(st.Params, appendBinaryArray(nil, elem, firsts), appendBinaryArray(nil, elem, lasts))
 	st.ParamFormats = append(st.ParamFormats, 1, 1)
 	return &st, nil
-}
-
-// binaryArray is the binary form (array_send) of a one-dimensional array
-// without NULLs of the type elem, whose elements are in their binary forms.
-func binaryArray(elem uint32, vals [][]byte) []byte {
-	out := binary.BigEndian.AppendUint32(nil, 0) // dimensions
-	if len(vals) > 0 {
-		out = out[:0]
-		out = binary.BigEndian.AppendUint32(out, 1)
-	}
-	out = binary.BigEndian.AppendUint32(out, 0) // no NULLs
-	out = binary.BigEndian.AppendUint32(out, elem)
-	if len(vals) == 0 {
-		return out
-	}
-	out = binary.BigEndian.AppendUint32(out, uint32(len(vals)))
-	out = binary.BigEndian.AppendUint32(out, 1) // lower bound
-	for _, v := range vals {
-		out = binary.BigEndian.AppendUint32(out, uint32(len(v)))
-		out = append(out, v...)
-	}
-	return out
 }
 
 // addBase adds the base rows the BaseRead statement returned to the

@@ -152,8 +152,8 @@ type Rollup struct {
 // snapshot), the spans bound as arrays. Citus runs that statement on each
 // shard, joined to the spans, and combines the shards' aggregates (arrays
 // of values, not DISTINCT ones, which Citus would gather row by row); as
-// one statement with the coordinator's tables it was split into
-// subplans and took ten times longer.
+// one statement with the coordinator's tables, Citus split it into about
+// ten subplans (a month by country: about a second, against 20-25 ms).
 type BaseRead struct {
 	SQL string
 	// Params lists the client's $n SQL references; it binds the lifted
