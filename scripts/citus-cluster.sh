@@ -28,7 +28,8 @@ as_postgres
 case "$cmd" in
 stop)
   for d in "$dir"/n*; do
-    [ -f "$d/postmaster.pid" ] && "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$d" -m fast stop >/dev/null
+    "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$d" status >/dev/null 2>&1 &&
+      "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$d" -m fast stop >/dev/null
   done
   exit 0 ;;
 start) ;;
@@ -54,7 +55,9 @@ fsync = off
 citus.shard_count = 32
 EOF
   fi
-  [ -f "$d/postmaster.pid" ] || "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$d" -l "$d.log" -w start >/dev/null
+  # pg_ctl status, not the pid file: a machine that restarted leaves one behind.
+  "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$d" status >/dev/null 2>&1 ||
+    "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$d" -l "$d.log" -w start >/dev/null
 done
 url() { echo "postgres://postgres@127.0.0.1:$1/$2?sslmode=disable"; }
 if [ "$fresh" = 1 ]; then
