@@ -534,3 +534,47 @@ func distributedRollup(t *testing.T) (conn *pgx.Conn, schema, table, name string
 	}
 	return conn, schema, table, name
 }
+
+// TestCitusDroppedLog: a DBA drops a rollup's change log on a distributed
+// source. Writes on the coordinator and on a worker go through (every one
+// failed: the capture function looked the log up without checking it was
+// there), answers are exact and say why, and the next refresh rebuilds
+// every bucket, the writes made without a log among them (it made the log
+// again and refreshed only the buckets logged). The rollup is made at
+// catalog version 21 and migrated up, so that the migration's rewrite of
+// capture functions on distributed sources is what is tested.
+func TestCitusDroppedLog(t *testing.T) {
+	ctx := context.Background()
+	up := func(t *testing.T) {
+		t.Helper()
+		if r := cli(t, "migrate", "up", "--dsn", coordURL()); r.code != 0 {
+			t.Fatalf("migrate up: %s", r)
+		}
+	}
+	t.Cleanup(func() { up(t) })
+	if r := cli(t, "migrate", "down", "--dsn", coordURL(), "--steps", strconv.Itoa(int(migrations.Latest())-21)); r.code != 0 {
+		t.Fatalf("migrate down: %s", r)
+	}
+	conn, _, table, name := distributedRollup(t)
+	up(t)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	checkFresh(t, pc, conn, table, "")
+
+	// A change logged and not refreshed yet goes with the log.
+	mustExec(t, conn, `INSERT INTO `+table+` SELECT 6000000 + g, '2026-01-20 10:00+00', 600000 + g, 'NL', 'web', 1 FROM generate_series(1, 40) g`)
+	mustExec(t, conn, `DROP TABLE `+pgx.Identifier{"pgsketch", "log_" + name}.Sanitize())
+	writeAll(t, coordURL(), table, 7_000_000)
+	writeAll(t, cluster.workers[0].URL(database), table, 8_000_000)
+	if _, err := conn.Exec(ctx, `UPDATE `+table+` SET created_at = '2026-01-25 08:00+00' WHERE user_id % 97 = 0 AND created_at < '2026-01-05'`); err != nil {
+		t.Errorf("an update moving rows between buckets without the log: %v", err)
+	}
+	checkFresh(t, pc, conn, table, "or the log was dropped")
+
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh: %s", r)
+	}
+	checkFresh(t, pc, conn, table, "")
+	writeAll(t, coordURL(), table, 9_000_000)
+	checkFresh(t, pc, conn, table, "")
+}

@@ -248,7 +248,7 @@ func TestCitusDistributeCapturedTable(t *testing.T) {
 			// the catalog the proxy holds predates the change).
 			checkAnswers(t, pc, conn, table, exactAnswer, "")
 			r := cli(t, "rollup", "list", "--dsn", coordURL())
-			if r.code != 0 || !strings.Contains(r.stdout, "not captured: its source "+table+" was distributed by Citus since its last refresh") {
+			if r.code != 0 || !strings.Contains(r.stdout, "not captured: its change log pgsketch.log_"+name+" is missing: "+table+" was distributed by Citus since its last refresh") {
 				t.Errorf("rollup list: %s; want %s reported not captured, distributed by Citus since its last refresh", r, name)
 			}
 		})

@@ -1,0 +1,112 @@
+-- pgsketch catalog objects, version 22: a rollup's change log on a
+-- distributed source that is missing (a DBA's DROP TABLE
+-- pgsketch.log_<rollup>) never makes a write fail, and never lets a
+-- refresh miss a write.
+--
+-- * The capture function on the shards looks the log up first and lets a
+--   statement through unlogged when it is gone. The coordinator sees the
+--   log missing in every answering statement (shard_log_broken, through
+--   capture_broken) and answers exactly.
+-- * The next refresh, which makes the log again (shard_log_define), records
+--   a fault when the rollup had been refreshed with capture before, so that
+--   it rebuilds every bucket; and it drops the capture triggers for
+--   capture_prepare to create again: dropping a trigger on a distributed
+--   table waits on every shard for the writes in flight, some of which may
+--   have gone through unlogged, so that the rebuild's reads see them.
+
+-- capture_body_shards (version 22): version 20's, which first returns
+-- unlogged when the rollup's log does not exist.
+ALTER FUNCTION pgsketch.capture_body_shards(pgsketch.rollup_defs, text, text) RENAME TO capture_body_shards_v20;
+CREATE FUNCTION pgsketch.capture_body_shards(d pgsketch.rollup_defs, ttype text, col text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    body text := pgsketch.capture_body_shards_v20(d, ttype, col);
+    anchor text := E'    -- The log''s shard for k, here and nowhere else.\n';
+BEGIN
+    IF strpos(body, anchor) = 0 THEN
+        RAISE EXCEPTION 'pgsketch: the capture function of rollup % has no lookup of its log to guard', d.name;
+    END IF;
+    RETURN replace(body, anchor, format(E'    -- The log dropped: the coordinator sees it missing.\n'
+                                        || E'    IF to_regclass(%L) IS NULL THEN\n'
+                                        || E'        RETURN NULL;\n'
+                                        || E'    END IF;\n',
+                                        format('pgsketch.%I', pgsketch.shard_log(d.name))) || anchor);
+END $$;
+
+-- shard_log_define (version 22): where the log of a rollup refreshed with
+-- capture before is missing, a fault (the next refresh rebuilds every
+-- bucket) and the capture triggers dropped (capture_prepare creates them
+-- again, after the writes in flight); then version 20's.
+ALTER FUNCTION pgsketch.shard_log_define(text, regclass) RENAME TO shard_log_define_v20;
+CREATE FUNCTION pgsketch.shard_log_define(r text, src regclass) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    tag text;
+BEGIN
+    IF to_regclass(format('pgsketch.%I', pgsketch.shard_log(r))) IS NULL
+       AND EXISTS (SELECT FROM pgsketch.rollup_captured c WHERE c.rollup = r) THEN
+        INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
+        SELECT r, src, format('its change log pgsketch.%I was missing (dropped, or %s distributed since)', pgsketch.shard_log(r), src)
+         WHERE NOT EXISTS (SELECT FROM pgsketch.rollup_faults f WHERE f.rollup = r);
+        FOREACH tag IN ARRAY ARRAY['ins', 'upd', 'del', 'trunc'] LOOP
+            EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', pgsketch.capture_trigger(r, tag), src);
+        END LOOP;
+    END IF;
+    PERFORM pgsketch.shard_log_define_v20(r, src);
+END $$;
+
+-- shard_log_broken (version 22): version 20's, saying that a missing log
+-- may have been dropped.
+ALTER FUNCTION pgsketch.shard_log_broken(text, regclass) RENAME TO shard_log_broken_v20;
+CREATE FUNCTION pgsketch.shard_log_broken(r text, src regclass) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF pgsketch.hash_distribution(src) IS NOT NULL AND to_regclass(format('pgsketch.%I', pgsketch.shard_log(r))) IS NULL THEN
+        RETURN format('its change log pgsketch.%I is missing: %s was distributed by Citus since its last refresh, or the log was dropped',
+                      pgsketch.shard_log(r), src);
+    END IF;
+    RETURN pgsketch.shard_log_broken_v20(r, src);
+END $$;
+
+-- capture_rewrite_shards writes the capture function of rollup r on a
+-- source Citus distributes by hash again from the current capture_body
+-- (Citus writes it on every node), as capture_rewrite does on one node:
+-- where the old function matched the definition the last refresh recorded,
+-- the record follows the new one. One whose function cannot be written
+-- keeps it until its next refresh, said in a warning.
+CREATE FUNCTION pgsketch.capture_rewrite_shards(r text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    same oid[];
+BEGIN
+    IF to_regprocedure(pgsketch.capture_function(r) || '()') IS NULL
+       OR pgsketch.hash_distribution((SELECT to_regclass(format('%I.%I', d.source_schema, d.source_table))
+                                        FROM pgsketch.rollup_defs d WHERE d.name = r)) IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
+    -- Over one connection per node, as Citus requires of a function it
+    -- writes on every node after other such writes in one transaction.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    same := ARRAY(SELECT c.relid FROM pgsketch.rollup_captured c
+                   WHERE c.rollup = r
+                     AND c.fingerprint = pgsketch.capture_fingerprint(r, c.relid,
+                                             ARRAY(SELECT jsonb_object_keys(c.fingerprint->'columns'))));
+    BEGIN
+        IF pgsketch.capture_define(r) THEN
+            UPDATE pgsketch.rollup_captured c
+               SET fingerprint = pgsketch.capture_fingerprint(r, c.relid,
+                                     ARRAY(SELECT jsonb_object_keys(c.fingerprint->'columns')))
+             WHERE c.rollup = r AND c.relid = ANY (same);
+        END IF;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE WARNING 'pgsketch: the capture function of rollup % keeps its old form until its next refresh: %', r, SQLERRM;
+    END;
+END $$;
+
+-- Every capture function on a distributed source is written in the new form.
+SELECT pgsketch.capture_rewrite_shards(name) FROM pgsketch.rollup_defs ORDER BY name;
