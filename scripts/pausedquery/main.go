@@ -6,10 +6,12 @@
 // back (-pause 0), and compares proxies built from different commits
 // within one run. With -param (repeated: $1, $2, ...) the query is sent
 // with the extended protocol and those parameters, as text of unspecified
-// type:
+// type. With -q given once per URL, each server gets its own query (the
+// proxy's COUNT(DISTINCT) against hll_union_agg over the rollup, say):
 //
 //	go run ./scripts/pausedquery -n 150 -pause 50ms -q "SELECT ..." URL1 URL2
 //	go run ./scripts/pausedquery -q "... created_at >= $1 ..." -param 2026-02-09 URL
+//	go run ./scripts/pausedquery -q "SELECT count(DISTINCT ...) ..." -q "SELECT hll_union_agg(...) ..." PROXY DB
 package main
 
 import (
@@ -27,7 +29,11 @@ import (
 func main() {
 	n := flag.Int("n", 100, "queries per server")
 	pause := flag.Duration("pause", 50*time.Millisecond, "pause before each query")
-	q := flag.String("q", "", "the query")
+	var qs []string
+	flag.Func("q", "the query; given once per URL, each URL's own", func(v string) error {
+		qs = append(qs, v)
+		return nil
+	})
 	var params []string
 	flag.Func("param", "a parameter of the query ($1, then $2, ...); repeat the flag for each", func(v string) error {
 		params = append(params, v)
@@ -38,9 +44,15 @@ func main() {
 	for i, p := range params {
 		args[i] = []byte(p)
 	}
-	if *q == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: pausedquery [-n N] [-pause D] -q QUERY URL...")
+	if len(qs) == 0 || flag.NArg() == 0 || len(qs) > 1 && len(qs) != flag.NArg() {
+		fmt.Fprintln(os.Stderr, "usage: pausedquery [-n N] [-pause D] -q QUERY [-q QUERY per URL] URL...")
 		os.Exit(2)
+	}
+	query := func(k int) string {
+		if len(qs) == 1 {
+			return qs[0]
+		}
+		return qs[k]
 	}
 	ctx := context.Background()
 	conns := make([]*pgconn.PgConn, flag.NArg())
@@ -72,9 +84,9 @@ func main() {
 			t0 := time.Now()
 			var err error
 			if len(args) > 0 {
-				err = conns[k].ExecParams(ctx, *q, args, nil, nil, nil).Read().Err
+				err = conns[k].ExecParams(ctx, query(k), args, nil, nil, nil).Read().Err
 			} else {
-				_, err = conns[k].Exec(ctx, *q).ReadAll()
+				_, err = conns[k].Exec(ctx, query(k)).ReadAll()
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", conns[k].Conn().RemoteAddr(), err)
