@@ -578,3 +578,107 @@ func TestCitusDroppedLog(t *testing.T) {
 	writeAll(t, coordURL(), table, 9_000_000)
 	checkFresh(t, pc, conn, table, "")
 }
+
+// TestCitusMinMax: a rollup with min and max measures on a distributed
+// source is created, refreshed and answered from, right through writes
+// (rollup create failed with XX000, "cannot switch local execution status":
+// the refresh deleted from the reference table rollup_truncated on the
+// coordinator's own placement before its read, whose aggregated arm Citus
+// runs over connections).
+func TestCitusMinMax(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, true)
+	name := schema + "_minmax"
+	if r := rollupCreate(t, coordURL(), name, table, "--min", "amount", "--max", "amount", "--sum", "amount"); r.code != 0 {
+		t.Fatalf("rollup create with min and max on a distributed table: %s", r)
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	// The distinct count makes the query one the proxy answers; the other
+	// columns are exact and compared.
+	q := `SELECT country, min(amount), max(amount), sum(amount), count(*), count(DISTINCT user_id) FROM ` + table +
+		` WHERE created_at >= '2026-01-03' AND created_at < '2026-01-20' GROUP BY country ORDER BY country`
+	rowsOf := func(t *testing.T, c *pgx.Conn) string {
+		t.Helper()
+		rows, err := c.Query(ctx, q, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for rows.Next() {
+			v, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprint(v[:len(v)-1]...))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(out, "\n")
+	}
+	check := func(t *testing.T, when string) {
+		t.Helper()
+		want := rowsOf(t, conn)
+		pc.takeNotices()
+		got := rowsOf(t, pc.Conn)
+		notices := strings.Join(pc.takeNotices(), "\n")
+		if got != want {
+			t.Errorf("%s: through the proxy\n%s\nexactly\n%s", when, got, want)
+		}
+		if !strings.Contains(notices, "from rollup "+name) || strings.Contains(notices, "not used") {
+			t.Errorf("%s: not answered from the rollup (notices %q)", when, notices)
+		}
+	}
+	check(t, "after create")
+	writeAll(t, coordURL(), table, 11_000_000)
+	mustExec(t, conn, `UPDATE `+table+` SET amount = 99999 WHERE user_id = 42 AND created_at >= '2026-01-05' AND created_at < '2026-01-06'`)
+	mustExec(t, conn, `DELETE FROM `+table+` WHERE amount = (SELECT min(amount) FROM `+table+` WHERE created_at >= '2026-01-08' AND created_at < '2026-01-09')`)
+	check(t, "after writes")
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh: %s", r)
+	}
+	check(t, "after a refresh")
+	if r := cli(t, "rollup", "refresh", name, "--full", "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh --full: %s", r)
+	}
+	check(t, "after a full refresh")
+}
+
+// TestCitusCoordinatorShards: a source with shards on the coordinator
+// (shouldhaveshards) is captured, refreshed and answered from (rollup
+// create failed with XX000, "cannot switch local execution status", as in
+// TestCitusMinMax).
+func TestCitusCoordinatorShards(t *testing.T) {
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := schema + ".events"
+	mustExec(t, conn, `CREATE TABLE `+table+` (id bigint NOT NULL, created_at timestamptz NOT NULL, user_id bigint NOT NULL,
+		country text, device text NOT NULL, amount numeric(10,2) NOT NULL, PRIMARY KEY (user_id, id))`)
+	mustExec(t, conn, fmt.Sprintf(`SELECT citus_set_node_property('127.0.0.1', %d, 'shouldhaveshards', true)`, cluster.coord.Port))
+	t.Cleanup(func() {
+		mustExec(t, conn, fmt.Sprintf(`SELECT citus_set_node_property('127.0.0.1', %d, 'shouldhaveshards', false)`, cluster.coord.Port))
+	})
+	mustExec(t, conn, fmt.Sprintf(`SELECT create_distributed_table('%s', 'user_id', shard_count => 6, colocate_with => 'none')`, table))
+	var here int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM citus_shards WHERE table_name = $1::regclass AND nodeport = $2`,
+		table, cluster.coord.Port).Scan(&here); err != nil || here == 0 {
+		t.Fatalf("shards of %s on the coordinator: %d, %v", table, here, err)
+	}
+	insertEvents(t, conn, table, 1, eventsRows)
+	name := schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create on a table with shards on the coordinator: %s", r)
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	checkFresh(t, pc, conn, table, "")
+	writeAll(t, coordURL(), table, 12_000_000)
+	checkFresh(t, pc, conn, table, "")
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh: %s", r)
+	}
+	checkFresh(t, pc, conn, table, "")
+}

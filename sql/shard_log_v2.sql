@@ -13,6 +13,10 @@
 --   capture_prepare to create again: dropping a trigger on a distributed
 --   table waits on every shard for the writes in flight, some of which may
 --   have gone through unlogged, so that the rebuild's reads see them.
+-- * A refresh of a rollup on a distributed source turns Citus's local
+--   execution off for its transaction (refresh_begin), so that a rollup
+--   with a min or max measure, or on a source with shards on the
+--   coordinator, can be refreshed.
 
 -- capture_body_shards (version 22): version 20's, which first returns
 -- unlogged when the rollup's log does not exist.
@@ -69,6 +73,30 @@ BEGIN
                       pgsketch.shard_log(r), src);
     END IF;
     RETURN pgsketch.shard_log_broken_v20(r, src);
+END $$;
+
+-- refresh_begin (version 22): on a distributed source, Citus's local
+-- execution off for the refresh's transaction, then version 20's. Its
+-- DELETE from the reference table pgsketch.rollup_truncated ran on the
+-- coordinator's own placement, after which Citus refused the read of a
+-- rollup with a min or max measure, whose aggregated arm it runs over
+-- connections, and any read of a source with shards on the coordinator
+-- ("cannot switch local execution status from local execution required to
+-- local execution disabled", XX000); the DELETE now goes over a connection
+-- to the coordinator too.
+ALTER FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer) RENAME TO refresh_begin_v20;
+CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
+                                       from_time text DEFAULT NULL, to_time text DEFAULT NULL,
+                                       parts integer DEFAULT 1)
+    RETURNS TABLE (lo timestamptz, hi timestamptz, read_sql text[], ndims integer, fields text[], write_sql text,
+                   ranged boolean, bucket_zone text, time_kind text, grain text)
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF to_regclass(format('pgsketch.%I', pgsketch.shard_log(r))) IS NOT NULL THEN
+        PERFORM set_config('citus.enable_local_execution', 'off', true);
+    END IF;
+    RETURN QUERY SELECT * FROM pgsketch.refresh_begin_v20(r, full_rebuild, from_time, to_time, parts);
 END $$;
 
 -- capture_rewrite_shards writes the capture function of rollup r on a
