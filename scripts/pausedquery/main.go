@@ -12,6 +12,13 @@
 //	go run ./scripts/pausedquery -n 150 -pause 50ms -q "SELECT ..." URL1 URL2
 //	go run ./scripts/pausedquery -q "... created_at >= $1 ..." -param 2026-02-09 URL
 //	go run ./scripts/pausedquery -q "SELECT count(DISTINCT ...) ..." -q "SELECT hll_union_agg(...) ..." PROXY DB
+//
+// -pre and -post run statements around each query on its connection,
+// timed with it (a transaction block, say), and -binary asks for the
+// results of a query with -param in binary, as the proxy does:
+//
+//	go run ./scripts/pausedquery -pre "BEGIN ISOLATION LEVEL REPEATABLE READ" -post COMMIT \
+//	    -binary -param 2026-02-01 -param 2026-03-01 -q "$FETCH" -q "$OTHER" DB DB
 package main
 
 import (
@@ -34,6 +41,9 @@ func main() {
 		qs = append(qs, v)
 		return nil
 	})
+	pre := flag.String("pre", "", "statements run before each query on its connection, timed with it")
+	post := flag.String("post", "", "statements run after each query on its connection, timed with it")
+	binary := flag.Bool("binary", false, "with -param: results in binary")
 	var params []string
 	flag.Func("param", "a parameter of the query ($1, then $2, ...); repeat the flag for each", func(v string) error {
 		params = append(params, v)
@@ -83,10 +93,20 @@ func main() {
 			time.Sleep(*pause)
 			t0 := time.Now()
 			var err error
-			if len(args) > 0 {
-				err = conns[k].ExecParams(ctx, query(k), args, nil, nil, nil).Read().Err
-			} else {
+			if *pre != "" {
+				_, err = conns[k].Exec(ctx, *pre).ReadAll()
+			}
+			if err == nil && len(args) > 0 {
+				var formats []int16
+				if *binary {
+					formats = []int16{1}
+				}
+				err = conns[k].ExecParams(ctx, query(k), args, nil, nil, formats).Read().Err
+			} else if err == nil {
 				_, err = conns[k].Exec(ctx, query(k)).ReadAll()
+			}
+			if err == nil && *post != "" {
+				_, err = conns[k].Exec(ctx, *post).ReadAll()
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n", conns[k].Conn().RemoteAddr(), err)
