@@ -56,6 +56,22 @@ func TestCitusBaseRead(t *testing.T) {
 	checkParams(t, pc, conn, `SELECT count(*), count(DISTINCT user_id) FROM `+plain)
 	checkParams(t, pc, conn, strings.ReplaceAll(ragged, table, plain), from.Add(-time.Hour), to.Add(time.Minute))
 
+	// Under a TimeZone other than the workers', the base rows' statement
+	// computes its group keys on the workers: in the session's zone, as the
+	// rollup rows' (the workers computed date_trunc of the day in their own
+	// zone, UTC, and the answer put the edges' rows into days of UTC beside
+	// the rollup's days of New York). Checked against Citus with the zone
+	// written in, which it computes right (without it, Citus's own answer
+	// has UTC days).
+	if r := rollupCreate(t, coordURL(), name+"_hourly", table, "--grain", "hour"); r.code != 0 {
+		t.Fatalf("rollup create --grain hour: %s", r)
+	}
+	mustExec(t, pc.Conn, "SET TimeZone = 'America/New_York'")
+	byDay := `SELECT date_trunc('day', created_at) AS d, count(*), count(DISTINCT user_id) FROM ` + table +
+		` WHERE created_at >= $1 AND created_at < $2 GROUP BY 1`
+	checkParamsAgainst(t, pc, conn, byDay, strings.Replace(byDay, "date_trunc('day', created_at)", "date_trunc('day', created_at, 'America/New_York')", 1), from, to)
+	mustExec(t, pc.Conn, "RESET TimeZone")
+
 	// Under a DateStyle other than ISO, Citus writes the times it sends
 	// its workers in that style, and they read them as ISO, MDY: day and
 	// month swapped. The proxy then leaves the query to PostgreSQL (it
@@ -85,7 +101,13 @@ func TestCitusBaseRead(t *testing.T) {
 // base rows.
 func checkParams(t *testing.T, pc *noticeConn, direct *pgx.Conn, sql string, args ...any) {
 	t.Helper()
-	read := func(c *pgx.Conn) map[string][2]int64 {
+	checkParamsAgainst(t, pc, direct, sql, sql, args...)
+}
+
+// checkParamsAgainst is checkParams with the exact answer from directSQL.
+func checkParamsAgainst(t *testing.T, pc *noticeConn, direct *pgx.Conn, sql, directSQL string, args ...any) {
+	t.Helper()
+	read := func(c *pgx.Conn, sql string) map[string][2]int64 {
 		rows, err := c.Query(context.Background(), sql, args...)
 		if err != nil {
 			t.Fatalf("%s: %v (SQLSTATE %s)", sql, err, sqlstate(err))
@@ -109,9 +131,9 @@ func checkParams(t *testing.T, pc *noticeConn, direct *pgx.Conn, sql string, arg
 		}
 		return out
 	}
-	exact := read(direct)
+	exact := read(direct, directSQL)
 	pc.takeNotices()
-	got := read(pc.Conn)
+	got := read(pc.Conn, sql)
 	notices := strings.Join(pc.takeNotices(), "\n")
 	if !strings.Contains(notices, "approximated from rollup") || !strings.Contains(notices, "read from the base table") {
 		t.Errorf("%s: not answered from the rollup with base rows (notices %q)", sql, notices)

@@ -219,13 +219,26 @@ const noJIT = "SELECT pg_catalog.set_config('jit', 'off', true)"
 // worker's shards (the change log's rows, the base rows) comes from that
 // worker's one snapshot. A failure leaves the block aborted at Sync, and
 // the proxy rolls it back (endOwn).
+// The block's settings and the session's TimeZone for the workers:
+// upstream.OwnSnapshotSettings, upstream.ZoneToWorkers.
 const (
-	ownSnapshot      = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-	ownCommit        = "COMMIT"
-	noJITOneConn     = "SELECT pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('citus.max_adaptive_executor_pool_size', '1', true)"
+	ownSnapshot  = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+	ownCommit    = "COMMIT"
+	noJITOneConn = "SELECT pg_catalog.set_config('jit', 'off', true), " + upstream.OwnSnapshotSettings
+
 	ownSnapshotRefus = "a rollup whose source Citus distributes is read in a transaction of its own, which a statement cannot have " +
 		"inside a transaction block or a pipeline"
 )
+
+// preamble is what runMany sends before a statement, in its transaction,
+// when it turns JIT off: noJIT, or for an OwnSnapshot statement the
+// beginning of its block.
+func preamble(own bool) []string {
+	if own {
+		return []string{ownSnapshot, noJITOneConn, upstream.ZoneToWorkers}
+	}
+	return []string{noJIT}
+}
 
 // runMany runs statements in one round trip: with Sync, each is followed by
 // its own Sync (a failure does not skip the next); without, a failure
@@ -342,10 +355,7 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 		var missing bool
 		skip := 0
 		if jitOff {
-			skip = 1
-			if sts[i].OwnSnapshot {
-				skip = 2
-			}
+			skip = len(preamble(sts[i].OwnSnapshot))
 		}
 		held := c.hold && i == len(sts)-1
 		if missing, errs[i] = c.readOne(replyFilter(f, skip), ps, sts[i], fresh[i], held, skip+1); errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
@@ -378,11 +388,7 @@ func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff boo
 			// would take longer than the query (seconds, measured by
 			// bench-query). Outside a transaction block, a local setting
 			// lasts until this statement's Sync.
-			pre := []string{noJIT}
-			if st.OwnSnapshot {
-				pre = []string{ownSnapshot, noJITOneConn}
-			}
-			for _, q := range pre {
+			for _, q := range preamble(st.OwnSnapshot) {
 				c.sendBare(name, q)
 			}
 		}
@@ -461,7 +467,7 @@ func (c *sessionConn) ownsTransaction() bool {
 // replyFilter hands f the replies of one statement of runMany but the
 // protocol's acknowledgements and the replies of the statements sent
 // before it in its transaction, which come first (skip CommandCompletes:
-// noJIT's, or ownSnapshot's and noJITOneConn's, and their rows), and after
+// preamble's, and their rows), and after
 // it (ownCommit's).
 func replyFilter(f func(pgproto3.BackendMessage) error, skip int) func(pgproto3.BackendMessage) error {
 	done := false

@@ -25,6 +25,9 @@ func ownRead(stmt, sql string, held bool) []wiretest.Step {
 		wiretest.Expect(&pgproto3.Parse{Query: noJITOneConn}),
 		wiretest.Expect(&pgproto3.Bind{}),
 		wiretest.Expect(&pgproto3.Execute{}),
+		wiretest.Expect(&pgproto3.Parse{Query: upstream.ZoneToWorkers}),
+		wiretest.Expect(&pgproto3.Bind{}),
+		wiretest.Expect(&pgproto3.Execute{}),
 		wiretest.Expect(&pgproto3.Parse{Name: stmt, Query: sql}),
 		wiretest.Expect(&pgproto3.Bind{PreparedStatement: stmt}),
 		wiretest.Expect(&pgproto3.Describe{ObjectType: 'P'}),
@@ -51,7 +54,8 @@ func preambleReply() []pgproto3.BackendMessage {
 	return []pgproto3.BackendMessage{
 		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CommandComplete{CommandTag: []byte("BEGIN")},
 		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{},
-		&pgproto3.DataRow{Values: [][]byte{[]byte("off"), []byte("1")}}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
+		&pgproto3.DataRow{Values: [][]byte{[]byte("off"), []byte("1"), []byte("local")}}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
+		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CommandComplete{CommandTag: []byte("DO")},
 	}
 }
 

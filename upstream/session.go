@@ -82,10 +82,28 @@ type Statement struct {
 	// prepared (plan.Head.Reparse).
 	Reparse bool
 	// OwnSnapshot: the statement runs in a REPEATABLE READ transaction of
-	// its own in which Citus reads each worker over one connection
-	// (plan.Head.OwnSnapshot); a session that cannot run it so refuses it.
+	// its own in which Citus reads each worker over one connection, in the
+	// session's TimeZone (OwnSnapshotSettings, ZoneToWorkers;
+	// plan.Head.OwnSnapshot); a session that cannot run it so refuses it.
 	OwnSnapshot bool
 }
+
+// OwnSnapshotSettings are the settings of an OwnSnapshot statement's
+// transaction, local to it: Citus reads each worker over one connection
+// (one snapshot per worker), and sends the transaction's SET LOCAL
+// commands to the workers.
+const OwnSnapshotSettings = "pg_catalog.set_config('citus.max_adaptive_executor_pool_size', '1', true), " +
+	"pg_catalog.set_config('citus.propagate_set_commands', 'local', true)"
+
+// ZoneToWorkers sets, in an OwnSnapshot statement's transaction after
+// OwnSnapshotSettings, the session's TimeZone again with SET LOCAL, which
+// Citus then sends to every worker it opens a transaction on. Without it
+// the workers compute what is pushed down to them (the base rows' group
+// keys: date_trunc of a timestamptz, say) in their own zone, which Citus
+// does not take from the session, while the coordinator computes the
+// rollup rows' in the session's. (A utility statement, in a DO block to
+// read the value.)
+const ZoneToWorkers = "DO $$BEGIN EXECUTE pg_catalog.format('SET LOCAL TimeZone = %L', pg_catalog.current_setting('TimeZone')); END$$"
 
 // Result is a statement's description and rows.
 type Result struct {

@@ -72,9 +72,9 @@ func (c Conn) QueryPair(ctx context.Context, first upstream.Statement, next upst
 	if c.C.TxStatus() == 'I' {
 		begin := "BEGIN"
 		if first.OwnSnapshot {
-			// Citus reads each worker over one connection: one snapshot.
-			begin = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; " +
-				"SELECT pg_catalog.set_config('citus.max_adaptive_executor_pool_size', '1', true)"
+			// Citus reads each worker over one connection (one
+			// snapshot), in the session's TimeZone.
+			begin = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SELECT " + upstream.OwnSnapshotSettings + "; " + upstream.ZoneToWorkers
 		}
 		if err := c.Exec(ctx, begin); err != nil {
 			return nil, nil, err
