@@ -137,7 +137,8 @@ type run struct {
 // the parameters that decides the rows the fetch's rollup half returns:
 // the database, the role, the session's settings.
 func RunCached(ctx context.Context, q upstream.Session, p plan.Plan, params Params, resultFormats []int16, cache *Cache, scope string) (*Answer, error) {
-	x := &run{q: reparsing{q, p.Header().Reparse, p.Header().OwnSnapshot}, params: params, formats: resultFormats, cache: cache, scope: scope}
+	h := p.Header()
+	x := &run{q: reparsing{q, h.Reparse, h.OwnSnapshot, h.Session.TimeZone}, params: params, formats: resultFormats, cache: cache, scope: scope}
 	switch p := p.(type) {
 	case *plan.Rollup:
 		return x.rollup(ctx, p)
@@ -154,22 +155,31 @@ func RunCached(ctx context.Context, q upstream.Session, p plan.Plan, params Para
 }
 
 // reparsing is a session whose statements are marked as the plan's head
-// says: Reparse and OwnSnapshot.
+// says: Reparse and OwnSnapshot, with the session's time zone.
 type reparsing struct {
 	upstream.Session
 	reparse, ownSnapshot bool
+	zone                 string
 }
 
 // Query implements upstream.Session.
 func (r reparsing) Query(ctx context.Context, st upstream.Statement) (*upstream.Result, error) {
-	st.Reparse, st.OwnSnapshot = r.reparse, r.ownSnapshot
+	r.mark(&st)
 	return r.Session.Query(ctx, st)
+}
+
+// mark marks st as the plan's head says.
+func (r reparsing) mark(st *upstream.Statement) {
+	st.Reparse, st.OwnSnapshot = r.reparse, r.ownSnapshot
+	if r.ownSnapshot {
+		st.Zone = r.zone
+	}
 }
 
 // QueryPair implements upstream.Session, marking first as Query marks a
 // statement; the second runs in first's transaction.
 func (r reparsing) QueryPair(ctx context.Context, first upstream.Statement, next upstream.Next) (*upstream.Result, *upstream.Result, error) {
-	first.Reparse, first.OwnSnapshot = r.reparse, r.ownSnapshot
+	r.mark(&first)
 	return r.Session.QueryPair(ctx, first, func(res *upstream.Result) (*upstream.Statement, error) {
 		st, err := next(res)
 		if st != nil {

@@ -220,7 +220,7 @@ const noJIT = "SELECT pg_catalog.set_config('jit', 'off', true)"
 // worker's one snapshot. A failure leaves the block aborted at Sync, and
 // the proxy rolls it back (endOwn).
 // The block's settings and the session's TimeZone for the workers:
-// upstream.OwnSnapshotSettings, upstream.ZoneToWorkers.
+// upstream.OwnSnapshotSettings, upstream.SetLocalZone.
 const (
 	ownSnapshot  = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 	ownCommit    = "COMMIT"
@@ -230,14 +230,17 @@ const (
 		"inside a transaction block or a pipeline"
 )
 
-// preamble is what runMany sends before a statement, in its transaction,
-// when it turns JIT off: noJIT, or for an OwnSnapshot statement the
-// beginning of its block.
-func preamble(own bool) []string {
-	if own {
-		return []string{ownSnapshot, noJITOneConn, upstream.ZoneToWorkers}
+// preamble is what runMany sends before st, in its transaction, when it
+// turns JIT off: noJIT, or for an OwnSnapshot statement the beginning of
+// its block.
+func preamble(st upstream.Statement) []string {
+	if !st.OwnSnapshot {
+		return []string{noJIT}
 	}
-	return []string{noJIT}
+	if z := upstream.SetLocalZone(st.Zone); z != "" {
+		return []string{ownSnapshot, noJITOneConn, z}
+	}
+	return []string{ownSnapshot, noJITOneConn}
 }
 
 // runMany runs statements in one round trip: with Sync, each is followed by
@@ -355,7 +358,7 @@ func (c *sessionConn) runMany(ctx context.Context, sts []upstream.Statement, eac
 		var missing bool
 		skip := 0
 		if jitOff {
-			skip = len(preamble(sts[i].OwnSnapshot))
+			skip = len(preamble(sts[i]))
 		}
 		held := c.hold && i == len(sts)-1
 		if missing, errs[i] = c.readOne(replyFilter(f, skip), ps, sts[i], fresh[i], held, skip+1); errors.Is(errs[i], errUpstream) || errors.Is(errs[i], errProtocol) {
@@ -388,7 +391,7 @@ func (c *sessionConn) sendMany(sts []upstream.Statement, name string, jitOff boo
 			// would take longer than the query (seconds, measured by
 			// bench-query). Outside a transaction block, a local setting
 			// lasts until this statement's Sync.
-			for _, q := range preamble(st.OwnSnapshot) {
+			for _, q := range preamble(st) {
 				c.sendBare(name, q)
 			}
 		}

@@ -25,7 +25,7 @@ func ownRead(stmt, sql string, held bool) []wiretest.Step {
 		wiretest.Expect(&pgproto3.Parse{Query: noJITOneConn}),
 		wiretest.Expect(&pgproto3.Bind{}),
 		wiretest.Expect(&pgproto3.Execute{}),
-		wiretest.Expect(&pgproto3.Parse{Query: upstream.ZoneToWorkers}),
+		wiretest.Expect(&pgproto3.Parse{Query: "SET LOCAL TimeZone = 'Asia/Kolkata'"}),
 		wiretest.Expect(&pgproto3.Bind{}),
 		wiretest.Expect(&pgproto3.Execute{}),
 		wiretest.Expect(&pgproto3.Parse{Name: stmt, Query: sql}),
@@ -55,7 +55,7 @@ func preambleReply() []pgproto3.BackendMessage {
 		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CommandComplete{CommandTag: []byte("BEGIN")},
 		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{},
 		&pgproto3.DataRow{Values: [][]byte{[]byte("off"), []byte("1"), []byte("local")}}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
-		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CommandComplete{CommandTag: []byte("DO")},
+		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.CommandComplete{CommandTag: []byte("SET")},
 	}
 }
 
@@ -90,7 +90,7 @@ func TestOwnSnapshotTransactionBlock(t *testing.T) {
 		commitReply()...)...))
 	w := wiretest.New(t, script...)
 	c := &sessionConn{s: w.Session, txStatus: 'I'}
-	res, err := c.Query(context.Background(), upstream.Statement{SQL: fetch, OwnSnapshot: true})
+	res, err := c.Query(context.Background(), upstream.Statement{SQL: fetch, OwnSnapshot: true, Zone: "Asia/Kolkata"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestOwnSnapshotFailureRolledBack(t *testing.T) {
 	script = append(script, rollbackSteps()...)
 	w := wiretest.New(t, script...)
 	c := &sessionConn{s: w.Session, txStatus: 'I'}
-	_, err := c.Query(context.Background(), upstream.Statement{SQL: fetch, OwnSnapshot: true})
+	_, err := c.Query(context.Background(), upstream.Statement{SQL: fetch, OwnSnapshot: true, Zone: "Asia/Kolkata"})
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "22012" {
 		t.Fatalf("Query: %v, want the statement's error", err)
@@ -147,7 +147,7 @@ func TestQueryPairOneTransaction(t *testing.T) {
 		commitReply()...)...))
 	w := wiretest.New(t, script...)
 	c := &sessionConn{s: w.Session, txStatus: 'I'}
-	res, res2, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true},
+	res, res2, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true, Zone: "Asia/Kolkata"},
 		func(r *upstream.Result) (*upstream.Statement, error) {
 			if len(r.Rows) != 1 {
 				return nil, fmt.Errorf("first statement: %d rows", len(r.Rows))
@@ -177,7 +177,7 @@ func TestQueryPairNoSecond(t *testing.T) {
 	script = append(script, wiretest.Reply(commitReply()...))
 	w := wiretest.New(t, script...)
 	c := &sessionConn{s: w.Session, txStatus: 'I'}
-	res, res2, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true},
+	res, res2, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true, Zone: "Asia/Kolkata"},
 		func(*upstream.Result) (*upstream.Statement, error) { return nil, nil })
 	if err != nil || res == nil || res2 != nil {
 		t.Fatalf("QueryPair: %v, %v, %v", res, res2, err)
@@ -201,7 +201,7 @@ func TestQueryPairFirstFails(t *testing.T) {
 	script = append(script, rollbackSteps()...)
 	w := wiretest.New(t, script...)
 	c := &sessionConn{s: w.Session, txStatus: 'I'}
-	_, _, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true},
+	_, _, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true, Zone: "Asia/Kolkata"},
 		func(*upstream.Result) (*upstream.Statement, error) {
 			t.Error("the second statement was made after the first failed")
 			return nil, nil
@@ -238,7 +238,7 @@ func TestQueryPairSecondFails(t *testing.T) {
 	script = append(script, rollbackSteps()...)
 	w := wiretest.New(t, script...)
 	c := &sessionConn{s: w.Session, txStatus: 'I'}
-	_, _, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true},
+	_, _, err := c.QueryPair(context.Background(), upstream.Statement{SQL: first, OwnSnapshot: true, Zone: "Asia/Kolkata"},
 		func(*upstream.Result) (*upstream.Statement, error) { return &upstream.Statement{SQL: second}, nil })
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "22012" {
@@ -255,7 +255,7 @@ func TestQueryPairSecondFails(t *testing.T) {
 func TestQueryPairInTransactionBlock(t *testing.T) {
 	w := wiretest.New(t)
 	c := &sessionConn{s: w.Session, txStatus: 'T'}
-	_, _, err := c.QueryPair(context.Background(), upstream.Statement{SQL: "SELECT 1", OwnSnapshot: true},
+	_, _, err := c.QueryPair(context.Background(), upstream.Statement{SQL: "SELECT 1", OwnSnapshot: true, Zone: "Asia/Kolkata"},
 		func(*upstream.Result) (*upstream.Statement, error) { return nil, nil })
 	var re *exec.Refused
 	if !errors.As(err, &re) {

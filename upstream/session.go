@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -82,10 +83,12 @@ type Statement struct {
 	// prepared (plan.Head.Reparse).
 	Reparse bool
 	// OwnSnapshot: the statement runs in a REPEATABLE READ transaction of
-	// its own in which Citus reads each worker over one connection, in the
-	// session's TimeZone (OwnSnapshotSettings, ZoneToWorkers;
+	// its own in which Citus reads each worker over one connection
+	// (OwnSnapshotSettings), in time zone Zone (SetLocalZone;
 	// plan.Head.OwnSnapshot); a session that cannot run it so refuses it.
 	OwnSnapshot bool
+	// Zone is the session's TimeZone, for an OwnSnapshot statement.
+	Zone string
 }
 
 // OwnSnapshotSettings are the settings of an OwnSnapshot statement's
@@ -95,15 +98,28 @@ type Statement struct {
 const OwnSnapshotSettings = "pg_catalog.set_config('citus.max_adaptive_executor_pool_size', '1', true), " +
 	"pg_catalog.set_config('citus.propagate_set_commands', 'local', true)"
 
-// ZoneToWorkers sets, in an OwnSnapshot statement's transaction after
-// OwnSnapshotSettings, the session's TimeZone again with SET LOCAL, which
-// Citus then sends to every worker it opens a transaction on. Without it
-// the workers compute what is pushed down to them (the base rows' group
-// keys: date_trunc of a timestamptz, say) in their own zone, which Citus
-// does not take from the session, while the coordinator computes the
-// rollup rows' in the session's. (A utility statement, in a DO block to
-// read the value.)
-const ZoneToWorkers = "DO $$BEGIN EXECUTE pg_catalog.format('SET LOCAL TimeZone = %L', pg_catalog.current_setting('TimeZone')); END$$"
+// SetLocalZone is the SET LOCAL of TimeZone zone that an OwnSnapshot
+// statement's transaction runs after OwnSnapshotSettings, which Citus then
+// sends to every worker it opens a transaction on ("" for no zone). The
+// session's zone set again: without it the workers compute what is pushed
+// down to them (the base rows' group keys: date_trunc of a timestamptz,
+// say) in their own zone, which Citus does not take from the session,
+// while the coordinator computes the rollup rows' in the session's.
+func SetLocalZone(zone string) string {
+	if zone == "" {
+		return ""
+	}
+	return "SET LOCAL TimeZone = " + quoteLiteral(zone)
+}
+
+// quoteLiteral quotes s as PostgreSQL's quote_literal does.
+func quoteLiteral(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		return "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
+}
 
 // Result is a statement's description and rows.
 type Result struct {

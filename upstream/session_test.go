@@ -39,3 +39,17 @@ func TestRows(t *testing.T) {
 		t.Errorf("an int argument: %v, ran %q", err, r.st.SQL)
 	}
 }
+
+func TestSetLocalZone(t *testing.T) {
+	for zone, want := range map[string]string{
+		"":                 "",
+		"America/New_York": "SET LOCAL TimeZone = 'America/New_York'",
+		"<+05>-05":         "SET LOCAL TimeZone = '<+05>-05'",
+		"it's":             "SET LOCAL TimeZone = 'it''s'",
+		`a\b`:              `SET LOCAL TimeZone = E'a\\b'`,
+	} {
+		if got := SetLocalZone(zone); got != want {
+			t.Errorf("SetLocalZone(%q) = %q, want %q", zone, got, want)
+		}
+	}
+}

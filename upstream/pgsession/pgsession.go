@@ -74,7 +74,10 @@ func (c Conn) QueryPair(ctx context.Context, first upstream.Statement, next upst
 		if first.OwnSnapshot {
 			// Citus reads each worker over one connection (one
 			// snapshot), in the session's TimeZone.
-			begin = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SELECT " + upstream.OwnSnapshotSettings + "; " + upstream.ZoneToWorkers
+			begin = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SELECT " + upstream.OwnSnapshotSettings
+			if z := upstream.SetLocalZone(first.Zone); z != "" {
+				begin += "; " + z
+			}
 		}
 		if err := c.Exec(ctx, begin); err != nil {
 			return nil, nil, err
