@@ -682,3 +682,46 @@ func TestCitusCoordinatorShards(t *testing.T) {
 	}
 	checkFresh(t, pc, conn, table, "")
 }
+
+// TestCitusForgedMemo: the setting in which a shard's capture function
+// remembered the distribution value and bucket it logged is a pgsketch.*
+// setting any session can set; set by hand before a write on a worker, or
+// as SET LOCAL that Citus sends the workers, it made the function skip the
+// write's log row (the answers missed it until a full refresh). Every
+// statement on a shard now logs its buckets.
+func TestCitusForgedMemo(t *testing.T) {
+	ctx := context.Background()
+	conn, _, table, name := distributedRollup(t)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	setting := "pgsketch.logged_" + name
+	var user int64
+	var port int
+	if err := conn.QueryRow(ctx, `SELECT u, p.nodeport FROM generate_series(990001, 990100) u,
+		LATERAL get_shard_id_for_distribution_column($1::regclass, u) AS s
+		JOIN pg_dist_shard_placement p ON p.shardid = s WHERE p.nodeport <> $2 LIMIT 1`, table, cluster.coord.Port).Scan(&user, &port); err != nil {
+		t.Fatal(err)
+	}
+	w := connect(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, database))
+	memo := fmt.Sprintf("%d %s", user, "1768953600.000000") // 2026-01-21
+	mustExec(t, w, fmt.Sprintf(`SELECT set_config('%s', '%s', false)`, setting, memo))
+	mustExec(t, w, fmt.Sprintf(`INSERT INTO %s VALUES (99000001, '2026-01-21 09:00+00', %d, 'GB', 'web', 9)`, table, user))
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, sql := range []string{
+		`SET LOCAL citus.propagate_set_commands = 'local'`,
+		fmt.Sprintf(`SET LOCAL %s = '%s'`, setting, memo),
+		fmt.Sprintf(`INSERT INTO %s VALUES (99000002, '2026-01-21 10:00+00', %d, 'GB', 'web', 9)`, table, user),
+	} {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkFresh(t, pc, conn, table, "")
+}

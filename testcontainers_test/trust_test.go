@@ -670,6 +670,29 @@ func TestCaptureLogsOncePerTransaction(t *testing.T) {
 	e.repaired(t)
 }
 
+// TestCaptureMemoCannotBeForged: the setting in which a transaction
+// remembers the bucket it logged is a pgsketch.* setting, which any
+// session can set. Set by hand to a day before a DELETE and an UPDATE in
+// that day, it made the capture function skip their log rows: answers
+// from the rollup missed them until a full refresh. The setting now skips
+// a log row only where the log holds one of this transaction's.
+func TestCaptureMemoCannotBeForged(t *testing.T) {
+	t.Parallel()
+	e := newTrustEnv(t)
+	mustExec(t, e.conn, `INSERT INTO ev SELECT '2026-01-05 10:00+00', 'DE', 'web', 82000 + i, 1 FROM generate_series(1, 20) i`)
+	refreshRollup(t, e.conn, "ev_daily", refresh.Options{})
+	e.answers(t, "after the refresh", true)
+	mustExec(t, e.conn, `SELECT set_config(pgsketch.capture_logged_setting('ev_daily'), extract(epoch FROM timestamptz '2026-01-05 00:00+00')::text, false)`)
+	mustExec(t, e.conn, `DELETE FROM ev WHERE user_id BETWEEN 82001 AND 82005`)
+	mustExec(t, e.conn, `UPDATE ev SET amount = amount + 7 WHERE user_id BETWEEN 82006 AND 82010`)
+	mustExec(t, e.conn, `BEGIN;
+		SET LOCAL pgsketch.logged_ev_daily = '1767571200.000000';
+		DELETE FROM ev WHERE user_id = 82011;
+		COMMIT`)
+	e.answers(t, "after writes under a setting set by hand", true)
+	e.repaired(t)
+}
+
 // planKindQueries are one statement of every kind of plan the proxy
 // answers from a rollup, over events, its rollup pk and table countries.
 var planKindQueries = []struct{ kind, sql string }{
