@@ -681,6 +681,22 @@ func TestCitusCoordinatorShards(t *testing.T) {
 		t.Fatalf("rollup refresh: %s", r)
 	}
 	checkFresh(t, pc, conn, table, "")
+
+	// The log made again by hand, as a restore of the coordinator would,
+	// and not distributed: writes to the coordinator's shards failed
+	// ("relation is not distributed", in the capture function's lookup of
+	// the log's shard).
+	log := pgx.Identifier{"pgsketch", "log_" + name}.Sanitize()
+	mustExec(t, conn, `DROP TABLE `+log)
+	mustExec(t, conn, `CREATE TABLE `+log+` (key bigint NOT NULL, bucket timestamptz NOT NULL, consumed bigint)`)
+	writeAll(t, coordURL(), table, 13_000_000)
+	checkFresh(t, pc, conn, table, "is not distributed with its source")
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh: %s", r)
+	}
+	checkFresh(t, pc, conn, table, "")
+	writeAll(t, coordURL(), table, 14_000_000)
+	checkFresh(t, pc, conn, table, "")
 }
 
 // TestCitusForgedMemo: the setting in which a shard's capture function

@@ -4,7 +4,7 @@
 -- refresh miss a write.
 --
 -- * The capture function on the shards looks the log up first and lets a
---   statement through unlogged when it is gone. The coordinator sees the
+--   statement through unlogged when it is gone or not distributed. The coordinator sees the
 --   log missing in every answering statement (shard_log_broken, through
 --   capture_broken) and answers exactly.
 -- * The next refresh, which makes the log again (shard_log_define), records
@@ -19,7 +19,10 @@
 --   coordinator, can be refreshed.
 
 -- capture_body_shards (version 22): version 20's, which first returns
--- unlogged when the rollup's log does not exist.
+-- unlogged when the rollup's log does not exist or is not distributed (a
+-- DBA's DROP TABLE, a table of that name made again by hand, as a restore
+-- of the coordinator would, or undistribute_table: the lookup of the log's
+-- shard failed every write with 'relation is not distributed').
 ALTER FUNCTION pgsketch.capture_body_shards(pgsketch.rollup_defs, text, text) RENAME TO capture_body_shards_v20;
 CREATE FUNCTION pgsketch.capture_body_shards(d pgsketch.rollup_defs, ttype text, col text) RETURNS text
     LANGUAGE plpgsql STABLE
@@ -31,8 +34,9 @@ BEGIN
     IF strpos(body, anchor) = 0 THEN
         RAISE EXCEPTION 'pgsketch: the capture function of rollup % has no lookup of its log to guard', d.name;
     END IF;
-    RETURN replace(body, anchor, format(E'    -- The log dropped: the coordinator sees it missing.\n'
-                                        || E'    IF to_regclass(%L) IS NULL THEN\n'
+    RETURN replace(body, anchor, format(E'    -- The log dropped, or made again by hand and not distributed: the\n'
+                                        || E'    -- coordinator sees it missing or not distributed with the table.\n'
+                                        || E'    IF NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = to_regclass(%L)) THEN\n'
                                         || E'        RETURN NULL;\n'
                                         || E'    END IF;\n',
                                         format('pgsketch.%I', pgsketch.shard_log(d.name))) || anchor);
