@@ -741,3 +741,37 @@ func TestCitusForgedMemo(t *testing.T) {
 	}
 	checkFresh(t, pc, conn, table, "")
 }
+
+// TestCitusRedistributed: undistribute_table, a refresh, then
+// create_distributed_table again into the log's co-location group. The
+// log left from before passed for intact while the capture function was
+// the one-node form, which logs nothing on shards: a write on a worker
+// was missed by answers from the rollup. The refresh of the local table
+// now drops the log, so the table distributed again is answered exactly
+// until a refresh captures it.
+func TestCitusRedistributed(t *testing.T) {
+	conn, _, table, name := distributedRollup(t)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	unsafe := withSettings(coordURL(), "citus.enable_unsafe_triggers", "on")
+	u := connect(t, unsafe)
+	mustExec(t, u, `SELECT undistribute_table('`+table+`')`)
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh of the local table: %s", r)
+	}
+	checkFresh(t, pc, conn, table, "")
+	colocate := "default"
+	if log := "pgsketch.log_" + name; relationExists(t, conn, log) {
+		t.Errorf("the log of %s is still there after a refresh of the local table", name)
+		colocate = log
+	}
+	mustExec(t, u, fmt.Sprintf(`SELECT create_distributed_table('%s', 'user_id', colocate_with => '%s')`, table, colocate))
+	writeAll(t, cluster.workers[0].URL(database), table, 15_000_000)
+	checkFresh(t, pc, conn, table, "not used")
+	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+		t.Fatalf("rollup refresh of the table distributed again: %s", r)
+	}
+	checkFresh(t, pc, conn, table, "")
+	writeAll(t, cluster.workers[0].URL(database), table, 16_000_000)
+	checkFresh(t, pc, conn, table, "")
+}

@@ -1,5 +1,5 @@
 -- Removes version 22: capture_body, capture_body_shards, shard_log_define,
--- shard_log_broken and refresh_begin go back to version 20's, and the capture functions on
+-- shard_log_broken, capture_prepare and refresh_begin go back to version 20's, and the capture functions on
 -- distributed sources are written in that form again.
 DROP FUNCTION pgsketch.capture_body(pgsketch.rollup_defs, text);
 ALTER FUNCTION pgsketch.capture_body_v20(pgsketch.rollup_defs, text) RENAME TO capture_body;
@@ -10,6 +10,8 @@ DROP FUNCTION pgsketch.shard_log_define(text, regclass);
 ALTER FUNCTION pgsketch.shard_log_define_v20(text, regclass) RENAME TO shard_log_define;
 DROP FUNCTION pgsketch.shard_log_broken(text, regclass);
 ALTER FUNCTION pgsketch.shard_log_broken_v20(text, regclass) RENAME TO shard_log_broken;
+DROP FUNCTION pgsketch.capture_prepare(text);
+ALTER FUNCTION pgsketch.capture_prepare_v20(text) RENAME TO capture_prepare;
 DROP FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer);
 ALTER FUNCTION pgsketch.refresh_begin_v20(text, boolean, text, text, integer) RENAME TO refresh_begin;
 SELECT pgsketch.capture_rewrite(name, '22') FROM pgsketch.rollup_defs ORDER BY name;

@@ -142,3 +142,38 @@ END $$;
 
 -- Every capture function on a distributed source is written in the new form.
 SELECT pgsketch.capture_rewrite_shards(name) FROM pgsketch.rollup_defs ORDER BY name;
+
+-- capture_prepare (version 22): where the rollup's source is no longer
+-- distributed (undistribute_table), its log goes, before version 20's.
+-- Left in place, it passed for intact when the table was distributed
+-- again into the log's co-location group, while the capture function was
+-- still the one-node form, which logs nothing on shards: answers from the
+-- rollup missed every write. Without a log the rollup is answered exactly
+-- until a refresh captures the distributed table and rebuilds it
+-- (shard_log_define). The refresh that drops the log rebuilds every bucket
+-- anyway: undistribute_table makes a new table.
+ALTER FUNCTION pgsketch.capture_prepare(text) RENAME TO capture_prepare_v20;
+CREATE FUNCTION pgsketch.capture_prepare(r text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    tbl regclass := to_regclass(format('pgsketch.%I', pgsketch.shard_log(r)));
+    src regclass;
+BEGIN
+    IF tbl IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
+        src := (SELECT to_regclass(format('%I.%I', d.source_schema, d.source_table)) FROM pgsketch.rollup_defs d WHERE d.name = r);
+        IF src IS NULL OR pgsketch.hash_distribution(src) IS NULL THEN
+            INSERT INTO pgsketch.rollup_faults (rollup, relid, message)
+            SELECT r, src, format('its source %s is no longer distributed by Citus, and its change log pgsketch.%I was dropped',
+                                  src, pgsketch.shard_log(r))
+             WHERE src IS NOT NULL AND NOT EXISTS (SELECT FROM pgsketch.rollup_faults f WHERE f.rollup = r);
+            -- Over one connection per node: the capture function is
+            -- written after it in this transaction.
+            PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+            EXECUTE format('DROP TABLE %s', tbl);
+            DELETE FROM pgsketch.shard_drains x WHERE x.rollup = r;
+        END IF;
+    END IF;
+    RETURN pgsketch.capture_prepare_v20(r);
+END $$;
