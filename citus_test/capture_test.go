@@ -775,3 +775,37 @@ func TestCitusRedistributed(t *testing.T) {
 	writeAll(t, cluster.workers[0].URL(database), table, 16_000_000)
 	checkFresh(t, pc, conn, table, "")
 }
+
+// TestCitusReplicaWrites: writes under session_replication_role = replica
+// on a worker, and sent to the workers as SET LOCAL, are seen (the
+// capture function on the shards let every replica session through
+// unlogged, meaning the rows a shard move replays; now only a logical
+// replication worker's).
+func TestCitusReplicaWrites(t *testing.T) {
+	ctx := context.Background()
+	conn, _, table, _ := distributedRollup(t)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	w := connect(t, cluster.workers[0].URL(database))
+	mustExec(t, w, `SET session_replication_role = replica`)
+	mustExec(t, w, `INSERT INTO `+table+` SELECT 97000000 + g, '2026-01-11 12:00+00', 970000 + g, 'DE', 'ios', 5 FROM generate_series(1, 40) g`)
+	mustExec(t, w, `DELETE FROM `+table+` WHERE user_id BETWEEN 300 AND 310 AND created_at < '2026-01-04'`)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, sql := range []string{
+		`SET LOCAL citus.propagate_set_commands = 'local'`,
+		`SET LOCAL session_replication_role = replica`,
+		`INSERT INTO ` + table + ` SELECT 97100000 + g, '2026-01-12 12:00+00', 971000 + g, 'FR', 'web', 5 FROM generate_series(1, 40) g`,
+	} {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkFresh(t, pc, conn, table, "")
+}
