@@ -809,3 +809,83 @@ func TestCitusReplicaWrites(t *testing.T) {
 	}
 	checkFresh(t, pc, conn, table, "")
 }
+
+// TestCitusLogicalShardMove: a shard moved by logical replication (Citus's
+// non-blocking move) while rows are written into it. The writes are
+// logged where they run, the logical replication worker that replays them
+// on the new placement logs nothing, the log's shard moves with the
+// source's: every write is seen once, and a move with no write logs
+// nothing.
+func TestCitusLogicalShardMove(t *testing.T) {
+	ctx := context.Background()
+	conn, _, table, name := distributedRollup(t)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	move := func(t *testing.T, mode string) (shard int64) {
+		t.Helper()
+		var port int
+		if err := conn.QueryRow(ctx, `SELECT s.shardid, p.nodeport FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid)
+			WHERE s.logicalrelid = $1::regclass ORDER BY s.shardid LIMIT 1`, table).Scan(&shard, &port); err != nil {
+			t.Fatal(err)
+		}
+		to := cluster.workers[0].Port
+		if to == port {
+			to = cluster.workers[1].Port
+		}
+		mustExec(t, conn, fmt.Sprintf(`SELECT citus_move_shard_placement(%d, '127.0.0.1', %d, '127.0.0.1', %d, shard_transfer_mode => '%s')`,
+			shard, port, to, mode))
+		return shard
+	}
+	for _, mode := range []string{"force_logical", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
+				t.Fatalf("rollup refresh: %s", r)
+			}
+			move(t, mode)
+			if n := pendingRows(t, conn, name); n != 0 {
+				t.Errorf("%d rows in the log after a move with no write", n)
+			}
+			checkFresh(t, pc, conn, table, "")
+		})
+	}
+	t.Run("writes during the move", func(t *testing.T) {
+		var shard int64
+		if err := conn.QueryRow(ctx, `SELECT s.shardid FROM pg_dist_shard s WHERE s.logicalrelid = $1::regclass ORDER BY s.shardid LIMIT 1`, table).Scan(&shard); err != nil {
+			t.Fatal(err)
+		}
+		// Users whose rows land in that shard.
+		rows, err := conn.Query(ctx, `SELECT u FROM generate_series(980001, 990000) u WHERE get_shard_id_for_distribution_column($1::regclass, u) = $2 LIMIT 200`, table, shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(users) == 0 {
+			t.Fatalf("users of shard %d: %d, %v", shard, len(users), err)
+		}
+		w := connect(t, coordURL())
+		stop, done := make(chan struct{}), make(chan error, 1)
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				u := users[i%len(users)]
+				if _, err := w.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (%d, '2026-01-%02d 11:00+00', %d, 'PL', 'web', 3)`, table, 98000000+i, 2+i%25, u)); err != nil {
+					done <- fmt.Errorf("write %d during the move: %w", i, err)
+					return
+				}
+			}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		move(t, "force_logical")
+		time.Sleep(300 * time.Millisecond)
+		close(stop)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		checkFresh(t, pc, conn, table, "")
+	})
+}

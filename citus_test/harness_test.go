@@ -130,6 +130,8 @@ func startCluster(ctx context.Context) (stop func(), err error) {
 		"shared_preload_libraries": "citus",
 		// Citus commits multi-shard writes with two-phase commit.
 		"max_prepared_transactions": "100",
+		// Shard moves by logical replication (TestCitusLogicalShardMove).
+		"wal_level": "logical",
 	}
 	nodes := make([]*localpg.Cluster, 3)
 	errs := make([]error, 3)

@@ -17,3 +17,15 @@ ALTER FUNCTION pgsketch.refresh_begin_v20(text, boolean, text, text, integer) RE
 SELECT pgsketch.capture_rewrite(name, '22') FROM pgsketch.rollup_defs ORDER BY name;
 SELECT pgsketch.capture_rewrite_shards(name) FROM pgsketch.rollup_defs ORDER BY name;
 DROP FUNCTION pgsketch.capture_rewrite_shards(text);
+DO $$
+DECLARE
+    tbl regclass;
+BEGIN
+    FOR tbl IN SELECT to_regclass(format('pgsketch.%I', pgsketch.shard_log(d.name))) FROM pgsketch.rollup_defs d LOOP
+        IF tbl IS NOT NULL THEN
+            PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+            EXECUTE format('ALTER TABLE %s REPLICA IDENTITY DEFAULT', tbl);
+        END IF;
+    END LOOP;
+END $$;
+DROP FUNCTION pgsketch.shard_log_identity(text);

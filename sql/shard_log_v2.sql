@@ -42,10 +42,31 @@ BEGIN
                                         format('pgsketch.%I', pgsketch.shard_log(d.name))) || anchor);
 END $$;
 
+-- shard_log_identity gives rollup r's log, where it has one, the replica
+-- identity FULL. Citus moves a shard by logical replication (its
+-- non-blocking moves, and the default shard_transfer_mode auto) only where
+-- every co-located table has a replica identity: with the log, which has
+-- no key, every such move of the source's shards failed (0A000, "cannot
+-- use logical replication to transfer shards of the relation log_...").
+-- The log's rows are small and few; FULL costs its updates and deletes
+-- (a refresh's) the whole old row in the WAL.
+CREATE FUNCTION pgsketch.shard_log_identity(r text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    tbl regclass := to_regclass(format('pgsketch.%I', pgsketch.shard_log(r)));
+BEGIN
+    IF tbl IS NOT NULL AND (SELECT c.relreplident FROM pg_class c WHERE c.oid = tbl) <> 'f' THEN
+        PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', tbl);
+    END IF;
+END $$;
+
 -- shard_log_define (version 22): where the log of a rollup refreshed with
 -- capture before is missing, a fault (the next refresh rebuilds every
 -- bucket) and the capture triggers dropped (capture_prepare creates them
--- again, after the writes in flight); then version 20's.
+-- again, after the writes in flight); then version 20's; then the log's
+-- replica identity FULL (shard_log_identity).
 ALTER FUNCTION pgsketch.shard_log_define(text, regclass) RENAME TO shard_log_define_v20;
 CREATE FUNCTION pgsketch.shard_log_define(r text, src regclass) RETURNS void
     LANGUAGE plpgsql
@@ -63,6 +84,7 @@ BEGIN
         END LOOP;
     END IF;
     PERFORM pgsketch.shard_log_define_v20(r, src);
+    PERFORM pgsketch.shard_log_identity(r);
 END $$;
 
 -- shard_log_broken (version 22): version 20's, saying that a missing log
@@ -139,6 +161,9 @@ BEGIN
         RAISE WARNING 'pgsketch: the capture function of rollup % keeps its old form until its next refresh: %', r, SQLERRM;
     END;
 END $$;
+
+-- Every rollup's log gets its replica identity.
+SELECT pgsketch.shard_log_identity(name) FROM pgsketch.rollup_defs ORDER BY name;
 
 -- Every capture function on a distributed source is written in the new form.
 SELECT pgsketch.capture_rewrite_shards(name) FROM pgsketch.rollup_defs ORDER BY name;
