@@ -818,7 +818,17 @@ func TestCitusReplicaWrites(t *testing.T) {
 // nothing.
 func TestCitusLogicalShardMove(t *testing.T) {
 	ctx := context.Background()
-	conn, _, table, name := distributedRollup(t)
+	// A co-location group of its own: a move takes every co-located
+	// table's shard along, and Citus moves by logical replication only
+	// tables with a replica identity (other tests' tables may have none).
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, false)
+	mustExec(t, conn, fmt.Sprintf(`SELECT create_distributed_table('%s', 'user_id', shard_count => %d, colocate_with => 'none')`, table, shardCount))
+	name := schema + "_daily"
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create: %s", r)
+	}
 	p := startProxy(t, "--approx", "on")
 	pc := connectNotices(t, p.url())
 	move := func(t *testing.T, mode string) (shard int64) {
