@@ -571,9 +571,7 @@ func TestCitusDroppedLog(t *testing.T) {
 	}
 	checkFresh(t, pc, conn, table, "or the log was dropped")
 
-	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh: %s", r)
-	}
+	refreshRollup(t, name)
 	checkFresh(t, pc, conn, table, "")
 	writeAll(t, coordURL(), table, 9_000_000)
 	checkFresh(t, pc, conn, table, "")
@@ -637,13 +635,9 @@ func TestCitusMinMax(t *testing.T) {
 	mustExec(t, conn, `UPDATE `+table+` SET amount = 99999 WHERE user_id = 42 AND created_at >= '2026-01-05' AND created_at < '2026-01-06'`)
 	mustExec(t, conn, `DELETE FROM `+table+` WHERE amount = (SELECT min(amount) FROM `+table+` WHERE created_at >= '2026-01-08' AND created_at < '2026-01-09')`)
 	check(t, "after writes")
-	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh: %s", r)
-	}
+	refreshRollup(t, name)
 	check(t, "after a refresh")
-	if r := cli(t, "rollup", "refresh", name, "--full", "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh --full: %s", r)
-	}
+	refreshRollup(t, name, "--full")
 	check(t, "after a full refresh")
 }
 
@@ -677,9 +671,7 @@ func TestCitusCoordinatorShards(t *testing.T) {
 	checkFresh(t, pc, conn, table, "")
 	writeAll(t, coordURL(), table, 12_000_000)
 	checkFresh(t, pc, conn, table, "")
-	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh: %s", r)
-	}
+	refreshRollup(t, name)
 	checkFresh(t, pc, conn, table, "")
 
 	// The log made again by hand, as a restore of the coordinator would,
@@ -691,9 +683,7 @@ func TestCitusCoordinatorShards(t *testing.T) {
 	mustExec(t, conn, `CREATE TABLE `+log+` (key bigint NOT NULL, bucket timestamptz NOT NULL, consumed bigint)`)
 	writeAll(t, coordURL(), table, 13_000_000)
 	checkFresh(t, pc, conn, table, "is not distributed with its source")
-	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh: %s", r)
-	}
+	refreshRollup(t, name)
 	checkFresh(t, pc, conn, table, "")
 	writeAll(t, coordURL(), table, 14_000_000)
 	checkFresh(t, pc, conn, table, "")
@@ -722,23 +712,9 @@ func TestCitusForgedMemo(t *testing.T) {
 	memo := fmt.Sprintf("%d %s", user, "1768953600.000000") // 2026-01-21
 	mustExec(t, w, fmt.Sprintf(`SELECT set_config('%s', '%s', false)`, setting, memo))
 	mustExec(t, w, fmt.Sprintf(`INSERT INTO %s VALUES (99000001, '2026-01-21 09:00+00', %d, 'GB', 'web', 9)`, table, user))
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, sql := range []string{
-		`SET LOCAL citus.propagate_set_commands = 'local'`,
+	inTransaction(t, conn, `SET LOCAL citus.propagate_set_commands = 'local'`,
 		fmt.Sprintf(`SET LOCAL %s = '%s'`, setting, memo),
-		fmt.Sprintf(`INSERT INTO %s VALUES (99000002, '2026-01-21 10:00+00', %d, 'GB', 'web', 9)`, table, user),
-	} {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+		fmt.Sprintf(`INSERT INTO %s VALUES (99000002, '2026-01-21 10:00+00', %d, 'GB', 'web', 9)`, table, user))
 	checkFresh(t, pc, conn, table, "")
 }
 
@@ -756,9 +732,7 @@ func TestCitusRedistributed(t *testing.T) {
 	unsafe := withSettings(coordURL(), "citus.enable_unsafe_triggers", "on")
 	u := connect(t, unsafe)
 	mustExec(t, u, `SELECT undistribute_table('`+table+`')`)
-	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh of the local table: %s", r)
-	}
+	refreshRollup(t, name)
 	checkFresh(t, pc, conn, table, "")
 	colocate := "default"
 	if log := "pgsketch.log_" + name; relationExists(t, conn, log) {
@@ -768,9 +742,7 @@ func TestCitusRedistributed(t *testing.T) {
 	mustExec(t, u, fmt.Sprintf(`SELECT create_distributed_table('%s', 'user_id', colocate_with => '%s')`, table, colocate))
 	writeAll(t, cluster.workers[0].URL(database), table, 15_000_000)
 	checkFresh(t, pc, conn, table, "not used")
-	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-		t.Fatalf("rollup refresh of the table distributed again: %s", r)
-	}
+	refreshRollup(t, name)
 	checkFresh(t, pc, conn, table, "")
 	writeAll(t, cluster.workers[0].URL(database), table, 16_000_000)
 	checkFresh(t, pc, conn, table, "")
@@ -782,7 +754,6 @@ func TestCitusRedistributed(t *testing.T) {
 // unlogged, meaning the rows a shard move replays; now only a logical
 // replication worker's).
 func TestCitusReplicaWrites(t *testing.T) {
-	ctx := context.Background()
 	conn, _, table, _ := distributedRollup(t)
 	p := startProxy(t, "--approx", "on")
 	pc := connectNotices(t, p.url())
@@ -790,23 +761,8 @@ func TestCitusReplicaWrites(t *testing.T) {
 	mustExec(t, w, `SET session_replication_role = replica`)
 	mustExec(t, w, `INSERT INTO `+table+` SELECT 97000000 + g, '2026-01-11 12:00+00', 970000 + g, 'DE', 'ios', 5 FROM generate_series(1, 40) g`)
 	mustExec(t, w, `DELETE FROM `+table+` WHERE user_id BETWEEN 300 AND 310 AND created_at < '2026-01-04'`)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, sql := range []string{
-		`SET LOCAL citus.propagate_set_commands = 'local'`,
-		`SET LOCAL session_replication_role = replica`,
-		`INSERT INTO ` + table + ` SELECT 97100000 + g, '2026-01-12 12:00+00', 971000 + g, 'FR', 'web', 5 FROM generate_series(1, 40) g`,
-	} {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	inTransaction(t, conn, `SET LOCAL citus.propagate_set_commands = 'local'`, `SET LOCAL session_replication_role = replica`,
+		`INSERT INTO `+table+` SELECT 97100000 + g, '2026-01-12 12:00+00', 971000 + g, 'FR', 'web', 5 FROM generate_series(1, 40) g`)
 	checkFresh(t, pc, conn, table, "")
 }
 
@@ -848,9 +804,7 @@ func TestCitusLogicalShardMove(t *testing.T) {
 	}
 	for _, mode := range []string{"force_logical", "auto"} {
 		t.Run(mode, func(t *testing.T) {
-			if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
-				t.Fatalf("rollup refresh: %s", r)
-			}
+			refreshRollup(t, name)
 			move(t, mode)
 			if n := pendingRows(t, conn, name); n != 0 {
 				t.Errorf("%d rows in the log after a move with no write", n)

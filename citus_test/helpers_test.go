@@ -462,3 +462,33 @@ func checkAnswers(t *testing.T, pc *noticeConn, direct *pgx.Conn, table string, 
 		}
 	}
 }
+
+// refreshRollup runs rollup refresh name with extra flags, failing the
+// test on an error.
+func refreshRollup(t *testing.T, name string, extra ...string) {
+	t.Helper()
+	args := append([]string{"rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"}, extra...)
+	if r := cli(t, args...); r.code != 0 {
+		t.Fatalf("rollup refresh: %s", r)
+	}
+}
+
+// inTransaction runs sqls in one transaction block on conn, one statement
+// at a time, and commits.
+func inTransaction(t *testing.T, conn *pgx.Conn, sqls ...string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, sql := range sqls {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,7 +4,6 @@
 DROP FUNCTION pgsketch.capture_body(pgsketch.rollup_defs, text);
 ALTER FUNCTION pgsketch.capture_body_v20(pgsketch.rollup_defs, text) RENAME TO capture_body;
 DROP FUNCTION pgsketch.capture_body_shards(pgsketch.rollup_defs, text, text);
-DROP FUNCTION pgsketch.capture_body_shards_v22a(pgsketch.rollup_defs, text, text);
 ALTER FUNCTION pgsketch.capture_body_shards_v20(pgsketch.rollup_defs, text, text) RENAME TO capture_body_shards;
 DROP FUNCTION pgsketch.shard_log_define(text, regclass);
 ALTER FUNCTION pgsketch.shard_log_define_v20(text, regclass) RENAME TO shard_log_define;

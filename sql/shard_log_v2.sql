@@ -1,45 +1,73 @@
--- pgsketch catalog objects, version 22: a rollup's change log on a
--- distributed source that is missing (a DBA's DROP TABLE
--- pgsketch.log_<rollup>) never makes a write fail, and never lets a
--- refresh miss a write.
+-- pgsketch catalog objects, version 22: change capture on a distributed
+-- source that no missing or altered log, no session setting and no shard
+-- operation can make fail a write or miss one.
 --
 -- * The capture function on the shards looks the log up first and lets a
---   statement through unlogged when it is gone or not distributed. The coordinator sees the
---   log missing in every answering statement (shard_log_broken, through
---   capture_broken) and answers exactly.
+--   statement through unlogged when it is gone or not distributed; the
+--   coordinator sees it in every answering statement (shard_log_broken,
+--   through capture_broken) and answers exactly. It logs every statement,
+--   and skips replica-role writes only in a logical replication worker
+--   (capture_body_shards).
 -- * The next refresh, which makes the log again (shard_log_define), records
 --   a fault when the rollup had been refreshed with capture before, so that
 --   it rebuilds every bucket; and it drops the capture triggers for
 --   capture_prepare to create again: dropping a trigger on a distributed
 --   table waits on every shard for the writes in flight, some of which may
 --   have gone through unlogged, so that the rebuild's reads see them.
+-- * The log has replica identity FULL, so that Citus can move its source's
+--   shards by logical replication (shard_log_identity).
+-- * A refresh of a source no longer distributed drops its log
+--   (capture_prepare), which would otherwise pass for intact were the
+--   table distributed again.
 -- * A refresh of a rollup on a distributed source turns Citus's local
 --   execution off for its transaction (refresh_begin), so that a rollup
 --   with a min or max measure, or on a source with shards on the
 --   coordinator, can be refreshed.
 
--- capture_body_shards (version 22): version 20's, which first returns
--- unlogged when the rollup's log does not exist or is not distributed (a
--- DBA's DROP TABLE, a table of that name made again by hand, as a restore
--- of the coordinator would, or undistribute_table: the lookup of the log's
--- shard failed every write with 'relation is not distributed').
+-- capture_body_shards (version 22): version 20's, changed in three places.
+-- * It first returns unlogged when the rollup's log does not exist or is
+--   not distributed (a DBA's DROP TABLE, a table of that name made again
+--   by hand, as a restore of the coordinator would, or
+--   undistribute_table): the lookup of the log's shard failed every write
+--   with 'relation is not distributed'.
+-- * Only a logical replication worker's writes under
+--   session_replication_role = replica go unlogged: the rows a shard move
+--   replays on the new placement, logged where they were written. Any
+--   other session under replica (a superuser's, or one Citus sends a SET
+--   LOCAL of it to) writes rows of its own, which were missed until a full
+--   refresh.
+-- * Every statement logs its buckets. The setting that remembered the
+--   distribution value and bucket a transaction had logged is a pgsketch.*
+--   setting, which any session can set: set by hand, it skipped writes'
+--   log rows.
 ALTER FUNCTION pgsketch.capture_body_shards(pgsketch.rollup_defs, text, text) RENAME TO capture_body_shards_v20;
 CREATE FUNCTION pgsketch.capture_body_shards(d pgsketch.rollup_defs, ttype text, col text) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     body text := pgsketch.capture_body_shards_v20(d, ttype, col);
-    anchor text := E'    -- The log''s shard for k, here and nowhere else.\n';
+    lookup text := E'    -- The log''s shard for k, here and nowhere else.\n';
+    replica text := E'    IF current_setting(''session_replication_role'') = ''replica'' THEN\n';
+    one text := E'    IF cardinality(buckets) = 1 THEN\n';
+    many text := E'    ELSIF buckets IS NOT NULL THEN\n';
 BEGIN
-    IF strpos(body, anchor) = 0 THEN
-        RAISE EXCEPTION 'pgsketch: the capture function of rollup % has no lookup of its log to guard', d.name;
+    IF strpos(body, lookup) = 0 OR strpos(body, replica) = 0 OR strpos(body, one) = 0 OR strpos(body, many) < strpos(body, one) THEN
+        RAISE EXCEPTION 'pgsketch: the capture function of rollup % is not in the form version 22 changes', d.name;
     END IF;
-    RETURN replace(body, anchor, format(E'    -- The log dropped, or made again by hand and not distributed: the\n'
-                                        || E'    -- coordinator sees it missing or not distributed with the table.\n'
-                                        || E'    IF NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = to_regclass(%L)) THEN\n'
-                                        || E'        RETURN NULL;\n'
-                                        || E'    END IF;\n',
-                                        format('pgsketch.%I', pgsketch.shard_log(d.name))) || anchor);
+    body := replace(body, lookup, format(E'    -- The log dropped, or made again by hand and not distributed: the\n'
+                                         || E'    -- coordinator sees it missing or not distributed with the table.\n'
+                                         || E'    IF NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = to_regclass(%L)) THEN\n'
+                                         || E'        RETURN NULL;\n'
+                                         || E'    END IF;\n',
+                                         format('pgsketch.%I', pgsketch.shard_log(d.name))) || lookup);
+    body := replace(body, replica,
+        E'    IF current_setting(''session_replication_role'') = ''replica''\n'
+        || E'       AND (SELECT a.backend_type FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()) = ''logical replication worker'' THEN\n');
+    RETURN left(body, strpos(body, one) - 1)
+        || E'    -- Every statement logs its buckets: a setting remembering those\n'
+        || E'    -- logged would be one any session can set.\n'
+        || E'    IF buckets IS NOT NULL THEN\n'
+        || substr(body, strpos(body, many) + length(many));
 END $$;
 
 -- shard_log_identity gives rollup r's log, where it has one, the replica
