@@ -217,6 +217,21 @@ type Rollup struct {
 	// the capture check of a statement that counts the changed buckets it
 	// reads itself.
 	LoggedCheck bool
+	// FirstSeen is the rollup's first-seen bookkeeping, or nil where it
+	// keeps none.
+	FirstSeen *FirstSeen
+}
+
+// FirstSeen is a rollup's first-seen bookkeeping (pgsketch.add_first_seen):
+// each value of Key's first bucket, kept exactly by the refresher, and
+// how many values each bucket holds first, which pgsketch.first_seen
+// returns for a range of whole buckets.
+type FirstSeen struct {
+	// Key is the source column whose values are counted (a user).
+	Key string
+	// Built says the tables were built at the rollup's version (else
+	// pgsketch.first_seen refuses until the next refresh).
+	Built bool
 }
 
 // Level is one level of a rollup.

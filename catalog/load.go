@@ -61,6 +61,12 @@ type jsonRollup struct {
 	// LoggedCheck is absent from catalogs older than
 	// capture_check_logged.
 	LoggedCheck bool `json:"logged_check"`
+	// FirstSeen is absent from catalogs older than first-seen
+	// bookkeeping, and null for a rollup without it.
+	FirstSeen *struct {
+		Key   string `json:"key"`
+		Built bool   `json:"built"`
+	} `json:"first_seen"`
 }
 
 // Parse reads the JSON that Query returns. A rollup whose source table or
@@ -93,6 +99,9 @@ func Parse(b []byte) (*Snapshot, error) {
 		}
 		r.Distributed = j.ShardLog != nil && *j.ShardLog != ""
 		r.LoggedCheck = j.LoggedCheck
+		if j.FirstSeen != nil && j.FirstSeen.Key != "" {
+			r.FirstSeen = &FirstSeen{Key: j.FirstSeen.Key, Built: j.FirstSeen.Built}
+		}
 		switch {
 		case len(j.Capture) == 0:
 			r.CaptureBroken = NoCapture

@@ -61,6 +61,10 @@ type Answer struct {
 	// Explained is the line EXPLAIN shows for a plan it runs
 	// (plan.Facts.ExplainRuns).
 	Explained string
+	// Complete, when set, is the whole notice: the answer read no rollup
+	// rows (a first-seen count), so none of what Notice adds about them
+	// applies.
+	Complete string
 }
 
 // Sample is one group's exact distinct count and its estimate.
@@ -73,6 +77,9 @@ type Sample struct {
 // Notice is the text of the NoticeResponse sent with the answer of a plan
 // whose head is p.
 func (a *Answer) Notice(p *plan.Head) string {
+	if a.Complete != "" {
+		return a.Complete
+	}
 	n := cmp.Or(a.Summary, p.Notice)
 	if n == "" {
 		n = "pgsketch: answered from rollup " + p.Rollup
@@ -150,6 +157,8 @@ func RunCached(ctx context.Context, q upstream.Session, p plan.Plan, params Para
 		return x.topK(ctx, p)
 	case *plan.Nested:
 		return x.nested(ctx, p)
+	case *plan.FirstSeen:
+		return x.firstSeen(ctx, p)
 	}
 	return nil, fmt.Errorf("exec: a %T plan is not run by the executor", p)
 }

@@ -132,22 +132,23 @@ type aggInfo struct {
 	exact   bool
 }
 
-func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem, r *catalog.Rollup, sess env) (*built, string) {
-	m := &matcher{s: s, sketch: sketch, fi: fi, r: r, sess: sess}
+// usable says why rollup r cannot answer any statement of a session with
+// settings sess, whatever its shape, or "".
+func usable(r *catalog.Rollup, sess env) string {
 	switch {
 	case !r.Refreshed():
-		return nil, "never refreshed (no watermark yet)"
+		return "never refreshed (no watermark yet)"
 	case r.TimeType == "" || r.Grain.Rank() < 0:
-		return nil, "its source columns have changed since it was created"
+		return "its source columns have changed since it was created"
 	case r.SourceRLS:
-		return nil, "its base table has row-level security enabled, which the rollup does not apply"
+		return "its base table has row-level security enabled, which the rollup does not apply"
 	case r.CaptureBroken == catalog.NoCapture:
 		// Any other reason the catalog gives (the source changed, the
 		// capture failed on a write, ...) is the fetch's own check's too:
 		// it refuses the rollup when the statement runs, and the proxy
 		// answers exactly with a NOTICE saying why, whether the catalog
 		// snapshot saw the fault or not.
-		return nil, "its rows may not reflect its base table: " + r.CaptureBroken
+		return "its rows may not reflect its base table: " + r.CaptureBroken
 	case r.Distributed && sess.DateStyle != "" && !strings.HasPrefix(sess.DateStyle, "ISO"):
 		// Citus writes the constants of a query it sends its workers (the
 		// base rows' spans and time bounds) in the session's DateStyle
@@ -155,17 +156,25 @@ func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem,
 		// theirs: a day and month swapped, an abbreviation read as
 		// another zone's. Citus answers such a session's query wrongly
 		// too; pgsketch adds no wrong number of its own.
-		return nil, "its source is distributed by Citus, which sends its workers times written in the session's DateStyle (" +
+		return "its source is distributed by Citus, which sends its workers times written in the session's DateStyle (" +
 			sess.DateStyle + ") and they read them in theirs; pgsketch answers from it under DateStyle ISO only"
 	case r.TimeType == catalog.Timestamptz && r.Grain != catalog.Hour && zoneFault(r.TimeZone, r.Grain) != "":
-		return nil, zoneFault(r.TimeZone, r.Grain)
+		return zoneFault(r.TimeZone, r.Grain)
 	}
 	if r.TimeType == catalog.Timestamptz && r.TimeZone == "" {
-		return nil, "it has no time zone"
+		return "it has no time zone"
 	}
 	if r.TimeType == catalog.Timestamptz && zoneAbbreviation(r.TimeZone) {
 		// Its buckets were cut in the refreshing session's meaning of it.
-		return nil, "it is cut in " + abbreviationWhy(r.TimeZone)
+		return "it is cut in " + abbreviationWhy(r.TimeZone)
+	}
+	return ""
+}
+
+func matchRollup(s *syntax.Select, sketch catalog.Aggregate, fi syntax.FromItem, r *catalog.Rollup, sess env) (*built, string) {
+	m := &matcher{s: s, sketch: sketch, fi: fi, r: r, sess: sess}
+	if why := usable(r, sess); why != "" {
+		return nil, why
 	}
 	if why := m.collated(); why != "" {
 		return nil, why

@@ -20,7 +20,7 @@ type planner struct {
 }
 
 // planners are the ways of answering a statement, in the order the
-// rewriter tries them: of the first four, the first whose shape the
+// rewriter tries them: of the first five, the first whose shape the
 // statement has (the single-table planner's is any); then, while none has
 // answered the statement whole (no plan, or a Substitute counting its
 // APPROX_COUNT_DISTINCT exactly), the star join and the nested
@@ -28,6 +28,7 @@ type planner struct {
 var planners = []planner{
 	{shape: overlapShape, plan: onSelect(planOverlap)},
 	{shape: retentionShape, plan: onSelect(planRetention)},
+	{shape: firstSeenShape, plan: onSelect(planFirstSeen)},
 	{shape: topkShape, plan: onSelect(planTopK)},
 	{shape: anySelect, plan: onSelect(planSingle)},
 	{plan: onSelect(planWholeStarJoin), none: notAJoin, prefix: "as a join: "},

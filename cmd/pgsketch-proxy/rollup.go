@@ -158,7 +158,7 @@ func rollupCreate(ctx context.Context, a *app, args []string) error {
 type rollupDefinition struct {
 	table, timeCol, grain, tz, late, levels string
 	dims, distinct, sum, minCols, maxCols   string
-	theta, topk                             string
+	theta, topk, firstSeen                  string
 	thetaLgK, topkSize, log2m, regwidth     int
 }
 
@@ -174,6 +174,8 @@ func definitionFlags(f *flags) *rollupDefinition {
 	f.IntVar(&d.thetaLgK, "theta-lgk", 12, "Theta sketch nominal entries 2^lgk (5..16); up to 8·2^lgk bytes per rollup row")
 	f.StringVar(&d.topk, "topk", "", "comma-separated columns to keep frequent-items summaries of, for top-k queries: smallint, integer, bigint, text or varchar")
 	f.IntVar(&d.topkSize, "topk-size", 1024, "counters per top-k summary: a power of two from 16 to 65536")
+	f.StringVar(&d.firstSeen, "first-seen", "", "key column (one the rollup reads, e.g. a --distinct column) to keep each key's first bucket of, exactly, "+
+		"for new-user counts: users by first-seen day, week or month, new users in a range")
 	f.Bool("count", true, "store the row count per bucket (always on: every rollup has row_count)")
 	f.StringVar(&d.sum, "sum", "", "comma-separated columns to store SUM partials of")
 	f.StringVar(&d.minCols, "min", "", "comma-separated columns to store MIN partials of")
@@ -212,6 +214,11 @@ func (d *rollupDefinition) create(ctx context.Context, conn *pgx.Conn, name stri
 	}
 	for _, g := range grains {
 		if _, err := tx.Exec(ctx, `SELECT pgsketch.add_rollup_level($1, $2)`, name, g); err != nil {
+			return "", explain(err)
+		}
+	}
+	if d.firstSeen != "" {
+		if _, err := tx.Exec(ctx, `SELECT pgsketch.add_first_seen($1, $2)`, name, strings.TrimSpace(d.firstSeen)); err != nil {
 			return "", explain(err)
 		}
 	}

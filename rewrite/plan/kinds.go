@@ -7,7 +7,7 @@ import (
 )
 
 // Plan is how to answer one query. The set of plans is closed: *Rollup,
-// *Substitute, *Overlap, *Retention, *TopK and *Nested. A plan kind is its
+// *Substitute, *Overlap, *Retention, *TopK, *Nested and *FirstSeen. A plan kind is its
 // type here, the planner that makes it (package rewrite) and its case in
 // the executor's switch (package exec); what else the proxy must know of
 // a plan before it runs it is in its Facts.
@@ -191,12 +191,28 @@ func (p *Nested) SQLWith(shapes []string) string {
 	return b.String()
 }
 
+// FirstSeen counts keys by their first bucket (new users per day, new
+// users in a range) from a rollup's first-seen bookkeeping
+// (catalog.FirstSeen), exactly: SQL is the query with its per-key
+// subquery (SELECT key, f(min(time)) ... GROUP BY key [HAVING a range of
+// min(time)]) replaced by the rows of pgsketch.first_seen, one per bucket
+// with its number of keys, and each count(*) over it by their sum.
+// PostgreSQL shapes the answer; the function refuses (55000) where its
+// tables cannot say exactly, and the statement is then answered by
+// PostgreSQL. Refs lists the client's $n the SQL references.
+type FirstSeen struct {
+	Head
+	SQL  string
+	Refs []int
+}
+
 func (*Rollup) sealed()     {}
 func (*Substitute) sealed() {}
 func (*Overlap) sealed()    {}
 func (*Retention) sealed()  {}
 func (*TopK) sealed()       {}
 func (*Nested) sealed()     {}
+func (*FirstSeen) sealed()  {}
 
 func (p *Rollup) Fetches() []*Rollup     { return []*Rollup{p} }
 func (p *Substitute) Fetches() []*Rollup { return nil }
@@ -204,6 +220,7 @@ func (p *Overlap) Fetches() []*Rollup    { return p.Arms }
 func (p *Retention) Fetches() []*Rollup  { return p.Arms }
 func (p *TopK) Fetches() []*Rollup       { return []*Rollup{p.Arm} }
 func (p *Nested) Fetches() []*Rollup     { return p.Arms }
+func (p *FirstSeen) Fetches() []*Rollup  { return nil }
 
 // Facts of a Rollup plan: EXPLAIN shows PostgreSQL's plans of the fetch
 // (the merge strategy's) and of the exact statement.
@@ -221,6 +238,12 @@ func (p *Rollup) Facts() Facts {
 
 // Facts of a Substitute plan: the proxy relays its statement.
 func (p *Substitute) Facts() Facts { return Facts{InText: true} }
+
+// Facts of a FirstSeen plan: EXPLAIN shows PostgreSQL's plan of its
+// statement.
+func (p *FirstSeen) Facts() Facts {
+	return Facts{InText: true, Explained: []Statement{{What: "first-seen", SQL: p.SQL, Refs: p.Refs}}}
+}
 
 // Facts of an Overlap plan.
 func (p *Overlap) Facts() Facts { return Facts{ExplainRuns: "estimate", ReadsOverlapError: true} }

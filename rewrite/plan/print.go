@@ -63,6 +63,18 @@ func (p *Substitute) Explain(verbose bool) string {
 	return strings.TrimSuffix(l.b.String(), "\n")
 }
 
+// String prints a FirstSeen plan, its statement in full.
+func (p *FirstSeen) String() string { return p.Explain(true) }
+
+// Explain prints a FirstSeen plan for EXPLAIN.
+func (p *FirstSeen) Explain(verbose bool) string {
+	l := lines{verbose: verbose}
+	l.w("first seen: keys counted by their first bucket, exactly, from the first-seen bookkeeping of rollup %s", p.Rollup)
+	l.explain(&p.Head)
+	l.sql("sql", p.SQL)
+	return l.tail(&p.Head)
+}
+
 // String prints a Retention plan, its statements in full.
 func (p *Retention) String() string { return p.Explain(true) }
 
@@ -269,6 +281,9 @@ func (p *Rollup) Statements() []string {
 
 // Statements lists a Substitute plan's statement.
 func (p *Substitute) Statements() []string { return nonEmpty(p.SQL, p.Guard) }
+
+// Statements lists a FirstSeen plan's statements.
+func (p *FirstSeen) Statements() []string { return nonEmpty(p.SQL, p.Guard) }
 
 // Statements lists an Overlap plan's statements.
 func (p *Overlap) Statements() []string { return append(armsSQL(p.Arms), nonEmpty(p.Guard)...) }

@@ -25,8 +25,8 @@ const (
 
 // Prefilter reports whether sql could be rewritten at all: whether it
 // mentions COUNT and DISTINCT, APPROX_COUNT_DISTINCT, COUNT and INTERSECT or
-// EXCEPT, COUNT and GROUP with LIMIT or HAVING (a top-k), or pgsketch, in
-// any letter case. It allocates nothing and runs in time linear in
+// EXCEPT, COUNT and GROUP with LIMIT or HAVING (a top-k) or MIN (keys by
+// their first time), or pgsketch, in any letter case. It allocates nothing and runs in time linear in
 // len(sql).
 func Prefilter(sql string) bool {
 	// One pass over sql: every word the rule names starts with a letter no
@@ -50,7 +50,7 @@ func Prefilter(sql string) bool {
 
 // prefilterWords is the set of words Prefilter has met, a bit per word of
 // prefilterList.
-type prefilterWords uint8
+type prefilterWords uint16
 
 const (
 	wordCount prefilterWords = 1 << iota
@@ -61,10 +61,11 @@ const (
 	wordLimit
 	wordHaving
 	wordPgsketch
+	wordMin
 )
 
 // prefilterList holds the words in the order of their bits.
-var prefilterList = [...]string{"count", "distinct", "intersect", "except", "group", "limit", "having", "pgsketch"}
+var prefilterList = [...]string{"count", "distinct", "intersect", "except", "group", "limit", "having", "pgsketch", "min"}
 
 // prefilterStarts maps a byte to 1 + the index in prefilterList of the word
 // it starts, in either letter case, or to 0.
@@ -83,7 +84,7 @@ var prefilterStarts = func() (t [256]uint8) {
 func (w prefilterWords) rewritable() bool {
 	has := func(x prefilterWords) bool { return w&x != 0 }
 	return has(wordPgsketch) || has(wordCount) && (has(wordDistinct) || has(wordIntersect) || has(wordExcept) ||
-		has(wordGroup) && (has(wordLimit) || has(wordHaving)))
+		has(wordGroup) && (has(wordLimit) || has(wordHaving) || has(wordMin)))
 }
 
 // hasPrefixFold reports whether s starts with word (lower-case ASCII

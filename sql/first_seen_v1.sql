@@ -1,0 +1,394 @@
+-- pgsketch catalog objects, version 23: first-seen bookkeeping, the new
+-- users per bucket.
+--
+-- "How many new users each day" is a small difference of two large sets,
+-- where sketches of "users up to D" and "users before D" are too coarse to
+-- subtract (docs/accuracy.md). Instead a rollup with first-seen on a key
+-- column (a user) keeps, exactly:
+--
+-- * pgsketch.first_<rollup> (key, bucket): each key's first bucket, the
+--   bucket of min(time column) over the source's rows of that key whose
+--   bucket starts before the watermark (NULL keys are one key, as GROUP BY
+--   makes them); and
+-- * pgsketch.firstn_<rollup> (bucket, users): how many keys each bucket
+--   holds first.
+--
+-- Whether a key's first bucket is b depends only on its rows in buckets up
+-- to b. So a change in bucket x (a late row earlier than a key's first, a
+-- deleted first row, an update moving one) can move first buckets at or
+-- after x only, and a refresh that drains changes from x on recomputes
+-- every key whose first bucket is x or later from the rows from x on
+-- (keys first seen before x keep theirs): set-based SQL, a read of the
+-- source from x to the watermark. The buckets a refresh drains are noted
+-- by a statement trigger on the change log's DELETE (writers only insert
+-- into it, so their statements never fire it), so a change committed
+-- while the refresh starts is either drained and recomputed, or stays
+-- logged.
+--
+-- first_seen answers the counts of a range of whole buckets: from firstn
+-- below the watermark, and from the source's rows from the watermark on
+-- (keys absent from first_<rollup> are new there). It refuses (55000),
+-- and the proxy then answers exactly, while a change is logged before the
+-- range's end (or the watermark), while the change capture is not in
+-- place, and until a refresh has built the tables at the rollup's
+-- version. Both tables have the source's SELECT grants and the row-level
+-- policy of the rollup's tables: a role reads them only while
+-- require_source_read lets it.
+
+-- rollup_first_seen lists the rollups that keep first-seen bookkeeping:
+-- key_column is the key (a column the rollup reads); built_version the
+-- rollup version the tables were last brought up to (NULL until the first
+-- refresh after add_first_seen).
+CREATE TABLE pgsketch.rollup_first_seen (
+    rollup        text   PRIMARY KEY REFERENCES pgsketch.rollup_defs (name) ON DELETE CASCADE ON UPDATE CASCADE,
+    key_column    text   NOT NULL,
+    built_version bigint
+);
+COMMENT ON TABLE pgsketch.rollup_first_seen IS
+    'pgsketch: rollups that keep each key''s first bucket (pgsketch.first_<rollup>) and the new keys per bucket (pgsketch.firstn_<rollup>)';
+GRANT SELECT ON pgsketch.rollup_first_seen TO PUBLIC;
+
+-- first_seen_table and first_seen_counts name rollup r's tables (in
+-- schema pgsketch).
+CREATE FUNCTION pgsketch.first_seen_table(r text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    RETURN 'first_' || r;
+CREATE FUNCTION pgsketch.first_seen_counts(r text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    RETURN 'firstn_' || r;
+
+-- first_seen_bucket is the SQL of the bucket of time expression t of
+-- rollup d as the change log names it: an instant (for date and timestamp
+-- columns the wall-clock start read as UTC).
+CREATE FUNCTION pgsketch.first_seen_bucket(d pgsketch.rollup_defs, ttype text, t text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    RETURN CASE
+        WHEN ttype = 'timestamp with time zone' AND d.grain = 'hour' AND NOT pgsketch.is_utc(d.time_zone)
+            THEN format('date_trunc(''hour'', %s, %L)', t, d.time_zone)
+        WHEN ttype = 'timestamp with time zone' THEN format('date_trunc(%L, %s, %L)', d.grain, t, d.time_zone)
+        WHEN ttype = 'timestamp without time zone' THEN format('(date_trunc(%L, %s) AT TIME ZONE ''UTC'')', d.grain, t)
+        ELSE format('(date_trunc(%L, (%s)::timestamp) AT TIME ZONE ''UTC'')', d.grain, t) END;
+
+-- first_seen_bound is the literal of instant b (a bucket start as the
+-- change log names it) in the time column's type ttype.
+CREATE FUNCTION pgsketch.first_seen_bound(ttype text, b timestamptz) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    RETURN CASE
+        WHEN ttype = 'timestamp with time zone' THEN format('%L::timestamptz', to_char(b AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00')
+        WHEN ttype = 'timestamp without time zone' THEN format('%L::timestamp', b AT TIME ZONE 'UTC')
+        ELSE format('%L::date', (b AT TIME ZONE 'UTC')::date) END;
+
+-- first_seen_floor is the start of rollup d's bucket holding instant t
+-- (for date and timestamp columns, of wall-clock time t read as UTC), as
+-- the change log names buckets.
+CREATE FUNCTION pgsketch.first_seen_floor(d pgsketch.rollup_defs, ttype text, t timestamptz) RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE
+    RETURN CASE
+        WHEN ttype = 'timestamp with time zone' AND d.grain = 'hour' AND NOT pgsketch.is_utc(d.time_zone)
+            THEN date_trunc('hour', t, d.time_zone)
+        WHEN ttype = 'timestamp with time zone' THEN date_trunc(d.grain, t, d.time_zone)
+        ELSE date_trunc(d.grain, t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' END;
+
+-- add_first_seen makes rollup r keep first-seen bookkeeping of key column
+-- col; the next refresh builds it. Only the rollup table's owner may, col
+-- must be a column the rollup reads (its changes are then captured), and
+-- the source may not be distributed by Citus.
+CREATE FUNCTION pgsketch.add_first_seen(r text, col text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    d pgsketch.rollup_defs;
+    src regclass;
+    dst regclass;
+    ktype text;
+    kcoll oid;
+BEGIN
+    PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
+    SELECT * INTO d FROM pgsketch.rollup_defs WHERE name = r;
+    PERFORM pgsketch.raise_unless(FOUND, '42704', format('rollup %L does not exist', r));
+    src := to_regclass(format('%I.%I', d.source_schema, d.source_table));
+    dst := to_regclass(format('%I.%I', d.rollup_schema, d.rollup_table));
+    PERFORM pgsketch.raise_unless(src IS NOT NULL AND dst IS NOT NULL, '42P01',
+        format('the source or the table of rollup %L does not exist', r));
+    PERFORM pgsketch.raise_unless(pg_has_role((SELECT relowner FROM pg_class WHERE oid = dst), 'USAGE'), '42501',
+        format('must be the owner of rollup table %s to add first-seen bookkeeping to rollup %L', dst, r));
+    PERFORM pgsketch.raise_unless(NOT EXISTS (SELECT FROM pgsketch.rollup_first_seen f WHERE f.rollup = r), '42710',
+        format('rollup %L already keeps first-seen bookkeeping', r),
+        format('Remove it first: SELECT pgsketch.drop_first_seen(%L).', r));
+    PERFORM pgsketch.raise_unless(NOT pgsketch.distributed(src), '0A000',
+        format('%s is distributed by Citus: first-seen bookkeeping is not supported on such sources yet', src));
+    SELECT format_type(a.atttypid, a.atttypmod), a.attcollation INTO ktype, kcoll
+      FROM pg_attribute a WHERE a.attrelid = src AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    PERFORM pgsketch.raise_unless(ktype IS NOT NULL, '42703', format('column %I of %s does not exist', col, src));
+    PERFORM pgsketch.raise_unless(col = ANY (pgsketch.read_columns(d)), '22023',
+        format('rollup %L does not read column %I, so its changes would not be captured', r, col),
+        'Give the rollup a measure of the column (rollup create --hll COL) and add first-seen to that rollup.');
+    PERFORM pgsketch.raise_unless(col <> d.time_column, '22023',
+        format('the first-seen key cannot be the time column %I', col));
+    EXECUTE format('CREATE TABLE pgsketch.%I (key %s%s, bucket timestamptz NOT NULL, CONSTRAINT %I UNIQUE NULLS NOT DISTINCT (key))',
+                   pgsketch.first_seen_table(r), ktype,
+                   CASE WHEN kcoll <> 0 THEN format(' COLLATE %s', (SELECT format('%I.%I', n.nspname, c.collname)
+                                                                       FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace
+                                                                      WHERE c.oid = kcoll)) ELSE '' END,
+                   pgsketch.first_seen_table(r) || '_key');
+    EXECUTE format('CREATE INDEX ON pgsketch.%I (bucket)', pgsketch.first_seen_table(r));
+    EXECUTE format('CREATE TABLE pgsketch.%I (bucket timestamptz PRIMARY KEY, users bigint NOT NULL)', pgsketch.first_seen_counts(r));
+    INSERT INTO pgsketch.rollup_first_seen (rollup, key_column) VALUES (r, col);
+    PERFORM pgsketch.protect_tables(r);
+END $$;
+
+-- drop_first_seen removes rollup r's first-seen bookkeeping (nothing when
+-- it has none).
+CREATE FUNCTION pgsketch.drop_first_seen(r text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
+    EXECUTE format('DROP TABLE IF EXISTS pgsketch.%I, pgsketch.%I', pgsketch.first_seen_table(r), pgsketch.first_seen_counts(r));
+    DELETE FROM pgsketch.rollup_first_seen f WHERE f.rollup = r;
+END $$;
+
+-- drop_rollup (version 23): the first-seen bookkeeping goes too.
+ALTER FUNCTION pgsketch.drop_rollup(text, boolean) RENAME TO drop_rollup_v6;
+CREATE FUNCTION pgsketch.drop_rollup(name text, if_exists boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pgsketch.rollup_defs r WHERE r.name = drop_rollup.name) THEN
+        PERFORM pgsketch.drop_first_seen(name);
+    END IF;
+    PERFORM pgsketch.drop_rollup_v6(name, if_exists);
+END $$;
+
+-- protect_tables (version 23): version 18's, then the first-seen tables
+-- get the source's SELECT grants and the same policy.
+ALTER FUNCTION pgsketch.protect_tables(text) RENAME TO protect_tables_v18;
+CREATE FUNCTION pgsketch.protect_tables(r text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t regclass;
+    src regclass := (SELECT to_regclass(format('%I.%I', d.source_schema, d.source_table))
+                       FROM pgsketch.rollup_defs d WHERE d.name = r);
+BEGIN
+    PERFORM pgsketch.protect_tables_v18(r);
+    FOR t IN SELECT x FROM unnest(ARRAY[to_regclass(format('pgsketch.%I', pgsketch.first_seen_table(r))),
+                                        to_regclass(format('pgsketch.%I', pgsketch.first_seen_counts(r)))]) x
+              WHERE x IS NOT NULL LOOP
+        IF NOT pg_has_role((SELECT relowner FROM pg_class WHERE oid = t), 'USAGE') THEN
+            RAISE WARNING 'pgsketch: cannot protect % of rollup % with row-level security: only its owner can', t, r;
+            CONTINUE;
+        END IF;
+        IF src IS NOT NULL THEN
+            PERFORM pgsketch.copy_select_grants(src, t);
+        END IF;
+        CONTINUE WHEN (SELECT relrowsecurity FROM pg_class WHERE oid = t)
+            AND EXISTS (SELECT FROM pg_policy p WHERE p.polrelid = t AND p.polname = 'pgsketch_source_readers');
+        EXECUTE format('DROP POLICY IF EXISTS pgsketch_source_readers ON %s', t);
+        EXECUTE format('CREATE POLICY pgsketch_source_readers ON %s FOR SELECT TO PUBLIC USING ((SELECT pgsketch.require_source_read(%L)))', t, r);
+        EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t);
+    END LOOP;
+END $$;
+
+-- first_seen_drained notes, per rollup, the earliest bucket a DELETE from
+-- the change log removed in this transaction, in the setting
+-- pgsketch.drained_<rollup>: refresh_finish recomputes first buckets from
+-- there on. Only refreshes (and capture_remove) delete from the log.
+CREATE FUNCTION pgsketch.first_seen_drained() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    g record;
+    was text;
+BEGIN
+    FOR g IN SELECT o.rollup, min(o.bucket) AS b FROM pgsketch_gone o
+              WHERE o.rollup IN (SELECT f.rollup FROM pgsketch.rollup_first_seen f) GROUP BY o.rollup LOOP
+        was := nullif(current_setting('pgsketch.drained_' || g.rollup, true), '');
+        IF was IS NULL OR g.b < was::timestamptz THEN
+            PERFORM set_config('pgsketch.drained_' || g.rollup, g.b::text, true);
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER first_seen_drained AFTER DELETE ON pgsketch.rollup_dirty
+    REFERENCING OLD TABLE AS pgsketch_gone
+    FOR EACH STATEMENT EXECUTE FUNCTION pgsketch.first_seen_drained();
+
+-- refresh_begin (version 23): the first-seen note of drained buckets is
+-- cleared, then version 22's.
+ALTER FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer) RENAME TO refresh_begin_v22;
+CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
+                                       from_time text DEFAULT NULL, to_time text DEFAULT NULL,
+                                       parts integer DEFAULT 1)
+    RETURNS TABLE (lo timestamptz, hi timestamptz, read_sql text[], ndims integer, fields text[], write_sql text,
+                   ranged boolean, bucket_zone text, time_kind text, grain text)
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM set_config('pgsketch.drained_' || r, '', true);
+    RETURN QUERY SELECT * FROM pgsketch.refresh_begin_v22(r, full_rebuild, from_time, to_time, parts);
+END $$;
+
+-- first_seen_update brings rollup r's first-seen tables up to the
+-- refresh in progress: every key whose first bucket is at or after x
+-- (all, for NULL) is recomputed from the source's rows from x to the
+-- watermark.
+CREATE FUNCTION pgsketch.first_seen_update(r text, x timestamptz) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    d pgsketch.rollup_defs;
+    f pgsketch.rollup_first_seen;
+    src regclass;
+    ttype text;
+    ft text := format('pgsketch.%I', pgsketch.first_seen_table(r));
+    fn text := format('pgsketch.%I', pgsketch.first_seen_counts(r));
+BEGIN
+    SELECT * INTO d FROM pgsketch.rollup_defs WHERE name = r;
+    SELECT * INTO f FROM pgsketch.rollup_first_seen WHERE rollup = r;
+    src := to_regclass(format('%I.%I', d.source_schema, d.source_table));
+    ttype := pgsketch.base_type(src, d.time_column);
+    IF x IS NULL THEN
+        EXECUTE format('TRUNCATE %s, %s', ft, fn);
+    ELSE
+        EXECUTE format('DELETE FROM %s WHERE bucket >= $1', ft) USING x;
+        EXECUTE format('DELETE FROM %s WHERE bucket >= $1', fn) USING x;
+    END IF;
+    IF d.watermark IS NOT NULL THEN
+        EXECUTE format('INSERT INTO %s (key, bucket) SELECT s.%I, %s FROM %s s WHERE s.%I < %s%s GROUP BY s.%I ON CONFLICT (key) DO NOTHING',
+                       ft, f.key_column, pgsketch.first_seen_bucket(d, ttype, format('min(s.%I)', d.time_column)), src,
+                       d.time_column, pgsketch.first_seen_bound(ttype, d.watermark),
+                       CASE WHEN x IS NULL THEN '' ELSE format(' AND s.%I >= %s', d.time_column, pgsketch.first_seen_bound(ttype, x)) END,
+                       f.key_column);
+        IF x IS NULL THEN
+            EXECUTE format('INSERT INTO %s (bucket, users) SELECT bucket, count(*) FROM %s GROUP BY bucket', fn, ft);
+        ELSE
+            EXECUTE format('INSERT INTO %s (bucket, users) SELECT bucket, count(*) FROM %s WHERE bucket >= $1 GROUP BY bucket', fn, ft)
+                USING x;
+        END IF;
+    END IF;
+    UPDATE pgsketch.rollup_first_seen SET built_version = d.version WHERE rollup = r;
+END $$;
+
+-- refresh_finish (version 23): version 18's, then the first-seen tables:
+-- recomputed from the earliest bucket the refresh rebuilt or drained (all
+-- of them for a full refresh, or tables not built at the rollup's last
+-- version).
+ALTER FUNCTION pgsketch.refresh_finish(text, timestamptz, boolean) RENAME TO refresh_finish_v18;
+CREATE FUNCTION pgsketch.refresh_finish(r text, lo timestamptz, ranged boolean)
+    RETURNS TABLE (version bigint, watermark timestamptz, rollup_rows bigint)
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f pgsketch.rollup_first_seen;
+    was bigint := (SELECT d.version FROM pgsketch.rollup_defs d WHERE d.name = r);
+    drained timestamptz := nullif(current_setting('pgsketch.drained_' || r, true), '')::timestamptz;
+    x timestamptz;
+BEGIN
+    SELECT * INTO version, watermark, rollup_rows FROM pgsketch.refresh_finish_v18(r, lo, ranged);
+    SELECT * INTO f FROM pgsketch.rollup_first_seen WHERE rollup = r;
+    IF FOUND THEN
+        x := CASE WHEN lo IS NULL OR f.built_version IS DISTINCT FROM was THEN NULL
+                  WHEN drained IS NOT NULL AND drained < lo THEN drained
+                  ELSE lo END;
+        PERFORM pgsketch.first_seen_update(r, x);
+    END IF;
+    PERFORM set_config('pgsketch.drained_' || r, '', true);
+    RETURN NEXT;
+END $$;
+
+-- first_seen returns, per bucket of [lo, hi) (NULL: unbounded), how many
+-- keys of rollup r's source have their first row in it (only buckets that
+-- have some). lo and hi must be bucket starts as the change log names
+-- them. It fails with 55000 where the bookkeeping cannot answer exactly
+-- (and the proxy answers from the source), with 42501 where the role may
+-- not read the source.
+CREATE FUNCTION pgsketch.first_seen(r text, lo timestamptz, hi timestamptz)
+    RETURNS TABLE (bucket timestamptz, users bigint)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    d pgsketch.rollup_defs;
+    f pgsketch.rollup_first_seen;
+    src regclass;
+    ttype text;
+    why text;
+    upto timestamptz;
+    tbl regclass;
+    pending boolean;
+    bk text;
+BEGIN
+    PERFORM pgsketch.require_source_read(r);
+    SELECT * INTO d FROM pgsketch.rollup_defs x WHERE x.name = r;
+    SELECT * INTO f FROM pgsketch.rollup_first_seen x WHERE x.rollup = r;
+    src := to_regclass(format('%I.%I', d.source_schema, d.source_table));
+    ttype := pgsketch.base_type(src, d.time_column);
+    why := CASE
+        WHEN f.rollup IS NULL THEN 'it keeps no first-seen bookkeeping'
+        WHEN f.built_version IS DISTINCT FROM d.version THEN 'its first-seen bookkeeping is built by the next refresh'
+        ELSE pgsketch.capture_broken(r) END;
+    IF why IS NULL AND (lo <> pgsketch.first_seen_floor(d, ttype, lo) OR hi <> pgsketch.first_seen_floor(d, ttype, hi)) THEN
+        why := format('the range does not start and end on %s buckets', d.grain);
+    END IF;
+    -- Every first bucket before upto must be exact: no change logged before it.
+    upto := CASE WHEN hi IS NULL OR hi > d.watermark THEN d.watermark ELSE hi END;
+    IF why IS NULL AND EXISTS (SELECT FROM pgsketch.rollup_dirty x WHERE x.rollup = r AND x.bucket < upto) THEN
+        why := 'its source changed before the end of the range since its last refresh';
+    END IF;
+    tbl := to_regclass(format('pgsketch.%I', pgsketch.inserts_table(r)));
+    IF why IS NULL AND tbl IS NOT NULL THEN
+        EXECUTE format('SELECT EXISTS (SELECT FROM %s x WHERE x.pgsketch_bucket < $1)', tbl) INTO pending USING upto;
+        IF pending THEN
+            why := 'rows were inserted before the end of the range since its last refresh';
+        END IF;
+    END IF;
+    IF why IS NULL AND lo IS NULL AND hi IS NULL
+       AND NOT (SELECT a.attnotnull FROM pg_attribute a WHERE a.attrelid = src AND a.attname = d.time_column) THEN
+        -- Keys whose rows all have no time have no first bucket: the
+        -- answer would lack their group.
+        EXECUTE format('SELECT EXISTS (SELECT FROM %s s WHERE s.%I IS NULL)', src, d.time_column) INTO pending;
+        IF pending THEN
+            why := format('rows of %s have no %I', src, d.time_column);
+        END IF;
+    END IF;
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format('pgsketch: first-seen of rollup %s not used: %s', r, why),
+            HINT = CASE WHEN why LIKE 'the range %' OR why LIKE 'rows of %' OR why LIKE 'it keeps %' THEN ''
+                        ELSE format('SELECT pgsketch.refresh_rollup(%L) through pgsketch-proxy brings it up to date.', r) END;
+    END IF;
+    RETURN QUERY EXECUTE format('SELECT c.bucket, c.users FROM pgsketch.%I c WHERE ($1 IS NULL OR c.bucket >= $1) AND c.bucket < $2',
+                                pgsketch.first_seen_counts(r))
+        USING lo, upto;
+    IF hi IS NULL OR hi > d.watermark THEN
+        -- Keys first seen from the watermark on: their rows there, less
+        -- the keys seen before it.
+        bk := pgsketch.first_seen_bucket(d, ttype, format('min(s.%I)', d.time_column));
+        RETURN QUERY EXECUTE format(
+            'WITH n AS MATERIALIZED (SELECT s.%1$I AS k, %2$s AS b FROM %3$s s WHERE s.%4$I >= %5$s GROUP BY s.%1$I)
+             SELECT u.b, count(*) FROM (
+                 SELECT n.b FROM n WHERE n.k IS NOT NULL AND NOT EXISTS (SELECT FROM pgsketch.%6$I p WHERE p.key = n.k)
+                 UNION ALL
+                 SELECT n.b FROM n WHERE n.k IS NULL AND NOT EXISTS (SELECT FROM pgsketch.%6$I p WHERE p.key IS NULL)) u
+              WHERE ($1 IS NULL OR u.b >= $1) AND ($2 IS NULL OR u.b < $2)
+              GROUP BY u.b',
+            f.key_column, bk, src, d.time_column, pgsketch.first_seen_bound(ttype, d.watermark), pgsketch.first_seen_table(r))
+            USING lo, hi;
+    END IF;
+END $$;
+COMMENT ON FUNCTION pgsketch.first_seen(text, timestamptz, timestamptz) IS
+    'per bucket of [lo, hi), the number of keys of rollup r''s source whose first row is in it; 55000 where its first-seen bookkeeping cannot say exactly';
+
+-- catalog (version 23): version 21's, and per rollup first_seen: its
+-- first-seen key column and whether the tables are built at its version,
+-- or null.
+ALTER FUNCTION pgsketch.catalog() RENAME TO catalog_v21;
+CREATE FUNCTION pgsketch.catalog() RETURNS json
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    SET jit = off
+    RETURN (
+    SELECT coalesce(json_agg((c.r::jsonb || jsonb_build_object('first_seen',
+               (SELECT jsonb_build_object('key', f.key_column, 'built', f.built_version IS NOT DISTINCT FROM d.version)
+                  FROM pgsketch.rollup_first_seen f JOIN pgsketch.rollup_defs d ON d.name = f.rollup
+                 WHERE f.rollup = c.r->>'name')))::json ORDER BY c.o), '[]')
+      FROM json_array_elements(pgsketch.catalog_v21()) WITH ORDINALITY AS c(r, o));
