@@ -1,5 +1,5 @@
 -- Removes version 23: every rollup's first-seen tables are dropped, and
--- drop_rollup, protect_tables, refresh_begin, refresh_finish and catalog
+-- drop_rollup, protect_tables, refresh_finish and catalog
 -- go back to their earlier versions.
 DO $$
 DECLARE
@@ -15,14 +15,31 @@ DROP FUNCTION pgsketch.first_seen(text, timestamptz, timestamptz);
 DROP FUNCTION pgsketch.refresh_finish(text, timestamptz, boolean);
 ALTER FUNCTION pgsketch.refresh_finish_v18(text, timestamptz, boolean) RENAME TO refresh_finish;
 DROP FUNCTION pgsketch.first_seen_update(text, timestamptz);
-DROP FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer);
-ALTER FUNCTION pgsketch.refresh_begin_v22(text, boolean, text, text, integer) RENAME TO refresh_begin;
-DROP TRIGGER first_seen_drained ON pgsketch.rollup_dirty;
-DROP FUNCTION pgsketch.first_seen_drained();
 DROP FUNCTION pgsketch.protect_tables(text);
 ALTER FUNCTION pgsketch.protect_tables_v18(text) RENAME TO protect_tables;
-DROP FUNCTION pgsketch.drop_rollup(text, boolean);
-ALTER FUNCTION pgsketch.drop_rollup_v6(text, boolean) RENAME TO drop_rollup;
+CREATE OR REPLACE FUNCTION pgsketch.drop_rollup(name text, if_exists boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    d pgsketch.rollup_defs;
+    l pgsketch.rollup_levels;
+BEGIN
+    PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(name));
+    SELECT * INTO d FROM pgsketch.rollup_defs r WHERE r.name = drop_rollup.name;
+    IF NOT FOUND THEN
+        IF if_exists THEN
+            RAISE NOTICE 'rollup % does not exist, skipping', name;
+            RETURN;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('rollup %L does not exist', name);
+    END IF;
+    PERFORM pgsketch.capture_remove(name);
+    FOR l IN SELECT * FROM pgsketch.rollup_levels x WHERE x.rollup = drop_rollup.name LOOP
+        EXECUTE format('DROP TABLE IF EXISTS %I.%I', l.table_schema, l.table_name);
+    END LOOP;
+    EXECUTE format('DROP TABLE IF EXISTS %I.%I', d.rollup_schema, d.rollup_table);
+    DELETE FROM pgsketch.rollup_defs r WHERE r.name = drop_rollup.name;
+END $$;
 DROP FUNCTION pgsketch.drop_first_seen(text);
 DROP FUNCTION pgsketch.add_first_seen(text, text);
 DROP FUNCTION pgsketch.first_seen_floor(pgsketch.rollup_defs, text, timestamptz);

@@ -78,9 +78,12 @@ func planFirstSeen(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, 
 	if why != "" {
 		return nil, "first seen: " + why
 	}
-	if why := outerReads(s, fi.Alias, pk); why != "" {
+	read, why := outerReads(s, fi.Alias, pk)
+	if why != "" {
 		return nil, "first seen: " + why
 	}
+	// Periods the outer query does not read are left out.
+	pk.order = slices.DeleteFunc(pk.order, func(name string) bool { return !read[name] })
 	if why := unanswerable(&syntax.Select{Targets: []syntax.Target{{Expr: &syntax.ColRef{Parts: []string{pk.key}}}}, From: []syntax.FromItem{pk.from}}, sess); why != "" {
 		return nil, "first seen: " + why
 	}
@@ -193,9 +196,11 @@ func isMin(e syntax.Expr) bool {
 }
 
 // outerReads checks that the outer query reads only the subquery's
-// periods and count(*), through the subquery's alias or unqualified.
-func outerReads(s *syntax.Select, alias string, pk perKey) string {
+// periods and count(*), through the subquery's alias or unqualified, and
+// returns the periods it reads.
+func outerReads(s *syntax.Select, alias string, pk perKey) (map[string]bool, string) {
 	why := ""
+	read := map[string]bool{}
 	outputs := map[string]bool{}
 	for _, t := range s.Targets {
 		if t.Name != "" {
@@ -216,6 +221,7 @@ func outerReads(s *syntax.Select, alias string, pk perKey) string {
 				if _, ok := pk.periods[name]; !ok || len(x.Parts) > 2 || len(x.Parts) == 2 && x.Parts[0] != alias {
 					why = "the query reads " + syntax.SQL(x, nil) + ", not one of the subquery's periods"
 				}
+				read[name] = true
 			case *syntax.FuncCall:
 				switch classifyAgg(x) {
 				case countRows:
@@ -233,7 +239,7 @@ func outerReads(s *syntax.Select, alias string, pk perKey) string {
 			return why == ""
 		})
 	})
-	return why
+	return read, why
 }
 
 // match plans the count against rollup r.

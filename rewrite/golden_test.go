@@ -270,7 +270,8 @@ func testCatalog() *catalog.Snapshot {
 				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_month"}},
 				{Grain: catalog.Week, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_week"}},
 			},
-			Inserts: &catalog.Table{Schema: "pgsketch", Name: "inserts_events_daily"},
+			Inserts:   &catalog.Table{Schema: "pgsketch", Name: "inserts_events_daily"},
+			FirstSeen: &catalog.FirstSeen{Key: "user_id", Built: true},
 		},
 		{
 			Name: "events_hourly", Source: catalog.Table{Schema: "public", Name: "events"},
@@ -288,6 +289,7 @@ func testCatalog() *catalog.Snapshot {
 			Dimensions: []catalog.Dimension{{Column: "site", Type: "text"}},
 			Measures:   []catalog.Measure{rows, hll("visitor_id", "bigint"), theta("visitor_id", "bigint")},
 			Watermark:  wm, Version: 4, Rows: 900,
+			FirstSeen: &catalog.FirstSeen{Key: "visitor_id", Built: true},
 		},
 		{
 			Name: "secrets_daily", Source: catalog.Table{Schema: "public", Name: "secrets"}, SourceRLS: true,
@@ -312,6 +314,7 @@ func testCatalog() *catalog.Snapshot {
 			Dimensions: []catalog.Dimension{{Column: "country", Type: "text", DistinctValues: 20}},
 			Measures:   []catalog.Measure{rows, hll("user_id", "bigint")},
 			Watermark:  wm, Version: 3, Rows: 3000,
+			FirstSeen: &catalog.FirstSeen{Key: "user_id", Built: true},
 		},
 		{
 			Name: "orders_monthly", Source: catalog.Table{Schema: "public", Name: "orders"},
@@ -329,6 +332,7 @@ func testCatalog() *catalog.Snapshot {
 			TimeColumn: "shipped_on", TimeType: catalog.Date, Grain: catalog.Day, TimeZone: "UTC",
 			Measures:  []catalog.Measure{rows, hll("customer_id", "integer")},
 			Watermark: time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC), Version: 4, Rows: 150,
+			FirstSeen: &catalog.FirstSeen{Key: "customer_id", Built: true},
 			Levels: []catalog.Level{
 				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily_month"}},
 				{Grain: catalog.Week, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "shipments_daily_week"}},
@@ -341,6 +345,7 @@ func testCatalog() *catalog.Snapshot {
 			Dimensions: []catalog.Dimension{{Column: "plan", Type: "text"}},
 			Measures:   []catalog.Measure{rows, hll("email", "text")},
 			Watermark:  time.Date(2024, 5, 31, 22, 0, 0, 0, time.UTC), Version: 1, Rows: 700,
+			FirstSeen: &catalog.FirstSeen{Key: "email"},
 		},
 		{
 			Name: "arrivals_havana", Source: catalog.Table{Schema: "public", Name: "arrivals"},

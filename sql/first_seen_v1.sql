@@ -19,11 +19,9 @@
 -- after x only, and a refresh that drains changes from x on recomputes
 -- every key whose first bucket is x or later from the rows from x on
 -- (keys first seen before x keep theirs): set-based SQL, a read of the
--- source from x to the watermark. The buckets a refresh drains are noted
--- by a statement trigger on the change log's DELETE (writers only insert
--- into it, so their statements never fire it), so a change committed
--- while the refresh starts is either drained and recomputed, or stays
--- logged.
+-- source from x to the watermark. x is the earliest bucket the refresh
+-- rebuilds, which is never after a logged bucket it drains; a change
+-- committed after the drain stays logged.
 --
 -- first_seen answers the counts of a range of whole buckets: from firstn
 -- below the watermark, and from the source's rows from the watermark on
@@ -148,16 +146,32 @@ BEGIN
     DELETE FROM pgsketch.rollup_first_seen f WHERE f.rollup = r;
 END $$;
 
--- drop_rollup (version 23): the first-seen bookkeeping goes too.
-ALTER FUNCTION pgsketch.drop_rollup(text, boolean) RENAME TO drop_rollup_v6;
-CREATE FUNCTION pgsketch.drop_rollup(name text, if_exists boolean DEFAULT false) RETURNS void
+-- drop_rollup (version 23): version 6's, and the first-seen bookkeeping
+-- goes too. (Written whole: version 6's body names its parameters by the
+-- function's name.)
+CREATE OR REPLACE FUNCTION pgsketch.drop_rollup(name text, if_exists boolean DEFAULT false) RETURNS void
     LANGUAGE plpgsql
     SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    d pgsketch.rollup_defs;
+    l pgsketch.rollup_levels;
 BEGIN
-    IF EXISTS (SELECT FROM pgsketch.rollup_defs r WHERE r.name = drop_rollup.name) THEN
-        PERFORM pgsketch.drop_first_seen(name);
+    PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(name));
+    SELECT * INTO d FROM pgsketch.rollup_defs r WHERE r.name = drop_rollup.name;
+    IF NOT FOUND THEN
+        IF if_exists THEN
+            RAISE NOTICE 'rollup % does not exist, skipping', name;
+            RETURN;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('rollup %L does not exist', name);
     END IF;
-    PERFORM pgsketch.drop_rollup_v6(name, if_exists);
+    PERFORM pgsketch.drop_first_seen(name);
+    PERFORM pgsketch.capture_remove(name);
+    FOR l IN SELECT * FROM pgsketch.rollup_levels x WHERE x.rollup = drop_rollup.name LOOP
+        EXECUTE format('DROP TABLE IF EXISTS %I.%I', l.table_schema, l.table_name);
+    END LOOP;
+    EXECUTE format('DROP TABLE IF EXISTS %I.%I', d.rollup_schema, d.rollup_table);
+    DELETE FROM pgsketch.rollup_defs r WHERE r.name = drop_rollup.name;
 END $$;
 
 -- protect_tables (version 23): version 18's, then the first-seen tables
@@ -188,45 +202,6 @@ BEGIN
         EXECUTE format('CREATE POLICY pgsketch_source_readers ON %s FOR SELECT TO PUBLIC USING ((SELECT pgsketch.require_source_read(%L)))', t, r);
         EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t);
     END LOOP;
-END $$;
-
--- first_seen_drained notes, per rollup, the earliest bucket a DELETE from
--- the change log removed in this transaction, in the setting
--- pgsketch.drained_<rollup>: refresh_finish recomputes first buckets from
--- there on. Only refreshes (and capture_remove) delete from the log.
-CREATE FUNCTION pgsketch.first_seen_drained() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    g record;
-    was text;
-BEGIN
-    FOR g IN SELECT o.rollup, min(o.bucket) AS b FROM pgsketch_gone o
-              WHERE o.rollup IN (SELECT f.rollup FROM pgsketch.rollup_first_seen f) GROUP BY o.rollup LOOP
-        was := nullif(current_setting('pgsketch.drained_' || g.rollup, true), '');
-        IF was IS NULL OR g.b < was::timestamptz THEN
-            PERFORM set_config('pgsketch.drained_' || g.rollup, g.b::text, true);
-        END IF;
-    END LOOP;
-    RETURN NULL;
-END $$;
-CREATE TRIGGER first_seen_drained AFTER DELETE ON pgsketch.rollup_dirty
-    REFERENCING OLD TABLE AS pgsketch_gone
-    FOR EACH STATEMENT EXECUTE FUNCTION pgsketch.first_seen_drained();
-
--- refresh_begin (version 23): the first-seen note of drained buckets is
--- cleared, then version 22's.
-ALTER FUNCTION pgsketch.refresh_begin(text, boolean, text, text, integer) RENAME TO refresh_begin_v22;
-CREATE FUNCTION pgsketch.refresh_begin(r text, full_rebuild boolean DEFAULT false,
-                                       from_time text DEFAULT NULL, to_time text DEFAULT NULL,
-                                       parts integer DEFAULT 1)
-    RETURNS TABLE (lo timestamptz, hi timestamptz, read_sql text[], ndims integer, fields text[], write_sql text,
-                   ranged boolean, bucket_zone text, time_kind text, grain text)
-    LANGUAGE plpgsql
-    SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM set_config('pgsketch.drained_' || r, '', true);
-    RETURN QUERY SELECT * FROM pgsketch.refresh_begin_v22(r, full_rebuild, from_time, to_time, parts);
 END $$;
 
 -- first_seen_update brings rollup r's first-seen tables up to the
@@ -271,9 +246,10 @@ BEGIN
 END $$;
 
 -- refresh_finish (version 23): version 18's, then the first-seen tables:
--- recomputed from the earliest bucket the refresh rebuilt or drained (all
--- of them for a full refresh, or tables not built at the rollup's last
--- version).
+-- recomputed from lo, the earliest bucket the refresh rebuilt (every
+-- logged bucket it drained is lo or later: refresh_begin moves lo back
+-- to the earliest), or whole for a full refresh or tables not built at
+-- the rollup's last version.
 ALTER FUNCTION pgsketch.refresh_finish(text, timestamptz, boolean) RENAME TO refresh_finish_v18;
 CREATE FUNCTION pgsketch.refresh_finish(r text, lo timestamptz, ranged boolean)
     RETURNS TABLE (version bigint, watermark timestamptz, rollup_rows bigint)
@@ -282,18 +258,12 @@ CREATE FUNCTION pgsketch.refresh_finish(r text, lo timestamptz, ranged boolean)
 DECLARE
     f pgsketch.rollup_first_seen;
     was bigint := (SELECT d.version FROM pgsketch.rollup_defs d WHERE d.name = r);
-    drained timestamptz := nullif(current_setting('pgsketch.drained_' || r, true), '')::timestamptz;
-    x timestamptz;
 BEGIN
     SELECT * INTO version, watermark, rollup_rows FROM pgsketch.refresh_finish_v18(r, lo, ranged);
     SELECT * INTO f FROM pgsketch.rollup_first_seen WHERE rollup = r;
     IF FOUND THEN
-        x := CASE WHEN lo IS NULL OR f.built_version IS DISTINCT FROM was THEN NULL
-                  WHEN drained IS NOT NULL AND drained < lo THEN drained
-                  ELSE lo END;
-        PERFORM pgsketch.first_seen_update(r, x);
+        PERFORM pgsketch.first_seen_update(r, CASE WHEN f.built_version IS NOT DISTINCT FROM was THEN lo END);
     END IF;
-    PERFORM set_config('pgsketch.drained_' || r, '', true);
     RETURN NEXT;
 END $$;
 

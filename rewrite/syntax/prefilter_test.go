@@ -68,7 +68,8 @@ func FuzzPrefilter(f *testing.F) {
 		"SELECT count(DISTINCT x) FROM t", "SELECT APPROX_COUNT_DISTINCT(x)", "select pgsketch.refresh()",
 		"SELECT abalance FROM pgbench_accounts WHERE aid = 1;", "SELECT a, count(*) FROM t GROUP BY a LIMIT 5",
 		"SELECT a, COUNT(*) FROM t GROUP BY a HAVING count(*) > 1", "SELECT count(*) FROM (SELECT 1 EXCEPT SELECT 2) x",
-		"cOuNt dIsTiNcT", "coun", "pgsketc", "\xc3count\x80distinct",
+		"SELECT d, count(*) FROM (SELECT u, min(t)::date AS d FROM e GROUP BY u) x GROUP BY d",
+		"cOuNt dIsTiNcT", "coun", "pgsketc", "\xc3count\x80distinct", "count group mi",
 	} {
 		f.Add(s)
 	}
@@ -81,7 +82,7 @@ func FuzzPrefilter(f *testing.F) {
 		}
 		has := func(w string) bool { return strings.Contains(string(lower), w) }
 		want := has("count") && (has("distinct") || has("intersect") || has("except") ||
-			has("group") && (has("limit") || has("having"))) || has("pgsketch")
+			has("group") && (has("limit") || has("having") || has("min"))) || has("pgsketch")
 		if got := Prefilter(sql); got != want {
 			t.Errorf("Prefilter(%q) = %v, want %v", sql, got, want)
 		}

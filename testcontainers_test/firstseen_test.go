@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/migrations"
+	"github.com/pgsketch/pgsketch/refresh"
+)
+
+// firstSeenQueries count keys by their first bucket. Their counts are
+// compared exactly: none is named users.
+var firstSeenQueries = []string{
+	`SELECT d, count(*) AS n FROM (SELECT user_id, min(created_at)::date AS d FROM ev GROUP BY user_id) t GROUP BY d ORDER BY d`,
+	`SELECT w, count(*) FROM (SELECT user_id, date_trunc('week', min(created_at)) AS w FROM ev GROUP BY user_id) t GROUP BY 1 ORDER BY 1`,
+	`SELECT count(*) AS new_users FROM (SELECT user_id FROM ev GROUP BY user_id
+	 HAVING min(created_at) >= '2026-02-01' AND min(created_at) < '2026-03-01') t`,
+	`SELECT count(*) AS new_since FROM (SELECT user_id, min(created_at) AS first FROM ev GROUP BY user_id
+	 HAVING min(created_at) >= '2026-02-20') t`,
+}
+
+// TestFirstSeen: keys counted by their first bucket through the proxy
+// equal PostgreSQL's counts, from the first-seen bookkeeping while it is
+// exact (also with keys first seen after the watermark), answered exactly
+// with a NOTICE while a change before the range's end is not refreshed
+// (late rows earlier than keys' first rows, deleted first rows, an update
+// moving them, a dropped partition), and from the bookkeeping again after
+// one refresh.
+func TestFirstSeen(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	partitionedEv(t, conn, 60000)
+	// Keys first seen on every day of February, and a NULL key.
+	mustExec(t, conn, `INSERT INTO ev SELECT timestamptz '2026-02-01' + (i % 28) * interval '1 day' + i * interval '1 minute',
+			'DE', 'web', 100000 + i, 1 FROM generate_series(1, 2000) i;
+		INSERT INTO ev VALUES ('2026-01-20 10:00+00', 'FR', 'ios', NULL, 1), ('2026-02-10 10:00+00', 'FR', 'ios', NULL, 1);
+		ANALYZE ev`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	mustExec(t, conn, `SELECT pgsketch.add_first_seen('ev_daily', 'user_id')`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	proxy := connectSimple(t, p.URL(db.DSN))
+	direct := connectSimple(t, db.DSN)
+
+	check := func(step string, fromBookkeeping bool) {
+		t.Helper()
+		ctx := context.Background()
+		for _, q := range firstSeenQueries {
+			exact, err := direct.query(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: direct: %v", step, err)
+			}
+			got, err := proxy.query(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: proxy: %v", step, err)
+			}
+			if _, err := compareRollupAnswer(got, exact); err != nil {
+				t.Fatalf("%s: %s: %v\nnotices %q", step, q, err, got.notices)
+			}
+			answered := len(got.notices) == 1 && strings.Contains(got.notices[0], "first-seen bookkeeping of rollup ev_daily")
+			if answered != fromBookkeeping {
+				t.Fatalf("%s: %s: answered from the bookkeeping: %v, want %v; notices %q", step, q, answered, fromBookkeeping, got.notices)
+			}
+			if !fromBookkeeping && (len(got.notices) != 1 || !strings.Contains(got.notices[0], "not used")) {
+				t.Fatalf("%s: %s: answered exactly without a NOTICE saying why: %q", step, q, got.notices)
+			}
+		}
+	}
+	refreshed := func(step string) {
+		t.Helper()
+		check(step, false)
+		refreshRollup(t, conn, "ev_daily", refresh.Options{})
+		check(step+", refreshed", true)
+	}
+
+	check("built", true)
+
+	// After the watermark (the default partition): new keys, a key seen
+	// before, the NULL key again. Counted from the source's rows there.
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-03-05 10:00+00', 'DE', 'web', 900001, 1), ('2026-03-05 11:00+00', 'DE', 'web', 900002, 1),
+		('2026-03-06 10:00+00', 'DE', 'web', 100005, 1), ('2026-03-06 10:00+00', 'DE', 'web', NULL, 1)`)
+	check("rows after the watermark", true)
+
+	// Late rows earlier than some keys' first rows.
+	mustExec(t, conn, `INSERT INTO ev SELECT '2026-01-03 08:00+00', 'US', 'web', 100000 + i, 1 FROM generate_series(1, 300, 3) i`)
+	refreshed("late rows")
+
+	// The first rows of some keys deleted, so that they are first seen later.
+	mustExec(t, conn, `DELETE FROM ev e USING (SELECT user_id, min(created_at) AS m FROM ev WHERE user_id BETWEEN 100400 AND 100600
+		GROUP BY user_id) f WHERE e.user_id = f.user_id AND e.created_at = f.m`)
+	refreshed("first rows deleted")
+
+	// An update moving keys' first rows to another day.
+	mustExec(t, conn, `UPDATE ev SET created_at = created_at + interval '9 days' WHERE user_id BETWEEN 100700 AND 100800`)
+	refreshed("first rows moved")
+
+	// The oldest partition dropped: keys first seen in January are first
+	// seen later, or gone.
+	mustExec(t, conn, `ALTER TABLE ev DETACH PARTITION ev_2026_01; DROP TABLE ev_2026_01`)
+	refreshed("partition dropped")
+
+	// Every key, the NULL one too, gone from the materialized buckets.
+	mustExec(t, conn, `TRUNCATE ev`)
+	refreshed("truncated")
+}
+
+// TestFirstSeenPrivileges: the first-seen tables are read only by roles
+// that may read the source, also directly; a role that may not gets
+// PostgreSQL's own permission error through the proxy; add_first_seen
+// refuses a column the rollup does not read, and drop_rollup leaves no
+// first-seen table behind.
+func TestFirstSeenPrivileges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	partitionedEv(t, conn, 20000)
+	mustExec(t, conn, `ALTER TABLE ev ADD COLUMN note text`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	err := conn.QueryRow(ctx, `SELECT pgsketch.add_first_seen('ev_daily', 'note')`).Scan(new(any))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22023" {
+		t.Fatalf("add_first_seen of a column the rollup does not read: %v, want 22023", err)
+	}
+	mustExec(t, conn, `SELECT pgsketch.add_first_seen('ev_daily', 'user_id')`)
+	role := "pgsk_first_reader" + strings.TrimPrefix(db.Name, server.prefix)
+	mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT SELECT ON ev TO %[1]s`, role))
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), db.DSN)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, role)); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	reader := connectSimple(t, p.URL(db.DSN))
+	mustExec(t, reader.Conn, "SET ROLE "+role)
+	q := firstSeenQueries[2]
+	got, err := reader.query(ctx, q)
+	if err != nil || len(got.notices) != 1 || !strings.Contains(got.notices[0], "first-seen bookkeeping") {
+		t.Fatalf("a reader of the source: %v, %+v", err, got)
+	}
+
+	mustExec(t, conn, `REVOKE SELECT ON ev FROM `+role)
+	if _, err := reader.query(ctx, q); !errors.As(err, &pe) || pe.Code != "42501" || !strings.Contains(pe.Message, "ev") {
+		t.Fatalf("after REVOKE, through the proxy: %v, want PostgreSQL's permission error on ev", err)
+	}
+	direct := connectSimple(t, db.DSN)
+	mustExec(t, direct.Conn, "SET ROLE "+role)
+	for _, tbl := range []string{"pgsketch.first_ev_daily", "pgsketch.firstn_ev_daily"} {
+		a, err := direct.query(ctx, "SELECT * FROM "+tbl)
+		if err == nil && len(a.rows) > 0 {
+			t.Fatalf("after REVOKE, %s read directly: %d rows", tbl, len(a.rows))
+		}
+	}
+	mustExec(t, direct.Conn, "RESET ROLE")
+
+	// Down to catalog version 22 and up again: the tables go, and come
+	// back when the rollup is given first-seen again.
+	m := openMigrator(t, db.DSN)
+	if err := m.Down(int(migrations.Latest()) - 22); err != nil {
+		t.Fatalf("down to 22: %v", err)
+	}
+	var left int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname IN ('first_ev_daily', 'firstn_ev_daily', 'rollup_first_seen')`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("at version 22: %d first-seen tables left (%v)", left, err)
+	}
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	if err := m.Up(); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	mustExec(t, conn, `SELECT pgsketch.add_first_seen('ev_daily', 'user_id')`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	mustExec(t, reader.Conn, "RESET ROLE")
+	if got, err := reader.query(ctx, q); err != nil || len(got.notices) != 1 || !strings.Contains(got.notices[0], "first-seen bookkeeping") {
+		t.Fatalf("up again: %v, %+v", err, got)
+	}
+
+	mustExec(t, conn, `SELECT pgsketch.drop_rollup('ev_daily')`)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname IN ('first_ev_daily', 'firstn_ev_daily')`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("after drop_rollup: %d first-seen tables left (%v)", left, err)
+	}
+}
