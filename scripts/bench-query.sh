@@ -47,11 +47,18 @@
 # hourly UTC rollup events_hourly, built if missing (localzone.go): exact, by
 # hand over the rollup's hours, and through the proxy without and with its
 # cache.
+# --first-seen times new users instead (firstseen.go): users by first-seen
+# month and day and the new users of one month, from the daily rollup's
+# first-seen bookkeeping of user_id (added and built if missing) through the
+# proxy against PostgreSQL, each answer checked equal; then the new users
+# per month by HLL and Theta A-NOT-B differences (a Theta rollup
+# events_theta is built if missing) with their errors, and the
+# bookkeeping's size, build and one-day recompute times.
 #
 #   scripts/bench-query.sh [--rows N] [--days N] [--runs N] [--exact-runs N]
 #                          [--keep DIR] [--dsn URL] [--profile DIR]
 #                          [--cache-bytes N] [--merge-bench [--merge-more]]
-#                          [--matrix] [--join] [--rolling [--cube]] [--local-zone]
+#                          [--matrix] [--join] [--rolling [--cube]] [--local-zone] [--first-seen]
 #
 # It builds bin/pgsketch-proxy, then starts a throwaway PostgreSQL 15 cluster
 # (removed at the end; --keep DIR keeps it and reuses its table and rollup
@@ -61,6 +68,6 @@
 # installs them) and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h|--help) sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,68p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 go build -o bin/pgsketch-proxy ./cmd/pgsketch-proxy
 exec go run ./scripts/benchquery --proxy bin/pgsketch-proxy "$@"

@@ -106,6 +106,10 @@ func TestFirstSeen(t *testing.T) {
 	mustExec(t, conn, `ALTER TABLE ev DETACH PARTITION ev_2026_01; DROP TABLE ev_2026_01`)
 	refreshed("partition dropped")
 
+	// The key's type changed: the bookkeeping takes it, every key read again.
+	mustExec(t, conn, `ALTER TABLE ev ALTER COLUMN user_id TYPE text`)
+	refreshed("key type changed")
+
 	// Every key, the NULL one too, gone from the materialized buckets.
 	mustExec(t, conn, `TRUNCATE ev`)
 	refreshed("truncated")

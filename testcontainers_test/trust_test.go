@@ -709,6 +709,8 @@ var planKindQueries = []struct{ kind, sql string }{
 		AND b.week = a.week + interval '1 week' GROUP BY 1, 2 ORDER BY 1, 2`},
 	{"top-k", `SELECT user_id, count(*) AS n FROM events WHERE created_at >= '2026-01-01' AND created_at < '2026-02-01'
 		GROUP BY user_id ORDER BY n DESC, user_id LIMIT 10`},
+	{"first seen", `SELECT d, count(*) AS n FROM (SELECT user_id, min(created_at)::date AS d FROM events GROUP BY user_id) t
+		GROUP BY d ORDER BY d`},
 }
 
 // fromRollup reports whether notices say a rollup answered.
@@ -749,6 +751,7 @@ func TestTrustEveryPlanKind(t *testing.T) {
 	})
 	createRollup(t, conn, "pk", `grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}',
 		theta_columns => '{user_id}', topk_columns => '{user_id}', sum_columns => '{amount}'`)
+	mustExec(t, conn, `SELECT pgsketch.add_first_seen('pk', 'user_id')`)
 	refreshRollup(t, conn, "pk", refresh.Options{})
 	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
 	nc := connectSimple(t, p.URL(db.DSN))

@@ -79,6 +79,9 @@ func parseFlags() options {
 		"joined to a subquery of the events; the exact and by-hand kinds stay the series form, which PostgreSQL answers faster than Cube's")
 	flag.BoolVar(&o.localZone, "local-zone", false, "instead, time charts cut in New York's days, weeks and months over the hourly UTC rollup "+
 		"(built if missing): exact, by hand over the rollup (hll_union_agg) and through the proxy without and with its cache")
+	flag.BoolVar(&o.firstSeen, "first-seen", false, "instead, time new users (users by first-seen month and day, the new users of one month) "+
+		"answered from the daily rollup's first-seen bookkeeping of user_id against PostgreSQL, print the same by HLL and Theta differences "+
+		"with their errors, and what the bookkeeping costs (firstseen.go)")
 	flag.BoolVar(&o.matrix, "matrix", false, "instead, time five ranges by three groupings against the rollup rollup create makes "+
 		"without tuning flags (matrix.go): cold, warm and new-connection through the proxy, exact, hll_union_agg daily and by a "+
 		"monthly table built by hand, over a simple-protocol client and pgx; --runs rounds, --exact-runs exact runs per shape")
@@ -112,6 +115,8 @@ func run(ctx context.Context, o options) error {
 		return runRolling(ctx, o, dsn)
 	case o.localZone:
 		return runLocalZone(ctx, o, dsn)
+	case o.firstSeen:
+		return runFirstSeen(ctx, o, dsn)
 	}
 	return runDashboard(ctx, o, dsn)
 }
@@ -145,4 +150,5 @@ type options struct {
 	rolling    bool
 	cube       bool
 	localZone  bool
+	firstSeen  bool
 }
