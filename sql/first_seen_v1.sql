@@ -252,11 +252,12 @@ BEGIN
         -- anti-join, which PostgreSQL runs as one merge or hash join
         -- (0.6 times the time of ON CONFLICT probing each key, measured);
         -- ON CONFLICT is left for the NULL key, which = does not match.
-        EXECUTE format('INSERT INTO %1$s (key, bucket) SELECT n.k, n.b FROM (SELECT s.%2$I AS k, %3$s AS b FROM %4$s s WHERE s.%5$I < %6$s%7$s GROUP BY s.%2$I) n
-                         WHERE NOT EXISTS (SELECT FROM %1$s p WHERE p.key = n.k) ON CONFLICT (key) DO NOTHING',
+        -- (From nothing, the table is empty: neither is needed.)
+        EXECUTE format('INSERT INTO %1$s (key, bucket) SELECT n.k, n.b FROM (SELECT s.%2$I AS k, %3$s AS b FROM %4$s s WHERE s.%5$I < %6$s%7$s GROUP BY s.%2$I) n%8$s',
                        ft, f.key_column, pgsketch.first_seen_bucket(d, ttype, format('min(s.%I)', d.time_column)), src,
                        d.time_column, pgsketch.first_seen_bound(ttype, d.watermark),
-                       CASE WHEN x IS NULL THEN '' ELSE format(' AND s.%I >= %s', d.time_column, pgsketch.first_seen_bound(ttype, x)) END);
+                       CASE WHEN x IS NULL THEN '' ELSE format(' AND s.%I >= %s', d.time_column, pgsketch.first_seen_bound(ttype, x)) END,
+                       CASE WHEN x IS NULL THEN '' ELSE format(' WHERE NOT EXISTS (SELECT FROM %s p WHERE p.key = n.k) ON CONFLICT (key) DO NOTHING', ft) END);
         IF x IS NULL THEN
             EXECUTE format('INSERT INTO %s (bucket, users) SELECT bucket, count(*) FROM %s GROUP BY bucket', fn, ft);
         ELSE

@@ -13,11 +13,11 @@
 //     marshaled size;
 //   - one day: -day keys, -new of them never seen, asked of each oracle:
 //     the exact table the refresher's way (the day's distinct keys in a
-//     table, INSERT ... ON CONFLICT DO NOTHING into the table, in a
+//     table, those the key table lacks inserted by an anti-join, in a
 //     transaction rolled back), the filter alone (Contains, then Add, in
 //     the refresher's process), and the filter as a prefilter in front of
-//     the table (keys it has never seen are inserted plainly, the rest with
-//     ON CONFLICT as before; both copied in, as the refresher would have
+//     the table (keys it has never seen are inserted plainly, the rest by
+//     the anti-join as before; both copied in, as the refresher would have
 //     to, since its day's keys come from its own read); plus the cost of moving the filter from
 //     and to PostgreSQL as a bytea each refresh, which a refresher that
 //     does not keep it in memory pays;
@@ -111,8 +111,8 @@ func run(ctx context.Context, o options) error {
 		}
 		res = append(res, r)
 	}
-	fmt.Printf("\n%d known keys each; a day of %d distinct keys, %.0f%% never seen; filter p = %g; medians of %d rounds\n\n",
-		len(o.users), o.day, 100*o.newFr, o.p, o.rounds)
+	fmt.Printf("\nknown keys %v; a day of %d distinct keys, %.0f%% never seen; filter p = %g; medians of %d rounds\n\n",
+		o.users, o.day, 100*o.newFr, o.p, o.rounds)
 	fmt.Println("| known keys | exact table: bytes/key, build | filter: bytes/key, build | one day: exact table | filter alone | filter + moving it as bytea | filter as prefilter, then table | probes the prefilter saves |")
 	fmt.Println("|---:|---|---|---:|---:|---:|---:|---:|")
 	for _, r := range res {
@@ -141,8 +141,10 @@ func measure(ctx context.Context, conn *pgx.Conn, o options, n uint64) (result, 
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %[1]s;
 		CREATE TABLE %[1]s (key bigint, bucket timestamptz NOT NULL, CONSTRAINT %[1]s_key UNIQUE NULLS NOT DISTINCT (key));
 		CREATE INDEX ON %[1]s (bucket);
-		INSERT INTO %[1]s SELECT k, timestamptz '2026-01-01' + (k %% 90) * interval '1 day' FROM generate_series(1, %[2]d) k;
-		VACUUM ANALYZE %[1]s`, tbl, n)); err != nil {
+		INSERT INTO %[1]s SELECT k, timestamptz '2026-01-01' + (k %% 90) * interval '1 day' FROM generate_series(1, %[2]d) k`, tbl, n)); err != nil {
+		return r, err
+	}
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+tbl); err != nil {
 		return r, err
 	}
 	r.tableBuild = time.Since(t0)
@@ -253,8 +255,9 @@ func measure(ctx context.Context, conn *pgx.Conn, o options, n uint64) (result, 
 			rows [][]any
 			sql  string
 		}{
-			{maybe, `INSERT INTO %s (key, bucket) SELECT d.key, min(d.bucket) FROM bloomseen_part d GROUP BY d.key ON CONFLICT (key) DO NOTHING`},
-			{fresh, `INSERT INTO %s (key, bucket) SELECT d.key, min(d.bucket) FROM bloomseen_part d GROUP BY d.key`},
+			{maybe, `INSERT INTO %[1]s (key, bucket) SELECT n.key, n.bucket FROM (SELECT d.key, min(d.bucket) AS bucket FROM bloomseen_part d GROUP BY d.key) n
+				WHERE NOT EXISTS (SELECT FROM %[1]s p WHERE p.key = n.key) ON CONFLICT (key) DO NOTHING`},
+			{fresh, `INSERT INTO %[1]s (key, bucket) SELECT d.key, min(d.bucket) FROM bloomseen_part d GROUP BY d.key`},
 		} {
 			if _, err := tx.Exec(ctx, `CREATE TEMP TABLE bloomseen_part (key bigint, bucket timestamptz) ON COMMIT DROP`); err != nil {
 				tx.Rollback(ctx)
@@ -295,7 +298,8 @@ func measure(ctx context.Context, conn *pgx.Conn, o options, n uint64) (result, 
 }
 
 // exactDay inserts the day's distinct keys of table day into tbl as the
-// refresher does, in a transaction rolled back, and returns the time and
+// refresher does (pgsketch.first_seen_update: an anti-join against the
+// table, ON CONFLICT for a NULL key), in a transaction rolled back, and returns the time and
 // the keys inserted (the new ones).
 func exactDay(ctx context.Context, conn *pgx.Conn, tbl, day string) (time.Duration, int64, error) {
 	tx, err := conn.Begin(ctx)
@@ -304,6 +308,7 @@ func exactDay(ctx context.Context, conn *pgx.Conn, tbl, day string) (time.Durati
 	}
 	defer tx.Rollback(context.Background())
 	t0 := time.Now()
-	tag, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (key, bucket) SELECT d.key, min(d.bucket) FROM %s d GROUP BY d.key ON CONFLICT (key) DO NOTHING`, tbl, day))
+	tag, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s (key, bucket) SELECT n.key, n.bucket FROM (SELECT d.key, min(d.bucket) AS bucket FROM %[2]s d GROUP BY d.key) n
+		WHERE NOT EXISTS (SELECT FROM %[1]s p WHERE p.key = n.key) ON CONFLICT (key) DO NOTHING`, tbl, day))
 	return time.Since(t0), tag.RowsAffected(), err
 }
