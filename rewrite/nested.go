@@ -275,7 +275,7 @@ func planNested(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, str
 			if !nestable(c) {
 				continue // INTO, FOR UPDATE, ...: not read
 			}
-			if acd, cd, _ := findAggs(c); !acd && !cd {
+			if acd, cd, _ := findAggs(c); !acd && !cd && !firstSeenShape(c) {
 				visit(c) // no distinct count of its own
 				continue
 			}
@@ -307,6 +307,14 @@ func planNested(p *syntax.Parsed, snap *catalog.Snapshot, sess env) (*built, str
 		}
 	}
 	pl := spliceArms(arms, text)
+	if why := firstSeenGuarded(arms, pl); why != "" {
+		return nil, why
+	}
+	if len(pl.Arms) == 0 {
+		// Every arm was a first-seen count: SQL of its own, and so is
+		// the statement.
+		return &built{Plan: &plan.FirstSeen{Head: pl.Head, SQL: pl.Outer[0], Refs: pl.OuterParams}}, ""
+	}
 	if len(estimated) > 0 {
 		pl.Estimated, pl.Columns = estimated, len(s.Targets)
 	}
@@ -419,7 +427,8 @@ func estimatedThrough(s, sub *syntax.Select, b *built, snap *catalog.Snapshot, s
 // spliceArms is the Nested plan of a statement whose text around its
 // answered subqueries is text (len(arms)+1 pieces): a subquery answered as
 // a star join is its own statement around its arm, which stands in the
-// subquery's place.
+// subquery's place; one answered as a first-seen count is its statement
+// (it has no arm: a plan of only such subqueries has none).
 func spliceArms(arms []*built, text []string) *plan.Nested {
 	outer := []string{text[0]}
 	pl := &plan.Nested{Head: plan.Head{Source: arms[0].Header().Source}}
@@ -427,11 +436,15 @@ func spliceArms(arms []*built, text []string) *plan.Nested {
 	for i, b := range arms {
 		a := b.Header()
 		around, inner := []string{"", ""}, []*plan.Rollup{b.rollup()}
-		if n, ok := b.Plan.(*plan.Nested); ok {
+		switch n := b.Plan.(type) {
+		case *plan.Nested:
 			// Parenthesized, as a set operation's arm with ORDER BY must be.
 			around, inner = slices.Clone(n.Outer), n.Arms
 			around[0] = "(" + around[0]
 			around[len(around)-1] += ")"
+		case *plan.FirstSeen:
+			// A statement of its own, in the subquery's place.
+			around, inner = []string{"(" + n.SQL + ")"}, nil
 		}
 		outer[len(outer)-1] += around[0]
 		outer = append(outer, around[1:]...)
@@ -453,6 +466,23 @@ func spliceArms(arms []*built, text []string) *plan.Nested {
 	}
 	pl.Notice = "pgsketch: " + strings.Join(notices, "; ")
 	return pl
+}
+
+// firstSeenGuarded says why pl cannot answer arms, "" when it can: the
+// executor checks a nested plan's table guards in its arms' fetches, so
+// a first-seen count, which has no fetch, may stand beside arms only when
+// one of them checks its table the same way.
+func firstSeenGuarded(arms []*built, pl *plan.Nested) string {
+	var checked []string
+	for _, a := range pl.Arms {
+		checked = append(checked, a.Guard)
+	}
+	for _, b := range arms {
+		if fs, ok := b.Plan.(*plan.FirstSeen); ok && len(pl.Arms) > 0 && fs.Guard != "" && !slices.Contains(checked, fs.Guard) {
+			return "a first-seen subquery reads a table by a name no other answered subquery checks on the search_path"
+		}
+	}
+	return ""
 }
 
 // noSubquery is planNested's reason for a statement without subqueries.

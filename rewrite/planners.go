@@ -36,8 +36,9 @@ var planners = []planner{
 }
 
 // subqueryPlanners answer an aggregate subquery of a larger statement
-// (planNested's arms).
+// (planNested's arms), or a first-seen count.
 var subqueryPlanners = []planner{
+	{shape: firstSeenShape, plan: onSelect(planFirstSeen)},
 	{shape: anySelect, plan: onSelect(planSingle)},
 	{plan: onSelect(planStarJoin), none: notAJoin, prefix: "as a join: "},
 }

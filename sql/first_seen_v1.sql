@@ -198,7 +198,9 @@ BEGIN
         END IF;
         CONTINUE WHEN (SELECT relrowsecurity FROM pg_class WHERE oid = t)
             AND EXISTS (SELECT FROM pg_policy p WHERE p.polrelid = t AND p.polname = 'pgsketch_source_readers');
-        EXECUTE format('DROP POLICY IF EXISTS pgsketch_source_readers ON %s', t);
+        IF EXISTS (SELECT FROM pg_policy p WHERE p.polrelid = t AND p.polname = 'pgsketch_source_readers') THEN
+            EXECUTE format('DROP POLICY pgsketch_source_readers ON %s', t);
+        END IF;
         EXECUTE format('CREATE POLICY pgsketch_source_readers ON %s FOR SELECT TO PUBLIC USING ((SELECT pgsketch.require_source_read(%L)))', t, r);
         EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', t);
     END LOOP;

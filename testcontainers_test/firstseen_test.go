@@ -15,7 +15,7 @@ import (
 )
 
 // firstSeenQueries count keys by their first bucket. Their counts are
-// compared exactly: none is named users.
+// compared exactly, but for columns named users*, which hold estimates.
 var firstSeenQueries = []string{
 	`SELECT d, count(*) AS n FROM (SELECT user_id, min(created_at)::date AS d FROM ev GROUP BY user_id) t GROUP BY d ORDER BY d`,
 	`SELECT w, count(*) FROM (SELECT user_id, date_trunc('week', min(created_at)) AS w FROM ev GROUP BY user_id) t GROUP BY 1 ORDER BY 1`,
@@ -23,6 +23,12 @@ var firstSeenQueries = []string{
 	 HAVING min(created_at) >= '2026-02-01' AND min(created_at) < '2026-03-01') t`,
 	`SELECT count(*) AS new_since FROM (SELECT user_id, min(created_at) AS first FROM ev GROUP BY user_id
 	 HAVING min(created_at) >= '2026-02-20') t`,
+	// Returning users: February's active users (estimated, within 5
+	// standard errors) less its new users (exact).
+	`WITH active AS (SELECT count(DISTINCT user_id) AS n FROM ev WHERE created_at >= '2026-02-01' AND created_at < '2026-03-01'),
+	      fresh AS (SELECT count(*) AS n FROM (SELECT user_id FROM ev GROUP BY user_id
+	                HAVING min(created_at) >= '2026-02-01' AND min(created_at) < '2026-03-01') t)
+	 SELECT active.n AS users_active, fresh.n AS new, active.n - fresh.n AS users_returning FROM active, fresh`,
 }
 
 // TestFirstSeen: keys counted by their first bucket through the proxy
