@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -87,6 +88,32 @@ func TestFirstSeen(t *testing.T) {
 	}
 
 	check("built", true)
+
+	// The extended protocol, bounds as bound parameters (binary
+	// timestamptz), the statement prepared once and run twice.
+	ext := connectMode(t, p.URL(db.DSN), pgx.QueryExecModeCacheStatement)
+	extDirect := connectMode(t, db.DSN, pgx.QueryExecModeCacheStatement)
+	params := `SELECT d, count(*) AS n FROM (SELECT user_id, min(created_at)::date AS d FROM ev GROUP BY user_id
+		HAVING min(created_at) >= $1 AND min(created_at) < $2) t GROUP BY d ORDER BY d`
+	for _, b := range [][2]time.Time{
+		{time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 15, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)},
+	} {
+		exact, err := extDirect.query(context.Background(), params, b[0], b[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ext.query(context.Background(), params, b[0], b[1])
+		if err != nil {
+			t.Fatalf("extended protocol: %v", err)
+		}
+		if _, err := compareRollupAnswer(got, exact); err != nil {
+			t.Fatalf("extended protocol, %v: %v", b, err)
+		}
+		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "first-seen bookkeeping") {
+			t.Fatalf("extended protocol, %v: notices %q", b, got.notices)
+		}
+	}
 
 	// After the watermark (the default partition): new keys, a key seen
 	// before, the NULL key again. Counted from the source's rows there.
