@@ -42,6 +42,7 @@ BEGIN
 END $$;
 DROP FUNCTION pgsketch.drop_first_seen(text);
 DROP FUNCTION pgsketch.add_first_seen(text, text);
+DROP FUNCTION pgsketch.first_seen_define(text, regclass, text);
 DROP FUNCTION pgsketch.first_seen_floor(pgsketch.rollup_defs, text, timestamptz);
 DROP FUNCTION pgsketch.first_seen_bound(text, timestamptz);
 DROP FUNCTION pgsketch.first_seen_bucket(pgsketch.rollup_defs, text, text);

@@ -58,6 +58,9 @@ type perKey struct {
 	periods map[string]syntax.Expr
 	order   []string
 	lo, hi  syntax.Expr
+	// bounded are the min calls the bounds compare: each must be
+	// min(time column) of the rollup that answers.
+	bounded []syntax.Expr
 }
 
 // planFirstSeen plans a first-seen count (firstSeenShape holds), or says
@@ -172,12 +175,13 @@ func (pk *perKey) bound(c syntax.Expr) string {
 	if !ok || o.Schema != "" || o.Left == nil {
 		return "HAVING " + syntax.SQL(c, nil) + " is not a bound of min(time) by >= or <"
 	}
-	op, val := o.Op, o.Right
+	op, val, call := o.Op, o.Right, o.Left
 	if isMin(o.Right) && !isMin(o.Left) {
-		op, val = map[string]string{">": "<", "<=": ">="}[o.Op], o.Left
+		op, val, call = map[string]string{">": "<", "<=": ">="}[o.Op], o.Left, o.Right
 	} else if !isMin(o.Left) || isMin(o.Right) {
 		return "HAVING " + syntax.SQL(c, nil) + " is not a bound of min(time) by >= or <"
 	}
+	pk.bounded = append(pk.bounded, call)
 	switch {
 	case op == ">=" && pk.lo == nil:
 		pk.lo = val
@@ -281,7 +285,16 @@ func (pk perKey) match(s *syntax.Select, r *catalog.Rollup, sess env) (*built, s
 			return "", false
 		})+" AS "+syntax.QuoteIdent(name))
 	}
+	for _, b := range pk.bounded {
+		if why := pk.minOfTime(b, r); why != "" {
+			return nil, strings.Replace(why, "a period takes", "HAVING bounds", 1)
+		}
+	}
+	// Unbounded is NULL to pgsketch.first_seen; a bound that is NULL
+	// (a parameter bound to NULL, say) makes HAVING false for every key:
+	// no row.
 	lo, hi := "NULL", "NULL"
+	var given []string
 	for i, b := range []syntax.Expr{pk.lo, pk.hi} {
 		if b == nil {
 			continue
@@ -293,6 +306,7 @@ func (pk perKey) match(s *syntax.Select, r *catalog.Rollup, sess env) (*built, s
 		if r.TimeType != catalog.Timestamptz {
 			v = "((" + syntax.SQL(b, nil) + ")::timestamp AT TIME ZONE 'UTC')"
 		}
+		given = append(given, v+" IS NOT NULL")
 		if i == 0 {
 			lo = v
 		} else {
@@ -300,8 +314,11 @@ func (pk perKey) match(s *syntax.Select, r *catalog.Rollup, sess env) (*built, s
 		}
 	}
 	cols = append(cols, "f.users AS "+usersColumn)
-	sub := "(SELECT " + strings.Join(cols, ", ") + " FROM pgsketch.first_seen(" + catalog.QuoteLiteral(r.Name) + ", " + lo + ", " + hi +
-		") AS f) AS " + syntax.QuoteIdent(s.From[0].Alias)
+	sub := "(SELECT " + strings.Join(cols, ", ") + " FROM pgsketch.first_seen(" + catalog.QuoteLiteral(r.Name) + ", " + lo + ", " + hi + ") AS f"
+	if len(given) > 0 {
+		sub += " WHERE " + strings.Join(given, " AND ")
+	}
+	sub += ") AS " + syntax.QuoteIdent(s.From[0].Alias)
 	sql := outerSQL(s, sub)
 	p := &plan.FirstSeen{Head: plan.Head{Rollup: r.Name, Source: r.Source,
 		Notice: "pgsketch: answered from the first-seen bookkeeping of rollup " + r.Name + ": keys of " + catalog.QuoteIdent(r.FirstSeen.Key) +

@@ -69,12 +69,19 @@ CREATE FUNCTION pgsketch.first_seen_bucket(d pgsketch.rollup_defs, ttype text, t
 
 -- first_seen_bound is the literal of instant b (a bucket start as the
 -- change log names it) in the time column's type ttype.
+-- (Written out in UTC with its era, whatever the session's DateStyle;
+-- infinite instants as such.)
 CREATE FUNCTION pgsketch.first_seen_bound(ttype text, b timestamptz) RETURNS text
     LANGUAGE sql IMMUTABLE
-    RETURN CASE
-        WHEN ttype = 'timestamp with time zone' THEN format('%L::timestamptz', to_char(b AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00')
-        WHEN ttype = 'timestamp without time zone' THEN format('%L::timestamp', b AT TIME ZONE 'UTC')
-        ELSE format('%L::date', (b AT TIME ZONE 'UTC')::date) END;
+    RETURN format('%L::%s',
+        CASE WHEN b = 'infinity' THEN 'infinity'
+             WHEN b = '-infinity' THEN '-infinity'
+             WHEN ttype = 'timestamp with time zone'
+                 THEN to_char(b AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00 ' || to_char(b AT TIME ZONE 'UTC', 'BC')
+             WHEN ttype = 'timestamp without time zone'
+                 THEN to_char(b AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US BC')
+             ELSE to_char(b AT TIME ZONE 'UTC', 'YYYY-MM-DD BC') END,
+        CASE ttype WHEN 'timestamp with time zone' THEN 'timestamptz' WHEN 'timestamp without time zone' THEN 'timestamp' ELSE 'date' END);
 
 -- first_seen_floor is the start of rollup d's bucket holding instant t
 -- (for date and timestamp columns, of wall-clock time t read as UTC), as
@@ -86,6 +93,35 @@ CREATE FUNCTION pgsketch.first_seen_floor(d pgsketch.rollup_defs, ttype text, t 
             THEN date_trunc('hour', t, d.time_zone)
         WHEN ttype = 'timestamp with time zone' THEN date_trunc(d.grain, t, d.time_zone)
         ELSE date_trunc(d.grain, t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' END;
+
+-- first_seen_define makes rollup r's first-seen tables for key column
+-- col of source src (dropping them first if they exist): the key table
+-- with the key's type and collation, the counts table, and the counts
+-- table's row (infinity, 0): the version the tables were built at, which
+-- no version is (first_seen_update sets it). The first-seen tables are
+-- only ever emptied by DELETE: a snapshot from before a refresh then reads
+-- the rows it should; a table made anew is one such a snapshot sees
+-- empty, without the row of its version, and first_seen refuses it.
+CREATE FUNCTION pgsketch.first_seen_define(r text, src regclass, col text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    ktype text;
+    kcoll oid;
+BEGIN
+    SELECT format_type(a.atttypid, a.atttypmod), a.attcollation INTO ktype, kcoll
+      FROM pg_attribute a WHERE a.attrelid = src AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    EXECUTE format('DROP TABLE IF EXISTS pgsketch.%I, pgsketch.%I', pgsketch.first_seen_table(r), pgsketch.first_seen_counts(r));
+    EXECUTE format('CREATE TABLE pgsketch.%I (key %s%s, bucket timestamptz NOT NULL, CONSTRAINT %I UNIQUE NULLS NOT DISTINCT (key))',
+                   pgsketch.first_seen_table(r), ktype,
+                   CASE WHEN kcoll <> 0 THEN format(' COLLATE %s', (SELECT format('%I.%I', n.nspname, c.collname)
+                                                                       FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace
+                                                                      WHERE c.oid = kcoll)) ELSE '' END,
+                   pgsketch.first_seen_table(r) || '_key');
+    EXECUTE format('CREATE INDEX ON pgsketch.%I (bucket)', pgsketch.first_seen_table(r));
+    EXECUTE format('CREATE TABLE pgsketch.%I (bucket timestamptz PRIMARY KEY, users bigint NOT NULL)', pgsketch.first_seen_counts(r));
+    EXECUTE format('INSERT INTO pgsketch.%I VALUES (''infinity'', 0)', pgsketch.first_seen_counts(r));
+END $$;
 
 -- add_first_seen makes rollup r keep first-seen bookkeeping of key column
 -- col; the next refresh builds it. Only the rollup table's owner may, col
@@ -99,7 +135,6 @@ DECLARE
     src regclass;
     dst regclass;
     ktype text;
-    kcoll oid;
 BEGIN
     PERFORM pg_advisory_xact_lock(pgsketch.lock_class(), hashtext(r));
     SELECT * INTO d FROM pgsketch.rollup_defs WHERE name = r;
@@ -115,7 +150,7 @@ BEGIN
         format('Remove it first: SELECT pgsketch.drop_first_seen(%L).', r));
     PERFORM pgsketch.raise_unless(NOT pgsketch.distributed(src), '0A000',
         format('%s is distributed by Citus: first-seen bookkeeping is not supported on such sources yet', src));
-    SELECT format_type(a.atttypid, a.atttypmod), a.attcollation INTO ktype, kcoll
+    SELECT format_type(a.atttypid, a.atttypmod) INTO ktype
       FROM pg_attribute a WHERE a.attrelid = src AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
     PERFORM pgsketch.raise_unless(ktype IS NOT NULL, '42703', format('column %I of %s does not exist', col, src));
     PERFORM pgsketch.raise_unless(col = ANY (pgsketch.read_columns(d)), '22023',
@@ -123,14 +158,7 @@ BEGIN
         'Give the rollup a measure of the column (rollup create --hll COL) and add first-seen to that rollup.');
     PERFORM pgsketch.raise_unless(col <> d.time_column, '22023',
         format('the first-seen key cannot be the time column %I', col));
-    EXECUTE format('CREATE TABLE pgsketch.%I (key %s%s, bucket timestamptz NOT NULL, CONSTRAINT %I UNIQUE NULLS NOT DISTINCT (key))',
-                   pgsketch.first_seen_table(r), ktype,
-                   CASE WHEN kcoll <> 0 THEN format(' COLLATE %s', (SELECT format('%I.%I', n.nspname, c.collname)
-                                                                       FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace
-                                                                      WHERE c.oid = kcoll)) ELSE '' END,
-                   pgsketch.first_seen_table(r) || '_key');
-    EXECUTE format('CREATE INDEX ON pgsketch.%I (bucket)', pgsketch.first_seen_table(r));
-    EXECUTE format('CREATE TABLE pgsketch.%I (bucket timestamptz PRIMARY KEY, users bigint NOT NULL)', pgsketch.first_seen_counts(r));
+    PERFORM pgsketch.first_seen_define(r, src, col);
     INSERT INTO pgsketch.rollup_first_seen (rollup, key_column) VALUES (r, col);
     PERFORM pgsketch.protect_tables(r);
 END $$;
@@ -233,18 +261,19 @@ BEGIN
         format('the first-seen key %I of rollup %L is no longer a column of %s', f.key_column, r, src),
         format('Remove the bookkeeping: SELECT pgsketch.drop_first_seen(%L).', r));
     IF (SELECT ROW(format_type(a.atttypid, a.atttypmod), a.attcollation) FROM pg_attribute a
-         WHERE a.attrelid = ft::regclass AND a.attname = 'key') IS DISTINCT FROM ROW(ktype, kcoll) THEN
-        -- The key's type or collation changed: the table takes the new
-        -- ones, and every key is read again.
-        EXECUTE format('TRUNCATE %s', ft);
-        EXECUTE format('ALTER TABLE %1$s ALTER COLUMN key TYPE %2$s%3$s USING NULL::%2$s', ft, ktype,
-                       CASE WHEN kcoll <> 0 THEN format(' COLLATE %s', (SELECT format('%I.%I', n.nspname, c.collname)
-                                                                           FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace
-                                                                          WHERE c.oid = kcoll)) ELSE '' END);
+         WHERE a.attrelid = to_regclass(ft) AND a.attname = 'key' AND NOT a.attisdropped) IS DISTINCT FROM ROW(ktype, kcoll)
+       OR to_regclass(fn) IS NULL THEN
+        -- The key's type or collation changed (or a table is gone): the
+        -- tables are made anew, waiting for their locks no longer than
+        -- pgsketch's DDL may, and every key is read again.
+        PERFORM set_config('lock_timeout', pgsketch.ddl_lock_timeout(), true);
+        PERFORM pgsketch.first_seen_define(r, src, f.key_column);
+        PERFORM pgsketch.protect_tables(r);
         x := NULL;
     END IF;
     IF x IS NULL THEN
-        EXECUTE format('TRUNCATE %s, %s', ft, fn);
+        EXECUTE format('DELETE FROM %s', ft);
+        EXECUTE format('DELETE FROM %s', fn);
     ELSE
         EXECUTE format('DELETE FROM %s WHERE bucket >= $1', ft) USING x;
         EXECUTE format('DELETE FROM %s WHERE bucket >= $1', fn) USING x;
@@ -267,6 +296,7 @@ BEGIN
                 USING x;
         END IF;
     END IF;
+    EXECUTE format('INSERT INTO %s VALUES (''infinity'', $1) ON CONFLICT (bucket) DO UPDATE SET users = EXCLUDED.users', fn) USING d.version;
     UPDATE pgsketch.rollup_first_seen SET built_version = d.version WHERE rollup = r;
 END $$;
 
@@ -312,6 +342,7 @@ DECLARE
     tbl regclass;
     pending boolean;
     bk text;
+    built bigint;
 BEGIN
     PERFORM pgsketch.require_source_read(r);
     SELECT * INTO d FROM pgsketch.rollup_defs x WHERE x.name = r;
@@ -324,6 +355,14 @@ BEGIN
         ELSE pgsketch.capture_broken(r) END;
     IF why IS NULL AND (lo <> pgsketch.first_seen_floor(d, ttype, lo) OR hi <> pgsketch.first_seen_floor(d, ttype, hi)) THEN
         why := format('the range does not start and end on %s buckets', d.grain);
+    END IF;
+    IF why IS NULL THEN
+        -- The counts table this snapshot reads must be the one built at
+        -- the version it sees (a table made anew since reads as empty).
+        EXECUTE format('SELECT c.users FROM pgsketch.%I c WHERE c.bucket = ''infinity''', pgsketch.first_seen_counts(r)) INTO built;
+        IF built IS DISTINCT FROM d.version THEN
+            why := 'its first-seen tables were made anew after this statement''s snapshot';
+        END IF;
     END IF;
     -- Every first bucket before upto must be exact: no change logged before it.
     upto := CASE WHEN hi IS NULL OR hi > d.watermark THEN d.watermark ELSE hi END;

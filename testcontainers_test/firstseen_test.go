@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/refresh"
+	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
 
 // firstSeenQueries count keys by their first bucket. Their counts are
@@ -115,6 +116,22 @@ func TestFirstSeen(t *testing.T) {
 		}
 	}
 
+	// A bound bound to NULL: HAVING is false for every key.
+	nullBound := `SELECT count(*) AS n FROM (SELECT user_id FROM ev GROUP BY user_id HAVING min(created_at) >= $1 AND min(created_at) < $2) t`
+	for _, args := range [][]any{{nil, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}, {time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nil}} {
+		exact, err := extDirect.query(context.Background(), nullBound, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ext.query(context.Background(), nullBound, args...)
+		if err != nil {
+			t.Fatalf("a NULL bound: %v", err)
+		}
+		if _, err := compareRollupAnswer(got, exact); err != nil {
+			t.Fatalf("a NULL bound %v: %v", args, err)
+		}
+	}
+
 	// After the watermark (the default partition): new keys, a key seen
 	// before, the NULL key again. Counted from the source's rows there.
 	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-03-05 10:00+00', 'DE', 'web', 900001, 1), ('2026-03-05 11:00+00', 'DE', 'web', 900002, 1),
@@ -138,6 +155,14 @@ func TestFirstSeen(t *testing.T) {
 	// seen later, or gone.
 	mustExec(t, conn, `ALTER TABLE ev DETACH PARTITION ev_2026_01; DROP TABLE ev_2026_01`)
 	refreshed("partition dropped")
+
+	// Keys first seen at -infinity and before Christ: the refresh
+	// recomputes from there.
+	mustExec(t, conn, `INSERT INTO ev VALUES ('-infinity', 'DE', 'web', 910001, 1), ('0044-03-15 12:00:00+00 BC', 'DE', 'web', 910002, 1),
+		('0044-03-16 12:00:00+00 BC', 'DE', 'web', 100003, 1)`)
+	refreshed("infinite and BC times")
+	mustExec(t, conn, `DELETE FROM ev WHERE created_at < '2000-01-01'`)
+	refreshed("infinite and BC times deleted")
 
 	// The key's type changed: the bookkeeping takes it, every key read again.
 	mustExec(t, conn, `ALTER TABLE ev ALTER COLUMN user_id TYPE text`)
@@ -228,5 +253,55 @@ func TestFirstSeenPrivileges(t *testing.T) {
 	mustExec(t, conn, `SELECT pgsketch.drop_rollup('ev_daily')`)
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname IN ('first_ev_daily', 'firstn_ev_daily')`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("after drop_rollup: %d first-seen tables left (%v)", left, err)
+	}
+}
+
+// TestFirstSeenFullRefresh: a full refresh rebuilds the first-seen tables
+// without a lock that waits for their readers (a transaction that read
+// them stays open while it runs), and a transaction whose snapshot is
+// older than the refresh reads them as they were: its answer is the one
+// it had before.
+func TestFirstSeenFullRefresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	partitionedEv(t, conn, 40000)
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-03-05 10:00+00', 'DE', 'web', 900001, 1)`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	mustExec(t, conn, `SELECT pgsketch.add_first_seen('ev_daily', 'user_id')`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	q := `SELECT count(*) AS n FROM (SELECT user_id FROM ev GROUP BY user_id HAVING min(created_at) >= '2026-01-20') t`
+
+	for _, readFirst := range []bool{true, false} {
+		nc := connectSimple(t, p.URL(db.DSN))
+		want, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, nc.Conn, "BEGIN ISOLATION LEVEL REPEATABLE READ")
+		if readFirst {
+			// The transaction holds its lock on the first-seen tables.
+			if _, err := nc.query(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// Its snapshot is taken, its locks on them are not.
+			mustExec(t, nc.Conn, "SELECT count(*) FROM ev")
+		}
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		_, err = refresh.Refresh(rctx, pgsession.Conn{C: conn.PgConn()}, "ev_daily", refresh.Options{Full: true})
+		cancel()
+		if err != nil {
+			t.Fatalf("a full refresh while a transaction that read the tables=%v is open: %v", readFirst, err)
+		}
+		got, err := nc.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.rows) != fmt.Sprint(want.rows) {
+			t.Fatalf("read first=%v: in the older snapshot %v, before %v; notices %q", readFirst, got.rows, want.rows, got.notices)
+		}
+		mustExec(t, nc.Conn, "COMMIT")
 	}
 }

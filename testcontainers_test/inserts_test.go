@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -487,7 +488,9 @@ func TestInsertedRowsMigration(t *testing.T) {
 // the answer over a rollup whose buckets gained rows by small inserts
 // (answered from the rollup, no bucket read again from the source) is the
 // answer after a refresh that rebuilt them: a sketch merged with the
-// inserted rows' values is the sketch of all the rows.
+// inserted rows' values is the sketch of all the rows. (A first-seen
+// count reads no inserted rows: it is answered exactly until the refresh,
+// as TestFirstSeen shows; it is left out here.)
 func TestInsertedRowsEveryPlanKind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -501,10 +504,11 @@ func TestInsertedRowsEveryPlanKind(t *testing.T) {
 	p := startProxy(t, server.adminURL, "--approx", "on")
 	nc := connectSimple(t, p.URL(db.DSN))
 	mustExec(t, nc.Conn, "SET pgsketch.topk = approx")
+	kinds := slices.DeleteFunc(slices.Clone(planKindQueries), func(k struct{ kind, sql string }) bool { return k.kind == "first seen" })
 	answers := func(step string) []string {
 		t.Helper()
 		var out []string
-		for _, k := range planKindQueries {
+		for _, k := range kinds {
 			got, err := nc.query(ctx, k.sql)
 			if err != nil || !fromRollup(got.notices) {
 				t.Fatalf("%s: %s: not answered from the rollup: %v %v", step, k.kind, err, got)
@@ -530,7 +534,7 @@ func TestInsertedRowsEveryPlanKind(t *testing.T) {
 	with := answers("with inserted rows")
 	refreshRollup(t, conn, "pk", refresh.Options{})
 	after := answers("refreshed")
-	for i, k := range planKindQueries {
+	for i, k := range kinds {
 		if with[i] != after[i] {
 			t.Errorf("%s: with inserted rows %s, after the refresh %s", k.kind, with[i], after[i])
 		}
