@@ -193,17 +193,7 @@ func TestFirstSeenPrivileges(t *testing.T) {
 	mustExec(t, conn, `SELECT pgsketch.add_first_seen('ev_daily', 'user_id')`)
 	role := "pgsk_first_reader" + strings.TrimPrefix(db.Name, server.prefix)
 	mustExec(t, conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT SELECT ON ev TO %[1]s`, role))
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), db.DSN)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, role)); err != nil {
-			t.Errorf("drop role %s: %v", role, err)
-		}
-	})
+	dropRoleAtEnd(t, db.DSN, role)
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
 
 	p := startProxy(t, server.adminURL, "--approx", "on")

@@ -239,3 +239,20 @@ func mustExec(t *testing.T, conn *pgx.Conn, sql string) {
 		t.Fatalf("%s: %v", strings.TrimSpace(sql), err)
 	}
 }
+
+// dropRoleAtEnd drops role, and what it owns in the database at dsn, when
+// the test ends.
+func dropRoleAtEnd(t *testing.T, dsn, role string) {
+	t.Helper()
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, role)); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+}

@@ -221,17 +221,7 @@ func TestRollupFallback(t *testing.T) {
 	reader := "pgsk_fallback_reader" + strings.TrimPrefix(e.db.Name, server.prefix)
 	mustExec(t, e.conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT USAGE ON SCHEMA pgsketch TO %[1]s;
 		GRANT SELECT ON ev, pgsketch.rollup_defs TO %[1]s; GRANT SELECT ON %[2]s, pgsketch.inserts_ev_daily TO %[1]s`, reader, e.rollupTable))
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), e.db.DSN)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, reader)); err != nil {
-			t.Errorf("drop role %s: %v", reader, err)
-		}
-	})
+	dropRoleAtEnd(t, e.db.DSN, reader)
 	direct := connectSimple(t, e.db.DSN)
 	conns := map[string]*noticeConn{
 		"simple":   connectSimple(t, e.p.URL(e.db.DSN)),

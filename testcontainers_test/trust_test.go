@@ -332,17 +332,7 @@ func TestPrivilegesFollowSource(t *testing.T) {
 	reader := "pgsk_trust_reader" + strings.TrimPrefix(e.db.Name, server.prefix)
 	mustExec(t, e.conn, fmt.Sprintf(`DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT USAGE ON SCHEMA pgsketch TO %[1]s;
 		GRANT SELECT ON ev, pgsketch.rollup_defs TO %[1]s`, reader))
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), e.db.DSN)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, reader)); err != nil {
-			t.Errorf("drop role %s: %v", reader, err)
-		}
-	})
+	dropRoleAtEnd(t, e.db.DSN, reader)
 	refreshRollup(t, e.conn, "ev_daily", refresh.Options{}) // grants copied
 	rd := connectSimple(t, e.p.URL(e.db.DSN))
 	mustExec(t, rd.Conn, "SET ROLE "+reader)
@@ -738,17 +728,7 @@ func TestTrustEveryPlanKind(t *testing.T) {
 		CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL, region text);
 		INSERT INTO countries SELECT DISTINCT country, 'name of ' || country, CASE WHEN country < 'I' THEN 'A' ELSE 'B' END FROM events WHERE country IS NOT NULL;
 		DROP ROLE IF EXISTS %[1]s; CREATE ROLE %[1]s; GRANT SELECT ON events, countries TO %[1]s`, reader))
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), db.DSN)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %[1]s; DROP ROLE %[1]s`, reader)); err != nil {
-			t.Errorf("drop role %s: %v", reader, err)
-		}
-	})
+	dropRoleAtEnd(t, db.DSN, reader)
 	createRollup(t, conn, "pk", `grain => 'day', dimensions => '{country,device}', distinct_columns => '{user_id}',
 		theta_columns => '{user_id}', topk_columns => '{user_id}', sum_columns => '{amount}'`)
 	mustExec(t, conn, `SELECT pgsketch.add_first_seen('pk', 'user_id')`)
