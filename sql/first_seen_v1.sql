@@ -111,7 +111,12 @@ DECLARE
 BEGIN
     SELECT format_type(a.atttypid, a.atttypmod), a.attcollation INTO ktype, kcoll
       FROM pg_attribute a WHERE a.attrelid = src AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    EXECUTE format('DROP TABLE IF EXISTS pgsketch.%I, pgsketch.%I', pgsketch.first_seen_table(r), pgsketch.first_seen_counts(r));
+    IF to_regclass(format('pgsketch.%I', pgsketch.first_seen_table(r))) IS NOT NULL THEN
+        EXECUTE format('DROP TABLE pgsketch.%I', pgsketch.first_seen_table(r));
+    END IF;
+    IF to_regclass(format('pgsketch.%I', pgsketch.first_seen_counts(r))) IS NOT NULL THEN
+        EXECUTE format('DROP TABLE pgsketch.%I', pgsketch.first_seen_counts(r));
+    END IF;
     EXECUTE format('CREATE TABLE pgsketch.%I (key %s%s, bucket timestamptz NOT NULL, CONSTRAINT %I UNIQUE NULLS NOT DISTINCT (key))',
                    pgsketch.first_seen_table(r), ktype,
                    CASE WHEN kcoll <> 0 THEN format(' COLLATE %s', (SELECT format('%I.%I', n.nspname, c.collname)
@@ -193,7 +198,9 @@ BEGIN
         END IF;
         RAISE EXCEPTION USING ERRCODE = '42704', MESSAGE = format('rollup %L does not exist', name);
     END IF;
-    PERFORM pgsketch.drop_first_seen(name);
+    IF EXISTS (SELECT FROM pgsketch.rollup_first_seen f WHERE f.rollup = drop_rollup.name) THEN
+        PERFORM pgsketch.drop_first_seen(name);
+    END IF;
     PERFORM pgsketch.capture_remove(name);
     FOR l IN SELECT * FROM pgsketch.rollup_levels x WHERE x.rollup = drop_rollup.name LOOP
         EXECUTE format('DROP TABLE IF EXISTS %I.%I', l.table_schema, l.table_name);
