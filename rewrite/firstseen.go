@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -71,7 +72,7 @@ func planFirstSeen(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, 
 	case !sess.Approx:
 		return nil, "first seen: pgsketch.approx is off"
 	case s.Unsupported != "" || s.With != nil:
-		return nil, "first seen: the query uses " + cmpOr(s.Unsupported, "a WITH clause")
+		return nil, "first seen: the query uses " + cmp.Or(s.Unsupported, "a WITH clause")
 	case s.Distinct:
 		return nil, "first seen: the query is SELECT DISTINCT"
 	case fi.Alias == "":
@@ -105,21 +106,13 @@ func planFirstSeen(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, 
 	return best, ""
 }
 
-// cmpOr is a, or b when a is empty.
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // readPerKey reads FROM item fi as the per-key subquery.
 func readPerKey(fi syntax.FromItem) (perKey, string) {
 	in := fi.Query
 	pk := perKey{periods: map[string]syntax.Expr{}}
 	switch {
 	case in.Unsupported != "" || in.With != nil || in.SetOp != "":
-		return pk, "the subquery uses " + cmpOr(in.Unsupported, "a WITH clause")
+		return pk, "the subquery uses " + cmp.Or(in.Unsupported, "a WITH clause")
 	case in.Distinct || in.Limit != nil || in.Offset != nil || len(in.OrderBy) > 0:
 		return pk, "the subquery has DISTINCT, ORDER BY, LIMIT or OFFSET"
 	case in.Where != nil:
@@ -269,7 +262,7 @@ func (pk perKey) match(s *syntax.Select, r *catalog.Rollup, sess env) (*built, s
 			}
 			return nil, false
 		})
-		if why := pk.minOfTime(e, r); why != "" {
+		if why := pk.minOfTime(e, r, "a period"); why != "" {
 			return nil, why
 		}
 		if c := m.classify(onTime); c.k != kRow && c.k != kConst && !dayOfDates(c, r) {
@@ -286,8 +279,8 @@ func (pk perKey) match(s *syntax.Select, r *catalog.Rollup, sess env) (*built, s
 		})+" AS "+syntax.QuoteIdent(name))
 	}
 	for _, b := range pk.bounded {
-		if why := pk.minOfTime(b, r); why != "" {
-			return nil, strings.Replace(why, "a period takes", "HAVING bounds", 1)
+		if why := pk.minOfTime(b, r, "a HAVING bound"); why != "" {
+			return nil, why
 		}
 	}
 	// Unbounded is NULL to pgsketch.first_seen; a bound that is NULL
@@ -327,27 +320,29 @@ func (pk perKey) match(s *syntax.Select, r *catalog.Rollup, sess env) (*built, s
 	return &built{Plan: p, rows: r.Rows}, ""
 }
 
-// minOfTime checks that every min in period e is min(time column of r).
-func (pk perKey) minOfTime(e syntax.Expr, r *catalog.Rollup) string {
+// minOfTime checks that every min in e (a period, or the min a HAVING
+// bound compares, as what says) is min(time column of r).
+func (pk perKey) minOfTime(e syntax.Expr, r *catalog.Rollup, what string) string {
 	why := ""
 	syntax.Walk(e, func(x syntax.Expr) bool {
 		switch x := x.(type) {
 		case *syntax.FuncCall:
 			if !isMin(x) {
 				if classifyAgg(x) != notAgg {
-					why = "a period calls " + syntax.SQL(x, nil)
+					why = what + " calls " + syntax.SQL(x, nil)
 				}
 				return why == ""
 			}
-			c, ok := x.Args[0].(*syntax.ColRef)
-			if col, w := ownColumn(c, pk.from); !ok || w != "" || col != r.TimeColumn {
-				why = "a period takes " + syntax.SQL(x, nil) + ", not min(" + r.TimeColumn + ")"
+			if c, ok := x.Args[0].(*syntax.ColRef); !ok {
+				why = what + " takes " + syntax.SQL(x, nil) + ", not min(" + r.TimeColumn + ")"
+			} else if col, w := ownColumn(c, pk.from); w != "" || col != r.TimeColumn {
+				why = what + " takes " + syntax.SQL(x, nil) + ", not min(" + r.TimeColumn + ")"
 			}
 			return false
 		case *syntax.ColRef:
-			why = "a period reads " + syntax.SQL(x, nil) + " outside min(" + r.TimeColumn + ")"
+			why = what + " reads " + syntax.SQL(x, nil) + " outside min(" + r.TimeColumn + ")"
 		case *syntax.Param:
-			why = "a period takes a parameter"
+			why = what + " takes a parameter"
 		}
 		return why == ""
 	})
