@@ -39,24 +39,10 @@ type Check struct {
 // run it when no refresh is running, or it may report rows of buckets that
 // a refresh is rebuilding.
 func Verify(ctx context.Context, conn upstream.Session, name string, buckets int) (checks []Check, err error) {
-	var b strings.Builder
-	b.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-	setLocal(&b)
-	if err := conn.Exec(ctx, b.String()); err != nil {
-		return nil, fmt.Errorf("verify %s: %w", name, err)
-	}
 	defer func() { _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") }()
-	rows, err := upstream.Rows(ctx, conn, catalog.Query)
+	r, err := beginVerify(ctx, conn, name)
 	if err != nil {
-		return nil, fmt.Errorf("verify %s: read catalog: %w", name, err)
-	}
-	snap, err := catalog.Parse(rows[0][0])
-	if err != nil {
-		return nil, fmt.Errorf("verify %s: %w", name, err)
-	}
-	r, ok := snap.Rollup(name)
-	if !ok {
-		return nil, fmt.Errorf("verify %s: no such rollup", name)
+		return nil, err
 	}
 	if !r.Refreshed() {
 		return nil, fmt.Errorf("verify %s: the rollup has never been refreshed", name)
@@ -72,7 +58,7 @@ func Verify(ctx context.Context, conn upstream.Session, name string, buckets int
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: %w", name, err)
 	}
-	rows, err = upstream.Rows(ctx, conn, q)
+	rows, err := upstream.Rows(ctx, conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: recompute: %w", name, err)
 	}
@@ -99,16 +85,38 @@ func Verify(ctx context.Context, conn upstream.Session, name string, buckets int
 	return checks, nil
 }
 
+// beginVerify opens a verification's read-only transaction, in which
+// everything it reads shares one snapshot (the caller rolls it back), and
+// returns rollup name as the catalog has it.
+func beginVerify(ctx context.Context, conn upstream.Session, name string) (*catalog.Rollup, error) {
+	var b strings.Builder
+	b.WriteString("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+	setLocal(&b)
+	if err := conn.Exec(ctx, b.String()); err != nil {
+		return nil, fmt.Errorf("verify %s: %w", name, err)
+	}
+	rows, err := upstream.Rows(ctx, conn, catalog.Query)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: read catalog: %w", name, err)
+	}
+	snap, err := catalog.Parse(rows[0][0])
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", name, err)
+	}
+	r, ok := snap.Rollup(name)
+	if !ok {
+		return nil, fmt.Errorf("verify %s: no such rollup", name)
+	}
+	return r, nil
+}
+
 // pickBuckets picks up to n evenly spread materialized buckets of r, but
 // for those the change log lists or that hold inserted rows when
 // skipLogged: they are stale by design until a refresh, and queries read
 // them from the base table or add the inserted rows. It returns
 // them as SQL literals.
 func pickBuckets(ctx context.Context, conn upstream.Session, r *catalog.Rollup, n int, skipLogged bool) ([]string, error) {
-	logged := "bucket"
-	if r.TimeType != catalog.Timestamptz {
-		logged = "(bucket::timestamp AT TIME ZONE 'UTC')"
-	}
+	logged := logName(r, "bucket")
 	where := logged + " NOT IN (SELECT l.bucket FROM pgsketch.rollup_dirty l WHERE l.rollup = $2)"
 	if r.Inserts != nil {
 		// Buckets that gained rows since they were built: queries add
@@ -147,16 +155,7 @@ func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Mea
 	if bucketType == "" {
 		return "", nil, fmt.Errorf("time column %s has type %q", r.TimeColumn, r.TimeType)
 	}
-	tc := catalog.QuoteIdent(r.TimeColumn)
-	var bucketExpr string
-	switch r.TimeType {
-	case catalog.Timestamptz:
-		bucketExpr = fmt.Sprintf("date_trunc(%s, %s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc, catalog.QuoteLiteral(r.TimeZone))
-	case catalog.Timestamp:
-		bucketExpr = fmt.Sprintf("date_trunc(%s, %s)", catalog.QuoteLiteral(string(r.Grain)), tc)
-	default:
-		bucketExpr = fmt.Sprintf("date_trunc(%s, %s::timestamp)::date", catalog.QuoteLiteral(string(r.Grain)), tc)
-	}
+	bucketExpr := bucketOf(r, catalog.QuoteIdent(r.TimeColumn))
 	var dims, joinOn []string
 	for _, d := range r.Dimensions {
 		q := catalog.QuoteIdent(d.Column)
@@ -192,6 +191,29 @@ func recomputeSQL(r *catalog.Rollup, bucketList []string) (string, []catalog.Mea
 		r.Table.String(), prefixAnd(joinOn),
 		strings.Join(withType(bucketList, bucketType), ", "))
 	return q, hlls, nil
+}
+
+// bucketOf is the SQL of the start of r's bucket holding time t (an
+// expression of the time column's type), in that type.
+func bucketOf(r *catalog.Rollup, t string) string {
+	switch r.TimeType {
+	case catalog.Timestamptz:
+		return fmt.Sprintf("date_trunc(%s, %s, %s)", catalog.QuoteLiteral(string(r.Grain)), t, catalog.QuoteLiteral(r.TimeZone))
+	case catalog.Timestamp:
+		return fmt.Sprintf("date_trunc(%s, %s)", catalog.QuoteLiteral(string(r.Grain)), t)
+	default:
+		return fmt.Sprintf("date_trunc(%s, %s::timestamp)::date", catalog.QuoteLiteral(string(r.Grain)), t)
+	}
+}
+
+// logName is bucket start b (of the time column's type) as the change log
+// names buckets: an instant, for date and timestamp columns the wall-clock
+// start read as UTC.
+func logName(r *catalog.Rollup, b string) string {
+	if r.TimeType == catalog.Timestamptz {
+		return b
+	}
+	return "(" + b + "::timestamp AT TIME ZONE 'UTC')"
 }
 
 // estimate is the distinct count a stored sketch of kind k estimates.

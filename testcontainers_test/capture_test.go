@@ -535,12 +535,7 @@ func TestRollupRepeatedMidnight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, conn := catalogDB(t)
-	mustExec(t, conn, `CREATE TABLE ev (tz timestamptz NOT NULL, user_id bigint, amount numeric(12,2));
-		INSERT INTO ev SELECT t, i % 500, 1 FROM (SELECT i, timestamptz '2025-10-22 00:00+00' + i * interval '7 minutes' AS t
-		  FROM generate_series(0, 800) i) s`)
-	mustExec(t, conn, `SELECT pgsketch.create_rollup('az', 'ev', 'tz', grain => 'day', time_zone => 'Atlantic/Azores',
-		distinct_columns => '{user_id}', sum_columns => '{amount}')`)
-	refreshRollup(t, conn, "az", refresh.Options{}) // the watermark: the second midnight, 01:00 UTC
+	azoresRollup(t, conn, "")
 	// Rows in the first midnight hour, after the refresh: the day after the
 	// watermark, yet before it in time.
 	mustExec(t, conn, `INSERT INTO ev VALUES ('2025-10-26 00:30+00', 9001, 5), ('2025-10-26 00:50+00', 9002, 5), ('2025-10-26 01:30+00', 9003, 5)`)
@@ -567,6 +562,24 @@ func TestRollupRepeatedMidnight(t *testing.T) {
 			t.Errorf("WHERE %s: notices %q, want an answer from the rollup", w, got.notices)
 		}
 	}
+}
+
+// azoresRollup makes table ev (tz, user_id, amount) of 801 rows from
+// 2025-10-22 to 2025-10-25 21:20 UTC and its daily rollup az in the time
+// zone Atlantic/Azores, where 2025-10-26's midnight happens twice (at
+// 00:00 and 01:00 UTC), runs the SQL statements also (after creating
+// the rollup), and refreshes it: the watermark is the second midnight.
+func azoresRollup(t *testing.T, conn *pgx.Conn, also string) {
+	t.Helper()
+	mustExec(t, conn, `CREATE TABLE ev (tz timestamptz NOT NULL, user_id bigint, amount numeric(12,2));
+		INSERT INTO ev SELECT t, i % 500, 1 FROM (SELECT i, timestamptz '2025-10-22 00:00+00' + i * interval '7 minutes' AS t
+		  FROM generate_series(0, 800) i) s`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('az', 'ev', 'tz', grain => 'day', time_zone => 'Atlantic/Azores',
+		distinct_columns => '{user_id}', sum_columns => '{amount}')`)
+	if also != "" {
+		mustExec(t, conn, also)
+	}
+	refreshRollup(t, conn, "az", refresh.Options{})
 }
 
 // TestRollupClockChangeRanges: ranges with bounds every few minutes

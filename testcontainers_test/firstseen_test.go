@@ -295,3 +295,146 @@ func TestFirstSeenFullRefresh(t *testing.T) {
 		mustExec(t, nc.Conn, "COMMIT")
 	}
 }
+
+// TestFirstSeenVerify: rollup list shows a rollup's first-seen key and
+// whether the next refresh builds it; rollup verify compares the new keys
+// per bucket the bookkeeping answers with their exact count, says why it
+// did not while changes are logged, and fails, naming the bucket, when a
+// count is wrong.
+func TestFirstSeenVerify(t *testing.T) {
+	t.Parallel()
+	db, conn := catalogDB(t)
+	partitionedEv(t, conn, 30000)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	mustExec(t, conn, `SELECT pgsketch.add_first_seen('ev_daily', 'user_id')`)
+	list := func(built bool) {
+		t.Helper()
+		r := runCLI(t, nil, "rollup", "list", "--dsn", db.DSN)
+		if r.code != 0 || !strings.Contains(r.stdout, "FIRST SEEN") || !strings.Contains(r.stdout, " user_id ") ||
+			strings.Contains(r.stdout, "built by the next refresh") == built {
+			t.Errorf("rollup list, built %v: exit %d\n%s%s", built, r.code, r.stdout, r.stderr)
+		}
+	}
+	list(false)
+	verify := func(step string, code int, want ...string) {
+		t.Helper()
+		r := runCLI(t, nil, "rollup", "verify", "ev_daily", "--dsn", db.DSN)
+		if (r.code == 0) != (code == 0) {
+			t.Errorf("%s: rollup verify exit %d, want %d\n%s%s", step, r.code, code, r.stdout, r.stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(r.stdout+r.stderr, w) {
+				t.Errorf("%s: rollup verify does not say %q\n%s%s", step, w, r.stdout, r.stderr)
+			}
+		}
+	}
+	verify("not built", 0, "first seen by user_id: not checked: pgsketch: first-seen of rollup ev_daily not used: its first-seen bookkeeping is built by the next refresh")
+
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	list(true)
+	verify("built", 0, "first seen by user_id: 59 buckets checked, 0 wrong; 0 keys with another first bucket")
+
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-03 08:00+00', 'US', 'web', 777777, 1)`)
+	verify("a row inserted", 0, "first seen by user_id: not checked: ", "rows were inserted before the end of the range")
+	refreshRollup(t, conn, "ev_daily", refresh.Options{})
+	verify("refreshed", 0, "first seen by user_id: 59 buckets checked, 0 wrong; 0 keys with another first bucket")
+
+	// Two keys' first buckets swapped: every count right, the key table not.
+	mustExec(t, conn, `UPDATE pgsketch.first_ev_daily SET bucket = CASE WHEN bucket = '2026-01-05' THEN timestamptz '2026-01-06' ELSE '2026-01-05' END
+		WHERE key IN ((SELECT key FROM pgsketch.first_ev_daily WHERE bucket = '2026-01-05' LIMIT 1),
+		              (SELECT key FROM pgsketch.first_ev_daily WHERE bucket = '2026-01-06' LIMIT 1))`)
+	verify("keys swapped", 1, "first seen by user_id: 59 buckets checked, 0 wrong; 2 keys with another first bucket",
+		"failed verification of its first-seen counts")
+	refreshRollup(t, conn, "ev_daily", refresh.Options{Full: true})
+	verify("rebuilt", 0, "first seen by user_id: 59 buckets checked, 0 wrong; 0 keys with another first bucket")
+
+	// A count off by one, and a bucket that has none.
+	mustExec(t, conn, `UPDATE pgsketch.firstn_ev_daily SET users = users + 1 WHERE bucket = '2026-01-03';
+		INSERT INTO pgsketch.firstn_ev_daily VALUES ('2025-12-30', 5)`)
+	verify("counts wrong", 1, "first seen by user_id: 60 buckets checked, 2 wrong; 0 keys", "failed verification of its first-seen counts",
+		"2026-01-03 00:00:00+00", "2025-12-30 00:00:00+00")
+	r := runCLI(t, nil, "rollup", "verify", "ev_daily", "--dsn", db.DSN, "--first-seen=false")
+	if r.code != 0 || strings.Contains(r.stdout, "first seen") {
+		t.Errorf("rollup verify --first-seen=false: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestFirstSeenDoubledMidnight: in a zone where a midnight happens twice
+// (the Azores on 2025-10-26: at 00:00 and at 01:00 UTC), the day counts
+// from the second. With the watermark there, keys whose only rows lie in
+// the hour before it are new on that day: counted after the watermark,
+// and kept by the refreshes that recompute from that day (version 23
+// bounded the rows it read by their time and missed them both ways).
+func TestFirstSeenDoubledMidnight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	azoresRollup(t, conn, `SELECT pgsketch.add_first_seen('az', 'user_id')`)
+	var watermark string
+	if err := conn.QueryRow(ctx, `SELECT (watermark AT TIME ZONE 'UTC')::text FROM pgsketch.rollup_defs WHERE name = 'az'`).Scan(&watermark); err != nil ||
+		!strings.HasPrefix(watermark, "2025-10-26 01:00:00") {
+		t.Fatalf("watermark %q, %v; want the second midnight", watermark, err)
+	}
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2025-10-26 00:30+00', 9001, 5), ('2025-10-26 00:50+00', 9002, 5),
+		('2025-10-26 01:30+00', 9003, 5)`)
+
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	opt := "&options=" + strings.NewReplacer(" ", "%20", "=", "%3D", "/", "%2F").Replace("-c TimeZone=Atlantic/Azores")
+	proxy := connectSimple(t, p.URL(db.DSN)+opt)
+	direct := connectSimple(t, db.DSN+opt)
+	rowsOf := func(q string) string {
+		t.Helper()
+		res, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(res.rows)
+	}
+	same := func(step string) {
+		t.Helper()
+		exact := rowsOf(`SELECT b::text, count(*) FROM (SELECT date_trunc('day', min(tz), 'Atlantic/Azores') AS b FROM ev GROUP BY user_id) k
+			GROUP BY b ORDER BY b`)
+		if got := rowsOf(`SELECT bucket::text, users FROM pgsketch.first_seen('az', NULL, NULL) ORDER BY bucket`); got != exact {
+			t.Errorf("%s: first_seen %s, exact %s", step, got, exact)
+		}
+		q := `SELECT d, count(*) AS n FROM (SELECT user_id, date_trunc('day', min(tz)) AS d FROM ev GROUP BY user_id) t GROUP BY d ORDER BY d`
+		want, err := direct.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := proxy.query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := compareRollupAnswer(got, want); err != nil || len(got.notices) != 1 || !strings.Contains(got.notices[0], "first-seen bookkeeping") {
+			t.Errorf("%s: through the proxy %v (%v), exact %v; notices %q", step, got.rows, err, want.rows, got.notices)
+		}
+		check, err := refresh.VerifyFirstSeen(ctx, pgsession.Conn{C: conn.PgConn()}, "az")
+		if err != nil || check.Skipped != "" || len(check.Wrong) != 0 || check.WrongKeys != 0 {
+			t.Errorf("%s: verify %+v, %v", step, check, err)
+		}
+	}
+	same("rows after the watermark, before it in time")
+	refreshRollup(t, conn, "az", refresh.Options{})
+	same("refreshed from the doubled midnight")
+	mustExec(t, conn, `INSERT INTO ev VALUES ('2025-10-26 12:00+00', 9004, 1)`)
+	refreshRollup(t, conn, "az", refresh.Options{})
+	same("refreshed from that day again")
+
+	// Bookkeeping that version 23 kept is built anew after the upgrade
+	// (it may lack keys): first_seen refuses until the next refresh.
+	m := openMigrator(t, db.DSN)
+	if err := m.Down(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct.query(ctx, `SELECT * FROM pgsketch.first_seen('az', NULL, NULL)`); err == nil ||
+		!strings.Contains(err.Error(), "built by the next refresh") {
+		t.Errorf("first_seen after the upgrade: %v, want a refusal until the next refresh", err)
+	}
+	refreshRollup(t, conn, "az", refresh.Options{})
+	same("rebuilt after the upgrade")
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -334,6 +335,10 @@ func rollupList(ctx context.Context, a *app, args []string) error {
 
 // listRollups prints a table of the rollups of conn's database to out.
 func listRollups(ctx context.Context, conn *pgx.Conn, out io.Writer) error {
+	firstSeen, err := listFirstSeen(ctx, conn)
+	if err != nil {
+		return explain(err)
+	}
 	rows, err := conn.Query(ctx, `SELECT name, source, grain, time_zone, array_to_string(dimensions, ','),
 		array_to_string(measures, '; '), coalesce(to_char(watermark AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI"Z"'), 'never'),
 		coalesce(rows, 0), pg_size_pretty(bytes), coalesce(to_char(last_refresh AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS"Z"'), 'never'),
@@ -350,19 +355,46 @@ func listRollups(ctx context.Context, conn *pgx.Conn, out io.Writer) error {
 	}
 	defer rows.Close()
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLEVELS\tLAST REFRESH\tLAG\tCHANGES")
+	fmt.Fprintln(w, "NAME\tSOURCE\tGRAIN\tTZ\tDIMS\tMEASURES\tWATERMARK\tROWS\tSIZE\tLEVELS\tFIRST SEEN\tLAST REFRESH\tLAG\tCHANGES")
 	for rows.Next() {
 		var s [12]string
 		var n int64
 		if err := rows.Scan(&s[0], &s[1], &s[2], &s[3], &s[4], &s[5], &s[6], &n, &s[7], &s[8], &s[9], &s[10], &s[11]); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6], n, s[7], s[11], s[8], s[9], s[10])
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6], n, s[7], s[11],
+			cmp.Or(firstSeen[s[0]], "-"), s[8], s[9], s[10])
 	}
 	if err := rows.Err(); err != nil {
 		return explain(err)
 	}
 	return w.Flush()
+}
+
+// listFirstSeen returns, per rollup that keeps first-seen bookkeeping,
+// its key column and whether the next refresh builds it (none before the
+// catalog has first-seen bookkeeping).
+func listFirstSeen(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
+	var has bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('pgsketch.rollup_first_seen') IS NOT NULL").Scan(&has); err != nil || !has {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, `SELECT f.rollup, f.key_column || CASE WHEN f.built_version IS NOT DISTINCT FROM d.version THEN ''
+		                                          ELSE ' (built by the next refresh)' END
+		  FROM pgsketch.rollup_first_seen f JOIN pgsketch.rollup_defs d ON d.name = f.rollup`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var name, key string
+		if err := rows.Scan(&name, &key); err != nil {
+			return nil, err
+		}
+		out[name] = key
+	}
+	return out, rows.Err()
 }
 
 func rollupDrop(ctx context.Context, a *app, args []string) error {
@@ -387,6 +419,8 @@ func rollupVerify(ctx context.Context, a *app, args []string) error {
 	dsn := dsnFlag(f)
 	buckets := f.Int("buckets", 10, "how many buckets to recompute exactly, spread over the rollup's range")
 	verbose := f.Bool("v", false, "print every checked row, not only the summary and the worst rows")
+	firstSeen := f.Bool("first-seen", true, "also compare the new keys per bucket of the rollup's first-seen bookkeeping "+
+		"with their exact count (a read of the whole source)")
 	name, err := parseNamed(f, args, true)
 	if err != nil {
 		return err
@@ -395,12 +429,48 @@ func rollupVerify(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("%w: --buckets must be at least 1", errUsage)
 	}
 	return withConn(ctx, *dsn, func(conn *pgx.Conn) error {
-		checks, err := refresh.Verify(ctx, pgsession.Conn{C: conn.PgConn()}, name, *buckets)
+		sess := pgsession.Conn{C: conn.PgConn()}
+		checks, err := refresh.Verify(ctx, sess, name, *buckets)
 		if err != nil {
 			return explain(err)
 		}
-		return reportChecks(a.stdout, name, checks, *verbose)
+		failed := reportChecks(a.stdout, name, checks, *verbose)
+		if !*firstSeen {
+			return failed
+		}
+		fs, err := refresh.VerifyFirstSeen(ctx, sess, name)
+		if err != nil {
+			return errors.Join(failed, explain(err))
+		}
+		return errors.Join(failed, reportFirstSeen(a.stdout, name, fs))
 	})
+}
+
+// reportFirstSeen prints the comparison of rollup name's first-seen
+// bookkeeping (nothing when it keeps none) and fails when a count is
+// wrong.
+func reportFirstSeen(out io.Writer, name string, c *refresh.FirstSeenCheck) error {
+	if c == nil {
+		return nil
+	}
+	if c.Skipped != "" {
+		fmt.Fprintf(out, "first seen by %s: not checked: %s\n", c.Key, c.Skipped)
+		return nil
+	}
+	if len(c.Wrong) > 0 {
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "BUCKET\tNEW KEYS ANSWERED\tEXACT\t")
+		for _, b := range c.Wrong {
+			fmt.Fprintf(w, "%s\t%d\t%d\t\n", b.Bucket, b.Answered, b.Exact)
+		}
+		w.Flush()
+	}
+	fmt.Fprintf(out, "first seen by %s: %d buckets checked, %d wrong; %d keys with another first bucket in the key table\n",
+		c.Key, c.Buckets, len(c.Wrong), c.WrongKeys)
+	if len(c.Wrong) > 0 || c.WrongKeys > 0 {
+		return fmt.Errorf("rollup %s failed verification of its first-seen counts: rebuild it with pgsketch-proxy rollup refresh %s --full", name, name)
+	}
+	return nil
 }
 
 // reportChecks prints the checks of rollup name (every one with all, else
