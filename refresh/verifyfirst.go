@@ -74,7 +74,11 @@ func VerifyFirstSeen(ctx context.Context, conn upstream.Session, name string) (c
 		}
 		return nil, fmt.Errorf("verify %s: first seen: %w", name, err)
 	}
-	exact, err := upstream.Rows(ctx, conn, firstSeenExactSQL(r), r.Name)
+	table, err := upstream.Rows(ctx, conn, `SELECT format('pgsketch.%I', pgsketch.first_seen_table($1))`, r.Name)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: first seen: %w", name, err)
+	}
+	exact, err := upstream.Rows(ctx, conn, firstSeenExactSQL(r, string(table[0][0])), r.Name)
 	if err != nil {
 		return nil, fmt.Errorf("verify %s: first seen from the source: %w", name, err)
 	}
@@ -115,10 +119,10 @@ func VerifyFirstSeen(ctx context.Context, conn upstream.Session, name string) (c
 // key's first bucket (rows without a time have none; the NULL key is one
 // key, as GROUP BY makes it), named as the change log names buckets. It
 // returns the new keys per bucket (bucket as text, count), then a row with
-// a NULL bucket and the number of keys whose row in the key table differs.
-// It writes the buckets itself rather than through the catalog's
-// functions, so that it checks them too.
-func firstSeenExactSQL(r *catalog.Rollup) string {
+// a NULL bucket and the number of keys whose row in the key table
+// (keys, its qualified name) differs. It writes the buckets itself rather
+// than through the catalog's functions, so that it checks them too.
+func firstSeenExactSQL(r *catalog.Rollup, keys string) string {
 	tc := catalog.QuoteIdent(r.TimeColumn)
 	return fmt.Sprintf(`
 		WITH k AS (SELECT s.%[4]s AS key, min(s.%[1]s) AS t FROM %[2]s s
@@ -133,5 +137,5 @@ func firstSeenExactSQL(r *catalog.Rollup) string {
 		                                    UNION ALL
 		                                    (SELECT p.key, p.bucket FROM %[6]s p EXCEPT SELECT e.key, e.bucket FROM e)) x) y`,
 		tc, r.Source.String(), logName(r, bucketOf(r, "s."+tc)), catalog.QuoteIdent(r.FirstSeen.Key),
-		logName(r, bucketOf(r, "k.t")), "pgsketch."+catalog.QuoteIdent("first_"+r.Name))
+		logName(r, bucketOf(r, "k.t")), keys)
 }
