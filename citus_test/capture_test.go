@@ -577,6 +577,66 @@ func TestCitusDroppedLog(t *testing.T) {
 	checkFresh(t, pc, conn, table, "")
 }
 
+// TestCitusLogShardByName: a rollup on a distributed source made at
+// catalog version 24, whose capture function on the shards inserts into
+// the distributed log, has it written again by migrate up on every node,
+// to insert into the log's shard by its name; the rollup stays answered
+// from without a refresh (its recorded definition follows the function),
+// and writes on the coordinator and on a worker are logged and seen. Down
+// to 24 and up again, the same.
+func TestCitusLogShardByName(t *testing.T) {
+	up := func(t *testing.T) {
+		t.Helper()
+		if r := cli(t, "migrate", "up", "--dsn", coordURL()); r.code != 0 {
+			t.Fatalf("migrate up: %s", r)
+		}
+	}
+	down := func(t *testing.T) {
+		t.Helper()
+		if r := cli(t, "migrate", "down", "--dsn", coordURL(), "--steps", strconv.Itoa(int(migrations.Latest())-24)); r.code != 0 {
+			t.Fatalf("migrate down: %s", r)
+		}
+	}
+	t.Cleanup(func() { up(t) })
+	down(t)
+	conn, _, table, name := distributedRollup(t)
+	byName := func(t *testing.T, want bool) {
+		t.Helper()
+		for _, n := range append(cluster.workers[:len(cluster.workers):len(cluster.workers)], cluster.coord) {
+			c := connect(t, n.URL(database))
+			var src string
+			err := c.QueryRow(context.Background(), `SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(format('pgsketch.%I()', 'capture_' || $1::text))`, name).Scan(&src)
+			c.Close(context.Background())
+			if err != nil {
+				t.Fatalf("the capture function of %s on node %d: %v", name, n.Port, err)
+			}
+			if got := strings.Contains(src, "shard_name("); got != want {
+				t.Errorf("node %d: the capture function of %s inserts into the log's shard by name: %v, want %v", n.Port, name, got, want)
+			}
+		}
+	}
+	byName(t, false)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	writeAll(t, coordURL(), table, 3_000_000)
+
+	up(t)
+	byName(t, true)
+	checkFresh(t, pc, conn, table, "")
+	writeAll(t, coordURL(), table, 3_100_000)
+	writeAll(t, cluster.workers[1].URL(database), table, 3_200_000)
+	checkFresh(t, pc, conn, table, "")
+
+	down(t)
+	byName(t, false)
+	writeAll(t, coordURL(), table, 3_300_000)
+	checkFresh(t, pc, conn, table, "")
+	up(t)
+	byName(t, true)
+	writeAll(t, cluster.workers[0].URL(database), table, 3_400_000)
+	checkFresh(t, pc, conn, table, "")
+}
+
 // TestCitusMinMax: a rollup with min and max measures on a distributed
 // source is created, refreshed and answered from, right through writes
 // (rollup create failed with XX000, "cannot switch local execution status":
