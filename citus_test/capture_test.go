@@ -637,6 +637,112 @@ func TestCitusLogShardByName(t *testing.T) {
 	checkFresh(t, pc, conn, table, "")
 }
 
+// TestCitusSnapshotBeforeMove: a REPEATABLE READ transaction on a worker
+// takes its snapshot; a shard group then moves onto that worker; the
+// transaction writes a row of that group and commits. The capture logs it,
+// and the answer through the proxy counts it. (The capture function looked
+// the log's placement up in pg_dist_placement, through the transaction's
+// snapshot, which still had the shard on the other worker: it let the
+// write through unlogged, and the answer missed the row until a full
+// refresh.)
+func TestCitusSnapshotBeforeMove(t *testing.T) {
+	ctx := context.Background()
+	conn, _, table, name := distributedRollup(t)
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	checkFresh(t, pc, conn, table, "")
+
+	const key = 4_242_424
+	var shard int64
+	var from int
+	if err := conn.QueryRow(ctx, `SELECT p.shardid, p.nodeport FROM pg_dist_shard_placement p
+		WHERE p.shardid = get_shard_id_for_distribution_column($1::regclass, $2::bigint)`, table, key).Scan(&shard, &from); err != nil {
+		t.Fatal(err)
+	}
+	to := cluster.workers[0]
+	if to.Port == from {
+		to = cluster.workers[1]
+	}
+	w := connect(t, to.URL(database))
+	tx, err := w.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM pg_dist_placement`); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, fmt.Sprintf(`SELECT citus_move_shard_placement(%d, '127.0.0.1', %d, '127.0.0.1', %d, shard_transfer_mode => 'block_writes')`,
+		shard, from, to.Port))
+	before := pendingRows(t, conn, name)
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (4242424001, '2026-01-12 10:00+00', %d, 'NL', 'web', 1)`, table, key)); err != nil {
+		t.Fatalf("a write in a transaction whose snapshot predates the move: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := pendingRows(t, conn, name); after != before+1 {
+		t.Errorf("the log gained %d rows from the write, want 1", after-before)
+	}
+	checkFresh(t, pc, conn, table, "")
+}
+
+// TestCitusSnapshotBeforeRollup: a REPEATABLE READ transaction on a worker
+// takes its snapshot before rollup create makes the log and the capture
+// triggers, and writes after it, eight rows of eight days whose shards are
+// on that worker. The capture logs them, and the answers through the proxy
+// count them. (The capture function checked that the log was distributed
+// in pg_dist_partition, through the transaction's snapshot, which
+// predated the log: it let the writes through unlogged.)
+func TestCitusSnapshotBeforeRollup(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, coordURL())
+	schema := newSchema(t, conn)
+	table := createEvents(t, conn, schema, true)
+	name := schema + "_daily"
+	w := connect(t, cluster.workers[0].URL(database))
+	tx, err := w.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM pg_dist_partition`); err != nil {
+		t.Fatal(err)
+	}
+	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
+		t.Fatalf("rollup create on a distributed table: %s", r)
+	}
+	p := startProxy(t, "--approx", "on")
+	pc := connectNotices(t, p.url())
+	checkFresh(t, pc, conn, table, "")
+	// Keys whose shards are on that worker: their writes run in the
+	// transaction's own session there (a write Citus sends over a
+	// connection gets a transaction, and a snapshot, of its own).
+	rows, err := conn.Query(ctx, `SELECT k FROM generate_series(4242425, 4252424) k
+		WHERE (SELECT p.nodeport FROM pg_dist_shard_placement p WHERE p.shardid = get_shard_id_for_distribution_column($1::regclass, k)) = $2
+		LIMIT 8`, table, cluster.workers[0].Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(keys) != 8 {
+		t.Fatalf("keys on worker %d: %v, %v", cluster.workers[0].Port, keys, err)
+	}
+	before := pendingRows(t, conn, name)
+	for i, k := range keys {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (%d, '2026-01-%02d 10:00+00', %d, 'NL', 'web', 1)`, table, 4_242_424_000+i, 11+i, k)); err != nil {
+			t.Fatalf("a write in a transaction whose snapshot predates the rollup: %v", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := pendingRows(t, conn, name); after != before+8 {
+		t.Errorf("the log gained %d rows from 8 one-row writes, want 8", after-before)
+	}
+	checkFresh(t, pc, conn, table, "")
+}
+
 // TestCitusMinMax: a rollup with min and max measures on a distributed
 // source is created, refreshed and answered from, right through writes
 // (rollup create failed with XX000, "cannot switch local execution status":
