@@ -16,6 +16,13 @@
 --   none here the log is not distributed with the table any more, which the
 --   coordinator sees (shard_log_broken) and answers exactly, and the next
 --   refresh rebuilds every bucket.
+-- * The checks that still read catalog rows by a query (the columns the
+--   function reads, in pg_attribute; the log, in pg_dist_partition) take a
+--   relation whose pg_class row the snapshot lacks for one made after it (a
+--   shard moved or split here, the log of a rollup made since), not for one
+--   missing. A snapshot older than an ALTER TABLE of a column the function
+--   reads and the refresh after it is still checked against the old
+--   definition (docs/red-team.md, "Known and left alone").
 -- * Through the distributed log, Citus planned the log's INSERT ... SELECT
 --   from unnest(buckets) as a distributed statement on every write, about
 --   half of what the capture added to a one-row INSERT (docs/benchmarks.md,
