@@ -637,6 +637,34 @@ func TestCitusLogShardByName(t *testing.T) {
 	checkFresh(t, pc, conn, table, "")
 }
 
+// snapshotTx begins a REPEATABLE READ transaction on url and takes its
+// snapshot; the test's end rolls it back if it is still open.
+func snapshotTx(t *testing.T, url string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := connect(t, url).BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM pg_dist_placement`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// commitLogged commits tx and checks that rollup name's log gained want
+// rows since it held before.
+func commitLogged(t *testing.T, tx pgx.Tx, conn *pgx.Conn, name string, before, want int64) {
+	t.Helper()
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if after := pendingRows(t, conn, name); after != before+want {
+		t.Errorf("the log gained %d rows from the transaction's writes, want %d", after-before, want)
+	}
+}
+
 // TestCitusSnapshotBeforeMove: a REPEATABLE READ transaction on a worker
 // takes its snapshot; a shard group then moves onto that worker; the
 // transaction writes a row of that group and commits. The capture logs it,
@@ -663,27 +691,14 @@ func TestCitusSnapshotBeforeMove(t *testing.T) {
 	if to.Port == from {
 		to = cluster.workers[1]
 	}
-	w := connect(t, to.URL(database))
-	tx, err := w.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT count(*) FROM pg_dist_placement`); err != nil {
-		t.Fatal(err)
-	}
+	tx := snapshotTx(t, to.URL(database))
 	mustExec(t, conn, fmt.Sprintf(`SELECT citus_move_shard_placement(%d, '127.0.0.1', %d, '127.0.0.1', %d, shard_transfer_mode => 'block_writes')`,
 		shard, from, to.Port))
 	before := pendingRows(t, conn, name)
 	if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (4242424001, '2026-01-12 10:00+00', %d, 'NL', 'web', 1)`, table, key)); err != nil {
 		t.Fatalf("a write in a transaction whose snapshot predates the move: %v", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if after := pendingRows(t, conn, name); after != before+1 {
-		t.Errorf("the log gained %d rows from the write, want 1", after-before)
-	}
+	commitLogged(t, tx, conn, name, before, 1)
 	checkFresh(t, pc, conn, table, "")
 }
 
@@ -700,15 +715,7 @@ func TestCitusSnapshotBeforeRollup(t *testing.T) {
 	schema := newSchema(t, conn)
 	table := createEvents(t, conn, schema, true)
 	name := schema + "_daily"
-	w := connect(t, cluster.workers[0].URL(database))
-	tx, err := w.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT count(*) FROM pg_dist_partition`); err != nil {
-		t.Fatal(err)
-	}
+	tx := snapshotTx(t, cluster.workers[0].URL(database))
 	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
 		t.Fatalf("rollup create on a distributed table: %s", r)
 	}
@@ -734,12 +741,7 @@ func TestCitusSnapshotBeforeRollup(t *testing.T) {
 			t.Fatalf("a write in a transaction whose snapshot predates the rollup: %v", err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if after := pendingRows(t, conn, name); after != before+8 {
-		t.Errorf("the log gained %d rows from 8 one-row writes, want 8", after-before)
-	}
+	commitLogged(t, tx, conn, name, before, int64(len(keys)))
 	checkFresh(t, pc, conn, table, "")
 }
 
