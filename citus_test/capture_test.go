@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/pgsketch/pgsketch/migrations"
 )
 
 // freshQueries ask row counts, exact from a rollup, beside distinct
@@ -299,17 +296,9 @@ func TestCitusDistributedCapture(t *testing.T) {
 // table again.
 func TestCitusMigrateDownDistributedCapture(t *testing.T) {
 	conn, _, table, name := distributedRollup(t)
-	up := func(t *testing.T) {
-		t.Helper()
-		if r := cli(t, "migrate", "up", "--dsn", coordURL()); r.code != 0 {
-			t.Fatalf("migrate up: %s", r)
-		}
-	}
-	t.Cleanup(func() { up(t) })
+	t.Cleanup(func() { migrateUp(t) })
 	// Down to version 19, the last without capture on distributed sources.
-	if r := cli(t, "migrate", "down", "--dsn", coordURL(), "--steps", strconv.Itoa(int(migrations.Latest())-19)); r.code != 0 {
-		t.Fatalf("migrate down: %s", r)
-	}
+	migrateDownTo(t, 19)
 	if relationExists(t, conn, "pgsketch.log_"+name) {
 		t.Errorf("the log of %s exists after migrate down", name)
 	}
@@ -318,7 +307,7 @@ func TestCitusMigrateDownDistributedCapture(t *testing.T) {
 	pc := connectNotices(t, p.url())
 	checkAnswers(t, pc, conn, table, exactAnswer, "")
 
-	up(t)
+	migrateUp(t)
 	if r := cli(t, "rollup", "refresh", name, "--dsn", coordURL(), "--log-level", "warn"); r.code != 0 {
 		t.Fatalf("rollup refresh after migrate up: %s", r)
 	}
@@ -520,15 +509,21 @@ func TestCitusDistributedCaptureOneSnapshot(t *testing.T) {
 	}
 }
 
-// distributedRollup makes, in a schema of its own, the events table
-// distributed by user_id (createEvents) and its daily rollup, and returns
-// a connection to the coordinator, the schema, the table and the rollup.
-func distributedRollup(t *testing.T) (conn *pgx.Conn, schema, table, name string) {
+// distributedEvents makes, in a schema of its own, the events table
+// distributed by user_id (createEvents), and returns a connection to the
+// coordinator, the schema, the table and the name its daily rollup takes.
+func distributedEvents(t *testing.T) (conn *pgx.Conn, schema, table, name string) {
 	t.Helper()
 	conn = connect(t, coordURL())
 	schema = newSchema(t, conn)
-	table = createEvents(t, conn, schema, true)
-	name = schema + "_daily"
+	return conn, schema, createEvents(t, conn, schema, true), schema + "_daily"
+}
+
+// distributedRollup makes distributedEvents' table and its daily rollup,
+// and returns what distributedEvents returns.
+func distributedRollup(t *testing.T) (conn *pgx.Conn, schema, table, name string) {
+	t.Helper()
+	conn, schema, table, name = distributedEvents(t)
 	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
 		t.Fatalf("rollup create on a distributed table: %s", r)
 	}
@@ -545,18 +540,10 @@ func distributedRollup(t *testing.T) (conn *pgx.Conn, schema, table, name string
 // capture functions on distributed sources is what is tested.
 func TestCitusDroppedLog(t *testing.T) {
 	ctx := context.Background()
-	up := func(t *testing.T) {
-		t.Helper()
-		if r := cli(t, "migrate", "up", "--dsn", coordURL()); r.code != 0 {
-			t.Fatalf("migrate up: %s", r)
-		}
-	}
-	t.Cleanup(func() { up(t) })
-	if r := cli(t, "migrate", "down", "--dsn", coordURL(), "--steps", strconv.Itoa(int(migrations.Latest())-21)); r.code != 0 {
-		t.Fatalf("migrate down: %s", r)
-	}
+	t.Cleanup(func() { migrateUp(t) })
+	migrateDownTo(t, 21)
 	conn, _, table, name := distributedRollup(t)
-	up(t)
+	migrateUp(t)
 	p := startProxy(t, "--approx", "on")
 	pc := connectNotices(t, p.url())
 	checkFresh(t, pc, conn, table, "")
@@ -585,24 +572,12 @@ func TestCitusDroppedLog(t *testing.T) {
 // and writes on the coordinator and on a worker are logged and seen. Down
 // to 24 and up again, the same.
 func TestCitusLogShardByName(t *testing.T) {
-	up := func(t *testing.T) {
-		t.Helper()
-		if r := cli(t, "migrate", "up", "--dsn", coordURL()); r.code != 0 {
-			t.Fatalf("migrate up: %s", r)
-		}
-	}
-	down := func(t *testing.T) {
-		t.Helper()
-		if r := cli(t, "migrate", "down", "--dsn", coordURL(), "--steps", strconv.Itoa(int(migrations.Latest())-24)); r.code != 0 {
-			t.Fatalf("migrate down: %s", r)
-		}
-	}
-	t.Cleanup(func() { up(t) })
-	down(t)
+	t.Cleanup(func() { migrateUp(t) })
+	migrateDownTo(t, 24)
 	conn, _, table, name := distributedRollup(t)
 	byName := func(t *testing.T, want bool) {
 		t.Helper()
-		for _, n := range append(cluster.workers[:len(cluster.workers):len(cluster.workers)], cluster.coord) {
+		for _, n := range allNodes() {
 			c := connect(t, n.URL(database))
 			var src string
 			err := c.QueryRow(context.Background(), `SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(format('pgsketch.%I()', 'capture_' || $1::text))`, name).Scan(&src)
@@ -620,18 +595,18 @@ func TestCitusLogShardByName(t *testing.T) {
 	pc := connectNotices(t, p.url())
 	writeAll(t, coordURL(), table, 3_000_000)
 
-	up(t)
+	migrateUp(t)
 	byName(t, true)
 	checkFresh(t, pc, conn, table, "")
 	writeAll(t, coordURL(), table, 3_100_000)
 	writeAll(t, cluster.workers[1].URL(database), table, 3_200_000)
 	checkFresh(t, pc, conn, table, "")
 
-	down(t)
+	migrateDownTo(t, 24)
 	byName(t, false)
 	writeAll(t, coordURL(), table, 3_300_000)
 	checkFresh(t, pc, conn, table, "")
-	up(t)
+	migrateUp(t)
 	byName(t, true)
 	writeAll(t, cluster.workers[0].URL(database), table, 3_400_000)
 	checkFresh(t, pc, conn, table, "")
@@ -711,10 +686,7 @@ func TestCitusSnapshotBeforeMove(t *testing.T) {
 // predated the log: it let the writes through unlogged.)
 func TestCitusSnapshotBeforeRollup(t *testing.T) {
 	ctx := context.Background()
-	conn := connect(t, coordURL())
-	schema := newSchema(t, conn)
-	table := createEvents(t, conn, schema, true)
-	name := schema + "_daily"
+	conn, _, table, name := distributedEvents(t)
 	tx := snapshotTx(t, cluster.workers[0].URL(database))
 	if r := rollupCreate(t, coordURL(), name, table); r.code != 0 {
 		t.Fatalf("rollup create on a distributed table: %s", r)

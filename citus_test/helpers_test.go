@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgsketch/pgsketch/internal/localpg"
+	"github.com/pgsketch/pgsketch/migrations"
 )
 
 // eventsRows is the size of every events table: 200 000 rows over 30 days.
@@ -123,13 +127,35 @@ func rollupExists(t *testing.T, conn *pgx.Conn, name string) bool {
 	return ok
 }
 
+// allNodes is the cluster's workers and its coordinator.
+func allNodes() []*localpg.Cluster {
+	return append(cluster.workers[:len(cluster.workers):len(cluster.workers)], cluster.coord)
+}
+
+// migrateUp migrates the catalog on the coordinator up to the latest
+// version.
+func migrateUp(t *testing.T) {
+	t.Helper()
+	if r := cli(t, "migrate", "up", "--dsn", coordURL()); r.code != 0 {
+		t.Fatalf("migrate up: %s", r)
+	}
+}
+
+// migrateDownTo migrates the catalog on the coordinator down to version v.
+func migrateDownTo(t *testing.T, v int) {
+	t.Helper()
+	if r := cli(t, "migrate", "down", "--dsn", coordURL(), "--steps", strconv.Itoa(int(migrations.Latest())-v)); r.code != 0 {
+		t.Fatalf("migrate down to version %d: %s", v, r)
+	}
+}
+
 // captureTriggers lists the capture triggers of rollup name on every node:
 // "port relation trigger", on the coordinator's tables and the workers'
 // shards.
 func captureTriggers(t *testing.T, name string) []string {
 	t.Helper()
 	var out []string
-	for _, n := range append(cluster.workers[:len(cluster.workers):len(cluster.workers)], cluster.coord) {
+	for _, n := range allNodes() {
 		conn := connect(t, n.URL(database))
 		rows, err := conn.Query(context.Background(), `SELECT tgrelid::regclass::text, tgname FROM pg_trigger
 			WHERE tgname LIKE 'pgsketch\_' || $1 || '\_%' ORDER BY 1, 2`, name)
@@ -156,7 +182,7 @@ func captureTriggers(t *testing.T, name string) []string {
 func captureFunctions(t *testing.T, name string) []string {
 	t.Helper()
 	var out []string
-	for _, n := range append(cluster.workers[:len(cluster.workers):len(cluster.workers)], cluster.coord) {
+	for _, n := range allNodes() {
 		conn := connect(t, n.URL(database))
 		var fn *string
 		if err := conn.QueryRow(context.Background(), `SELECT to_regprocedure(format('pgsketch.%I()', 'capture_' || $1::text))::text`, name).Scan(&fn); err != nil {
