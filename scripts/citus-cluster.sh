@@ -8,7 +8,8 @@
 #   scripts/citus-cluster.sh start DIR [PORT] [DB]   make (first time) and start
 #   scripts/citus-cluster.sh stop DIR                stop the three nodes
 #
-# PORT defaults to 56001 and DB to bench; the nodes live in DIR/nPORT. It
+# PORT defaults to 56001 and DB to bench (made on every node when the
+# cluster lacks it); the nodes live in DIR/nPORT. It
 # prints the coordinator's URL, which scripts/bench-query.sh and
 # scripts/bench-capture.sh take as --dsn (with --distribute user_id). It
 # needs Citus installed (scripts/citus.sh) and runs the servers as the user
@@ -60,9 +61,12 @@ EOF
     "${as_pg[@]}" "$pg_bin/pg_ctl" -D "$d" -l "$d.log" -w start >/dev/null
 done
 url() { echo "postgres://postgres@127.0.0.1:$1/$2?sslmode=disable"; }
-if [ "$fresh" = 1 ]; then
+# A database the cluster does not have yet (the first start, or another
+# DB named on a later one) is made on every node.
+has_db=$(echo "SELECT 1 FROM pg_database WHERE datname = :'db'" | "$psql" -X -Atq "$(url "$port" postgres)" -v db="$db")
+if [ "$fresh" = 1 ] || [ -z "$has_db" ]; then
   for p in "${ports[@]}"; do
-    "$psql" -q -X -v ON_ERROR_STOP=1 "$(url "$p" postgres)" -c "CREATE DATABASE $db"
+    "$psql" -q -X -v ON_ERROR_STOP=1 "$(url "$p" postgres)" -c "CREATE DATABASE \"$db\""
     "$psql" -q -X -v ON_ERROR_STOP=1 "$(url "$p" "$db")" -c "CREATE EXTENSION citus"
   done
   "$psql" -q -X -v ON_ERROR_STOP=1 "$(url "$port" "$db")" \
