@@ -203,10 +203,17 @@ func (pr *partRow) estimate(j int, a plan.Agg) (float64, error) {
 	if e := pr.est[j].Load(); e != nil {
 		return *e, nil
 	}
-	h, err := unitedCopy(a, pr.hll[j])
-	if err != nil {
-		return 0, err
+	h := pr.hll[j]
+	if h.Log2m() != a.Log2m || h.Regwidth() != a.Regwidth {
+		// Folded to a coarser row's precision: as the merge would unite it.
+		var err error
+		if h, err = unitedCopy(a, h); err != nil {
+			return 0, err
+		}
 	}
+	// Else a new sketch of a's parameters united with h is a copy of h
+	// (MergeSketches made h from one, so its cutoff and sparse flag are
+	// a's too), and Estimate reads h without changing it.
 	e := h.Estimate()
 	pr.est[j].Store(&e)
 	return e, nil
@@ -278,6 +285,9 @@ func MergeSketches(arr []byte, a plan.Agg) (*sketch.HLL, error) {
 			if merged, err = sketch.NewHLL(a.Log2m, a.Regwidth); err != nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)
 			}
+		}
+		if merged.UnionFull(e) {
+			continue // a FULL sketch of merged's parameters, merged from its packed registers
 		}
 		if err := s.UnmarshalBinary(e); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrData, a.Measure, err)

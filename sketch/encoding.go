@@ -190,19 +190,27 @@ func unpackFull(regs []uint8, in []byte, w uint) {
 func unpackFull5(regs []uint8, in []byte) {
 	in = in[:len(regs)/8*5]
 	for len(in) >= 5 && len(regs) >= 8 {
-		var x uint64
-		if len(in) >= 8 {
-			x = be64(in) >> 24
-		} else {
-			i := in[:5:5]
-			x = uint64(i[0])<<32 | uint64(i[1])<<24 | uint64(i[2])<<16 | uint64(i[3])<<8 | uint64(i[4])
-		}
-		u := x>>20 | (x&0xfffff)<<32
-		t := u>>10&0x000003ff000003ff | (u&0x000003ff000003ff)<<16
-		putLE64(regs, t>>5&0x001f001f001f001f|(t&0x001f001f001f001f)<<8)
+		putLE64(regs, unpack5(in))
 		in = in[5:]
 		regs = regs[8:]
 	}
+}
+
+// unpack5 returns the eight 5-bit registers packed in the first five bytes
+// of in as the little-endian word of their bytes, as unpackFull5 stores
+// them: it splits the 40 bits pairwise, 40 to 20-bit quads, quads to 10-bit
+// pairs, pairs to bytes.
+func unpack5(in []byte) uint64 {
+	var x uint64
+	if len(in) >= 8 {
+		x = be64(in) >> 24
+	} else {
+		i := in[:5:5]
+		x = uint64(i[0])<<32 | uint64(i[1])<<24 | uint64(i[2])<<16 | uint64(i[3])<<8 | uint64(i[4])
+	}
+	u := x>>20 | (x&0xfffff)<<32
+	t := u>>10&0x000003ff000003ff | (u&0x000003ff000003ff)<<16
+	return t>>5&0x001f001f001f001f | (t&0x001f001f001f001f)<<8
 }
 
 func unpackFullAny(regs []uint8, in []byte, w uint) {

@@ -317,6 +317,48 @@ func (h *HLL) Union(o *HLL) error {
 	return nil
 }
 
+// UnionFull merges into h the FULL sketch b serializes, straight from its
+// packed registers, and reports whether it did. It does so only where
+// UnmarshalBinary of b into another sketch and Union of that into h would
+// succeed and leave h holding registers: b is a FULL sketch, its header
+// byte for byte h's parameters (log2m, regwidth 5, explicit cutoff, sparse
+// flag) and its length exact, and h is EMPTY or holds registers. Otherwise
+// it returns false and leaves h unchanged, for the caller to decode b and
+// take Union's way, with its errors. It allocates only the registers an
+// EMPTY h takes on.
+func (h *HLL) UnionFull(b []byte) bool {
+	if h.regwidth != 5 || h.kind != kindEmpty && h.kind != kindDense {
+		return false
+	}
+	c := h.cutoff
+	if h.sparseOn {
+		c |= 0x40
+	}
+	m := 1 << h.log2m
+	if len(b) != headerLen+m/8*5 || b[0] != schemaVersion<<4|typeFull || b[1] != (h.regwidth-1)<<5|h.log2m || b[2] != c {
+		return false
+	}
+	in := b[headerLen:]
+	if h.kind == kindEmpty {
+		h.regs = make([]uint8, m)
+		unpackFull5(h.regs, in)
+		h.kind = kindDense
+		return true
+	}
+	// As maxRegisters, eight registers at a time.
+	const hi = 0x8080808080808080
+	regs := h.regs[:m]
+	for len(in) >= 5 && len(regs) >= 8 {
+		a, o := le64(regs), unpack5(in)
+		ge := ((a | hi) - o) & hi
+		mask := (ge >> 7) * 0xff
+		putLE64(regs, a&mask|o&^mask)
+		in = in[5:]
+		regs = regs[8:]
+	}
+	return true
+}
+
 // unionExplicit merges the sorted values b into the EXPLICIT sketch h. Like
 // the extension's explicit_union, the result is promoted to registers when it
 // gains values and exceeds the explicit cutoff.
