@@ -6,10 +6,15 @@
 -- co-location once), 0.83 ms of pgsketch.capture_broken back to back on
 -- the benchmark cluster. The verdicts and their messages are version 25's.
 -- The statements name pg_dist_partition and Citus's functions, so each
--- runs only once the function has seen that Citus's catalog exists: a
--- database without Citus still creates and calls these functions.
+-- runs only once the function has seen that Citus's catalog exists (each
+-- in a statement of its own: PL/pgSQL plans a condition's whole
+-- expression), and column_to_column_name only for a table distributed by
+-- hash: a database without Citus still creates and calls these functions.
 
--- hash_distribution (version 26): version 20's, in one statement.
+-- hash_distribution (version 26): version 20's, planned once. Citus's
+-- column_to_column_name is named only in the statement that runs for a
+-- table distributed by hash, as before: a statement naming it is planned
+-- where it exists.
 ALTER FUNCTION pgsketch.hash_distribution(oid) RENAME TO hash_distribution_v20;
 CREATE FUNCTION pgsketch.hash_distribution(rel oid) RETURNS text
     LANGUAGE plpgsql STABLE
@@ -18,8 +23,12 @@ BEGIN
     IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
         RETURN NULL;
     END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid = rel::regclass AND p.partmethod = 'h' AND p.repmodel = 's') THEN
+        RETURN NULL;
+    END IF;
     RETURN (SELECT column_to_column_name(p.logicalrelid, p.partkey) FROM pg_catalog.pg_dist_partition p
-             WHERE p.logicalrelid = rel::regclass AND p.partmethod = 'h' AND p.repmodel = 's');
+             WHERE p.logicalrelid = rel::regclass);
 END $$;
 
 -- distributed_first (version 26): version 13's, planned once.
