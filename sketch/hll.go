@@ -345,14 +345,9 @@ func (h *HLL) UnionFull(b []byte) bool {
 		h.kind = kindDense
 		return true
 	}
-	// As maxRegisters, eight registers at a time.
-	const hi = 0x8080808080808080
 	regs := h.regs[:m]
 	for len(in) >= 5 && len(regs) >= 8 {
-		a, o := le64(regs), unpack5(in)
-		ge := ((a | hi) - o) & hi
-		mask := (ge >> 7) * 0xff
-		putLE64(regs, a&mask|o&^mask)
+		putLE64(regs, max8(le64(regs), unpack5(in)))
 		in = in[5:]
 		regs = regs[8:]
 	}
@@ -388,23 +383,28 @@ func (h *HLL) unionExplicit(b []uint64) {
 	}
 }
 
-// maxRegisters sets dst[i] = max(dst[i], src[i]). Registers hold at most 31,
-// so eight of them are compared at once in a uint64 (SWAR): for bytes below
-// 0x80, ((a|H)-b)&H has the high bit of each byte set exactly where a >= b.
+// maxRegisters sets dst[i] = max(dst[i], src[i]), eight registers at a
+// time (max8).
 func maxRegisters(dst, src []uint8) {
-	const hi = 0x8080808080808080
 	n := len(dst) &^ 7
 	src = src[:len(dst)]
 	for i := 0; i < n; i += 8 {
-		a := le64(dst[i:])
-		b := le64(src[i:])
-		ge := ((a | hi) - b) & hi // high bit set where a >= b
-		mask := (ge >> 7) * 0xff  // 0xff where a >= b
-		putLE64(dst[i:], a&mask|b&^mask)
+		putLE64(dst[i:], max8(le64(dst[i:]), le64(src[i:])))
 	}
 	for i := n; i < len(dst); i++ {
 		dst[i] = max(dst[i], src[i])
 	}
+}
+
+// max8 is the bytewise maximum of a and b, eight registers each. Registers
+// hold at most 31, so they are compared at once in a uint64 (SWAR): for
+// bytes below 0x80, ((a|H)-b)&H has the high bit of each byte set exactly
+// where a >= b.
+func max8(a, b uint64) uint64 {
+	const hi = 0x8080808080808080
+	ge := ((a | hi) - b) & hi // high bit set where a >= b
+	mask := (ge >> 7) * 0xff  // 0xff where a >= b
+	return a&mask | b&^mask
 }
 
 // Clone returns a deep copy of h.
