@@ -783,3 +783,79 @@ func TestInsertedRowsDrainWhileLocked(t *testing.T) {
 	}
 	insertsCheck(t, "the refresh rolled back", nc, direct, 2)
 }
+
+// TestInsertedRowsBlankPadded: a char(n) column the rollup reads (a
+// dimension, a min) is a bpchar column of the table of inserted rows, not
+// a "character" one, which PostgreSQL reads as char(1): with it, every
+// INSERT of a value longer than one character failed while the rollup
+// existed. A database whose table was made so before version 27 gets the
+// column widened by the upgrade, with the rows it held kept.
+func TestInsertedRowsBlankPadded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	latest := migrations.Latest()
+	const args = `dimensions => '{code}', distinct_columns => '{user_id}', min_columns => '{code}'`
+	build := func(table string) {
+		mustExec(t, conn, fmt.Sprintf(`CREATE TABLE %[1]s (created_at timestamptz NOT NULL, code char(4), user_id bigint);
+			INSERT INTO %[1]s SELECT timestamptz '2026-01-01' + (i %% 20) * interval '1 day', (ARRAY['ab', 'abcd', NULL])[1 + i %% 3], i
+			  FROM generate_series(1, 600) i;
+			SELECT pgsketch.create_rollup('%[1]s_daily', '%[1]s', 'created_at', %s)`, table, args))
+		refreshRollup(t, conn, table+"_daily", refresh.Options{})
+	}
+	inserted := func(table string) int {
+		t.Helper()
+		var n int
+		if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM pgsketch.inserts_%s_daily`, table)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	same := func(table string) {
+		t.Helper()
+		res := refreshRollup(t, conn, table+"_daily", refresh.Options{})
+		if res.Mode != "incremental" {
+			t.Fatalf("%s: a %s refresh, want an incremental one", table, res.Mode)
+		}
+		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.create_rollup('%[1]s_ref', '%[1]s', 'created_at', %s)`, table, args))
+		refreshRollup(t, conn, table+"_ref", refresh.Options{Full: true})
+		content := func(rollup string) string {
+			var s string
+			if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT string_agg(r::text, E'\n' ORDER BY bucket, code) FROM %s r`, rollup)).Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		if got, want := content(table+"_daily"), content(table+"_ref"); got != want {
+			t.Fatalf("rollup %s_daily differs from a full rebuild:\n%s", table, firstDiff(got, want))
+		}
+	}
+
+	build("pad")
+	mustExec(t, conn, `INSERT INTO pad VALUES ('2026-01-03 10:00+00', 'wxyz', 9001), ('2026-01-04 10:00+00', 'ab', 9002)`)
+	if n := inserted("pad"); n != 2 {
+		t.Fatalf("%d inserted rows kept, want 2", n)
+	}
+	same("pad")
+
+	// A table of inserted rows made by version 26.
+	if err := m.Down(int(latest) - 26); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, 26)
+	build("old")
+	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-05 10:00+00', 'x', 9003)`)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-06 10:00+00', 'wxyz', 9004)`)
+	if n := inserted("old"); n != 2 {
+		t.Fatalf("after the upgrade: %d inserted rows kept, want 2 (the one from before it too)", n)
+	}
+	same("old")
+}
