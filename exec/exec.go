@@ -403,6 +403,9 @@ func unionFolding(dst **sketch.HLL, s *sketch.HLL) error {
 // shape runs the shaping statement of groups g, of a plan whose highest
 // parameter is $n, over the merged groups.
 func (m *merged) shape(ctx context.Context, x *run, g *plan.Groups, n int) (*upstream.Result, error) {
+	if res, ok := m.project(g, x.formats); ok {
+		return res, nil
+	}
 	st, err := m.shapeStatement(ctx, x, g, n)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,7 @@ func (m *matcher) build() (*built, string) {
 	}
 	p.ShapeSQL = shape
 	p.ShapeCache = shapeCacheability(m.s)
+	p.Columns = m.shapeColumns()
 	for _, k := range m.keys {
 		p.Keys = append(p.Keys, plan.Key{Name: k.name, Expr: m.canon(k.e), Rollup: m.side(k.e, true), Base: m.side(k.e, false)})
 	}

@@ -141,6 +141,49 @@ func (m *matcher) shapeSQL() (string, string) {
 	return out, ""
 }
 
+// shapeColumns is the shape as plain group columns (plan.Groups.Columns)
+// when the query asks for nothing more than them: its select list is its
+// keys and aggregates as written, with nothing after GROUP BY; else nil.
+func (m *matcher) shapeColumns() []plan.Column {
+	s := m.s
+	if s.Distinct || s.Having != nil || len(s.OrderBy) > 0 || s.Limit != nil || s.Offset != nil {
+		return nil
+	}
+	cols := make([]plan.Column, 0, len(s.Targets))
+	for _, t := range s.Targets {
+		of := m.groupColumn(t.Expr)
+		if of < 0 {
+			return nil
+		}
+		name := t.Name
+		if name == "" {
+			name = syntax.ColumnName(t.Expr)
+		}
+		cols = append(cols, plan.Column{Of: of, Name: name})
+	}
+	return cols
+}
+
+// groupColumn is the merged groups' column e is, as shapeSQL maps it: a
+// key's index, or len(m.keys) plus an aggregate's; -1 for anything else.
+func (m *matcher) groupColumn(e syntax.Expr) int {
+	c := m.canon(e)
+	if f, ok := e.(*syntax.FuncCall); ok && classifyAgg(f) != notAgg {
+		for j, a := range m.aggs {
+			if a.canon == c {
+				return len(m.keys) + j
+			}
+		}
+		return -1
+	}
+	for i, k := range m.keys {
+		if k.canon == c {
+			return i
+		}
+	}
+	return -1
+}
+
 // ExactEquivalent returns sql with its APPROX_COUNT_DISTINCT(x) counted
 // exactly, as COUNT(DISTINCT x): a statement with the same columns and
 // parameters that PostgreSQL can prepare and describe (it has no such

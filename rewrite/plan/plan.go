@@ -194,6 +194,21 @@ type Groups struct {
 	// reads only the merged groups and the parameters, and calls nothing
 	// whose value changes from one statement to the next. Nil: never.
 	ShapeCache *Cacheability
+	// Columns, when set, is all ShapeSQL does: one row per merged group
+	// holding these of its columns, in this order. The query's select
+	// list is its keys and aggregates as they are, and it has no HAVING,
+	// ORDER BY, LIMIT, OFFSET or DISTINCT. The executor may build those
+	// rows itself instead of running ShapeSQL.
+	Columns []Column
+}
+
+// Column is one output column of a shape that only selects the merged
+// groups' columns (Groups.Columns).
+type Column struct {
+	// Of is the group column it holds: Keys[Of], or Aggs[Of-len(Keys)].
+	Of int
+	// Name is the column's name in the answer.
+	Name string
 }
 
 // Cacheability is whether a fetch's rollup half may come from the proxy's

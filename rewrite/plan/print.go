@@ -186,6 +186,9 @@ func (p *Rollup) Explain(verbose bool) string {
 		l.sql("exact", p.ExactSQL)
 	}
 	l.sql("shape", p.ShapeSQL)
+	if len(p.Columns) > 0 {
+		w("shape in the proxy: %s", p.columnsText())
+	}
 	if p.Guard != "" {
 		w("guard: %s", p.Guard)
 	}
@@ -353,4 +356,21 @@ func columnList(cols []int) string {
 		b.WriteString(strconv.Itoa(c + 1))
 	}
 	return b.String()
+}
+
+// columnsText lists the group columns a shape built in the proxy selects
+// (Groups.Columns), for a plan's printout.
+func (g *Groups) columnsText() string {
+	names := make([]string, len(g.Columns))
+	for i, c := range g.Columns {
+		from := ""
+		switch {
+		case c.Of < len(g.Keys):
+			from = g.Keys[c.Of].Name
+		case c.Of-len(g.Keys) < len(g.Aggs):
+			from = g.Aggs[c.Of-len(g.Keys)].Name
+		}
+		names[i] = from + " AS " + catalog.QuoteIdent(c.Name)
+	}
+	return "one row per group: " + strings.Join(names, ", ") + ", unless an output format or an aggregate needs the shape statement"
 }
