@@ -789,7 +789,11 @@ func TestInsertedRowsDrainWhileLocked(t *testing.T) {
 // a "character" one, which PostgreSQL reads as char(1): with it, every
 // INSERT of a value longer than one character failed while the rollup
 // existed. A database whose table was made so before version 27 gets the
-// column widened by the upgrade, with the rows it held kept.
+// column widened by the upgrade, with the rows it held kept (and padded as
+// the source's values are), and back: after a downgrade the table and its
+// rows stay too. (A domain in public among the columns: the comment that
+// keeps the table must name it as inserts_define does, whatever the
+// upgrade's search_path.)
 func TestInsertedRowsBlankPadded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -800,10 +804,11 @@ func TestInsertedRowsBlankPadded(t *testing.T) {
 		t.Fatal(err)
 	}
 	latest := migrations.Latest()
-	const args = `dimensions => '{code}', distinct_columns => '{user_id}', min_columns => '{code}'`
+	const args = `dimensions => '{code,sku}', distinct_columns => '{user_id}', min_columns => '{code}'`
+	mustExec(t, conn, `CREATE DOMAIN public.sku AS text`)
 	build := func(table string) {
-		mustExec(t, conn, fmt.Sprintf(`CREATE TABLE %[1]s (created_at timestamptz NOT NULL, code char(4), user_id bigint);
-			INSERT INTO %[1]s SELECT timestamptz '2026-01-01' + (i %% 20) * interval '1 day', (ARRAY['ab', 'abcd', NULL])[1 + i %% 3], i
+		mustExec(t, conn, fmt.Sprintf(`CREATE TABLE %[1]s (created_at timestamptz NOT NULL, code char(4), user_id bigint, sku sku);
+			INSERT INTO %[1]s SELECT timestamptz '2026-01-01' + (i %% 20) * interval '1 day', (ARRAY['ab', 'abcd', NULL])[1 + i %% 3], i, 's' || i %% 2
 			  FROM generate_series(1, 600) i;
 			SELECT pgsketch.create_rollup('%[1]s_daily', '%[1]s', 'created_at', %s)`, table, args))
 		refreshRollup(t, conn, table+"_daily", refresh.Options{})
@@ -822,11 +827,12 @@ func TestInsertedRowsBlankPadded(t *testing.T) {
 		if res.Mode != "incremental" {
 			t.Fatalf("%s: a %s refresh, want an incremental one", table, res.Mode)
 		}
-		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.create_rollup('%[1]s_ref', '%[1]s', 'created_at', %s)`, table, args))
+		mustExec(t, conn, fmt.Sprintf(`SELECT pgsketch.drop_rollup('%[1]s_ref', if_exists => true);
+			SELECT pgsketch.create_rollup('%[1]s_ref', '%[1]s', 'created_at', %s)`, table, args))
 		refreshRollup(t, conn, table+"_ref", refresh.Options{Full: true})
 		content := func(rollup string) string {
 			var s string
-			if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT string_agg(r::text, E'\n' ORDER BY bucket, code) FROM %s r`, rollup)).Scan(&s); err != nil {
+			if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT string_agg(r::text, E'\n' ORDER BY bucket, code, sku) FROM %s r`, rollup)).Scan(&s); err != nil {
 				t.Fatal(err)
 			}
 			return s
@@ -837,7 +843,7 @@ func TestInsertedRowsBlankPadded(t *testing.T) {
 	}
 
 	build("pad")
-	mustExec(t, conn, `INSERT INTO pad VALUES ('2026-01-03 10:00+00', 'wxyz', 9001), ('2026-01-04 10:00+00', 'ab', 9002)`)
+	mustExec(t, conn, `INSERT INTO pad VALUES ('2026-01-03 10:00+00', 'wxyz', 9001, 'a'), ('2026-01-04 10:00+00', 'ab', 9002, 'b')`)
 	if n := inserted("pad"); n != 2 {
 		t.Fatalf("%d inserted rows kept, want 2", n)
 	}
@@ -849,13 +855,29 @@ func TestInsertedRowsBlankPadded(t *testing.T) {
 	}
 	wantVersion(t, m, 26)
 	build("old")
-	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-05 10:00+00', 'x', 9003)`)
+	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-05 10:00+00', 'x', 9003, 'a')`)
 	if err := m.Up(); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-06 10:00+00', 'wxyz', 9004)`)
+	mustExec(t, conn, `SET search_path = public, pg_catalog; INSERT INTO old VALUES ('2026-01-06 10:00+00', 'wxyz', 9004, 'b')`)
 	if n := inserted("old"); n != 2 {
 		t.Fatalf("after the upgrade: %d inserted rows kept, want 2 (the one from before it too)", n)
+	}
+	var unpadded int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pgsketch.inserts_old_daily i JOIN old o USING (user_id)
+		WHERE octet_length(i.code) <> octet_length(o.code)`).Scan(&unpadded); err != nil || unpadded != 0 {
+		t.Fatalf("after the upgrade: %d inserted values of code not as the source holds them (%v)", unpadded, err)
+	}
+	same("old")
+
+	// Down again: the table keeps its rows and its widened column.
+	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-07 10:00+00', 'vwxy', 9005, 'c')`)
+	if err := m.Down(1); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-08 10:00+00', 'uvwx', 9006, 'd')`)
+	if n := inserted("old"); n != 2 {
+		t.Fatalf("after the downgrade: %d inserted rows kept, want 2", n)
 	}
 	same("old")
 }
