@@ -325,13 +325,16 @@ type group struct {
 	freqs  []*sketch.Freq // per agg; used by MergeFreq aggs
 }
 
-// groupKey encodes key values so that equal keys (NULLs equal) give equal
-// strings.
-func groupKey(dst []byte, keys [][]byte) []byte {
-	for _, k := range keys {
+// groupKey encodes key values of types oids so that keys PostgreSQL
+// holds equal (NULLs equal) give equal strings (sameKey).
+func groupKey(dst []byte, oids []uint32, keys [][]byte) []byte {
+	for i, k := range keys {
 		if k == nil {
 			dst = append(dst, 0)
 			continue
+		}
+		if i < len(oids) {
+			k = sameKey(oids[i], k)
 		}
 		dst = append(dst, 1)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(k)))

@@ -18,6 +18,11 @@ import (
 // then one row per group with the estimates of its merged sketches.
 func merge(p *plan.Rollup, part *rollupPart, fetch, exact *upstream.Result) (*merged, error) {
 	mg := newMerger(p, fetch, exact)
+	for i, oid := range mg.m.elemOIDs[:mg.nkeys] {
+		if !groupable(oid) {
+			return nil, fmt.Errorf("%w: group key %s is of type %d, whose equal values may differ in bytes", ErrData, p.Keys[i].Expr, oid)
+		}
+	}
 	if err := mg.rollupRows(part); err != nil {
 		return nil, err
 	}
@@ -74,7 +79,7 @@ func newMerger(p *plan.Rollup, fetch, exact *upstream.Result) *merger {
 
 // lookup returns the group of those key values, made on first use.
 func (mg *merger) lookup(keys [][]byte) *group {
-	mg.kb = groupKey(mg.kb[:0], keys)
+	mg.kb = groupKey(mg.kb[:0], mg.m.elemOIDs[:mg.nkeys], keys)
 	g := mg.groups[string(mg.kb)]
 	if g == nil {
 		g = &group{keys: keys, sketches: make([]*sketch.HLL, len(mg.p.Aggs)), only: make([]*partRow, len(mg.p.Aggs)),
@@ -216,7 +221,7 @@ func (mg *merger) exactRows(exact *upstream.Result) error {
 // expression is in the answer too.
 func (mg *merger) estimates(exact *upstream.Result) error {
 	p := mg.p
-	exactOf, exactVals := exactBeside(p, exact)
+	exactOf, exactVals := exactBeside(p, mg.m.elemOIDs[:mg.nkeys], exact)
 	for _, g := range mg.order {
 		mg.startRow(g.keys)
 		for j, a := range p.Aggs {
@@ -256,7 +261,7 @@ func (mg *merger) estimates(exact *upstream.Result) error {
 				}
 				est = int64(math.Round(e))
 				if k, ok := exactOf[j]; ok {
-					if vals := exactVals[string(groupKey(nil, g.keys))]; vals != nil && vals[k] > 0 {
+					if vals := exactVals[string(groupKey(nil, mg.m.elemOIDs[:mg.nkeys], g.keys))]; vals != nil && vals[k] > 0 {
 						mg.m.samples = append(mg.m.samples, Sample{Exact: float64(vals[k]), Estimate: e,
 							StdErr: 1.04 / math.Sqrt(float64(uint64(1)<<a.Log2m))})
 					}
@@ -272,7 +277,7 @@ func (mg *merger) estimates(exact *upstream.Result) error {
 // exactBeside pairs each estimated aggregate with an exact count of the
 // same base expression in the answer (exactOf: estimate's index -> exact
 // one's), and reads the exact counts per group key.
-func exactBeside(p *plan.Rollup, exact *upstream.Result) (exactOf map[int]int, exactVals map[string][]int64) {
+func exactBeside(p *plan.Rollup, keyOIDs []uint32, exact *upstream.Result) (exactOf map[int]int, exactVals map[string][]int64) {
 	exactOf = map[int]int{}
 	for j, a := range p.Aggs {
 		for k, b := range p.Aggs {
@@ -292,7 +297,7 @@ func exactBeside(p *plan.Rollup, exact *upstream.Result) (exactOf map[int]int, e
 				vals[k] = int64(binary.BigEndian.Uint64(r[b.ExactColumn]))
 			}
 		}
-		exactVals[string(groupKey(nil, r[:len(p.Keys)]))] = vals
+		exactVals[string(groupKey(nil, keyOIDs, r[:len(p.Keys)]))] = vals
 	}
 	return exactOf, exactVals
 }

@@ -59,7 +59,7 @@ func (m *merged) project(g *plan.Groups, formats []int16) (res *upstream.Result,
 		for i := range keys {
 			keys[i] = m.cols[i][r]
 		}
-		kb = groupKey(kb[:0], keys)
+		kb = groupKey(kb[:0], m.elemOIDs[:nkeys], keys)
 		gi, seen := index[string(kb)]
 		if !seen {
 			gi = len(rows)
