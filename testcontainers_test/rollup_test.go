@@ -687,3 +687,59 @@ func TestRollupSearchPathHijack(t *testing.T) {
 		t.Fatalf("the planted function ran as the refresher: %s is superuser %v (%v)", mallory, super, err)
 	}
 }
+
+// TestRollupMinOfPaddedDomain: the min and max of a column whose type is a
+// domain over char(n) are kept in bpchar columns, not in "character" ones
+// (char(1), as pg_typeof names the aggregate's type), where the refresh
+// failed to store any longer value; and a rollup made so before version
+// 28 gets its columns, and its levels', widened by the upgrade.
+func TestRollupMinOfPaddedDomain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	latest := migrations.Latest()
+	mustExec(t, conn, `CREATE DOMAIN cc AS char(2);
+		CREATE TABLE dom (t timestamptz NOT NULL, c cc, u bigint);
+		INSERT INTO dom SELECT timestamptz '2026-01-01' + (i % 40) * interval '1 day', (ARRAY['DE', 'FR', 'A', NULL])[1 + i % 4], i
+		  FROM generate_series(1, 400) i`)
+	check := func(name string) {
+		t.Helper()
+		refreshRollup(t, conn, name, refresh.Options{})
+		var diff int
+		if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM (
+			(SELECT date_trunc('day', t, 'UTC'), min(c)::text, max(c)::text FROM dom GROUP BY 1
+			 EXCEPT SELECT bucket, min_c::text, max_c::text FROM %[1]s)
+			UNION ALL
+			(SELECT bucket, min_c::text, max_c::text FROM %[1]s
+			 EXCEPT SELECT date_trunc('day', t, 'UTC'), min(c)::text, max(c)::text FROM dom GROUP BY 1)) x`, name)).Scan(&diff); err != nil || diff != 0 {
+			t.Fatalf("%s: %d rows differ from GROUP BY (%v)", name, diff, err)
+		}
+	}
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('dom_daily', 'dom', 't', min_columns => '{c}', max_columns => '{c}', distinct_columns => '{u}')`)
+	check("dom_daily")
+
+	if err := m.Down(int(latest) - 27); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('old_daily', 'dom', 't', min_columns => '{c}', max_columns => '{c}', distinct_columns => '{u}');
+		SELECT pgsketch.add_rollup_level('old_daily', 'month')`)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	check("old_daily")
+	var types string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(format_type(atttypid, atttypmod), ',' ORDER BY attrelid::regclass::text, attname)
+		FROM pg_attribute WHERE attrelid IN (SELECT to_regclass(format('%I.%I', table_schema, table_name)) FROM pgsketch.rollup_levels
+		                                     UNION ALL SELECT to_regclass(format('%I.%I', rollup_schema, rollup_table)) FROM pgsketch.rollup_defs)
+		  AND attname IN ('min_c', 'max_c')`).Scan(&types); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(types, "character(1)") {
+		t.Fatalf("min and max columns of the rollups and levels: %s", types)
+	}
+}
