@@ -24,6 +24,11 @@ var byteEqual = map[uint32]bool{
 	pgtype.BoolOID: true, pgtype.TextOID: true, pgtype.VarcharOID: true, pgtype.BPCharOID: true,
 	pgtype.NameOID: true, pgtype.QCharOID: true, pgtype.UUIDOID: true, pgtype.ByteaOID: true,
 	pgtype.DateOID: true, pgtype.TimeOID: true, pgtype.TimestampOID: true, pgtype.TimestamptzOID: true,
+	// Arrays of those: equal arrays have the same dimensions, lower
+	// bounds and NULLs (array_eq), and so the same bytes.
+	pgtype.Int2ArrayOID: true, pgtype.Int4ArrayOID: true, pgtype.Int8ArrayOID: true, pgtype.BoolArrayOID: true,
+	pgtype.TextArrayOID: true, pgtype.VarcharArrayOID: true, pgtype.BPCharArrayOID: true, pgtype.NameArrayOID: true,
+	pgtype.UUIDArrayOID: true, pgtype.DateArrayOID: true, pgtype.TimestampArrayOID: true, pgtype.TimestamptzArrayOID: true,
 }
 
 // groupable reports whether keys of type oid can be grouped by groupKey.
