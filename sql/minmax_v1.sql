@@ -19,6 +19,9 @@ DECLARE
     col record;
 BEGIN
     SELECT * INTO d FROM pgsketch.rollup_defs WHERE name = r;
+    IF NOT FOUND THEN
+        RETURN; -- capture_prepare says so
+    END IF;
     src := to_regclass(format('%I.%I', d.source_schema, d.source_table));
     FOR tbl IN SELECT to_regclass(format('%I.%I', d.rollup_schema, d.rollup_table))
                UNION ALL
