@@ -97,30 +97,19 @@ func (m *matcher) shapeSQL() (string, string) {
 	}
 	var why string
 	hook := func(e syntax.Expr) (string, bool) {
-		switch x := e.(type) {
+		switch e.(type) {
 		case *syntax.Const, *syntax.Param:
 			return "", false
-		case *syntax.FuncCall:
-			if classifyAgg(x) != notAgg {
-				c := m.canon(x)
-				for _, a := range m.aggs {
-					if a.canon == c {
-						return GroupsRelation + "." + catalog.QuoteIdent(a.name), true
-					}
-				}
-				if why == "" {
-					why = c + ": aggregate not planned"
-				}
-				return "NULL", true
-			}
 		}
-		if len(m.keys) > 0 {
-			c := m.canon(e)
-			for _, k := range m.keys {
-				if k.canon == c {
-					return GroupsRelation + "." + catalog.QuoteIdent(k.name), true
-				}
+		col, agg := m.groupColumn(e)
+		switch {
+		case col >= 0:
+			return GroupsRelation + "." + catalog.QuoteIdent(m.groupColumnName(col)), true
+		case agg:
+			if why == "" {
+				why = m.canon(e) + ": aggregate not planned"
 			}
+			return "NULL", true
 		}
 		if c, ok := e.(*syntax.ColRef); ok {
 			if why == "" {
@@ -151,7 +140,7 @@ func (m *matcher) shapeColumns() []plan.Column {
 	}
 	cols := make([]plan.Column, 0, len(s.Targets))
 	for _, t := range s.Targets {
-		of := m.groupColumn(t.Expr)
+		of, _ := m.groupColumn(t.Expr)
 		if of < 0 {
 			return nil
 		}
@@ -164,24 +153,34 @@ func (m *matcher) shapeColumns() []plan.Column {
 	return cols
 }
 
-// groupColumn is the merged groups' column e is, as shapeSQL maps it: a
-// key's index, or len(m.keys) plus an aggregate's; -1 for anything else.
-func (m *matcher) groupColumn(e syntax.Expr) int {
+// groupColumn is the merged groups' column e is, as shapeSQL prints it:
+// a key's index, or len(m.keys) plus an aggregate's; -1 for anything else.
+// agg reports whether e is an aggregate call (planned or not).
+func (m *matcher) groupColumn(e syntax.Expr) (col int, agg bool) {
 	c := m.canon(e)
 	if f, ok := e.(*syntax.FuncCall); ok && classifyAgg(f) != notAgg {
 		for j, a := range m.aggs {
 			if a.canon == c {
-				return len(m.keys) + j
+				return len(m.keys) + j, true
 			}
 		}
-		return -1
+		return -1, true
 	}
 	for i, k := range m.keys {
 		if k.canon == c {
-			return i
+			return i, false
 		}
 	}
-	return -1
+	return -1, false
+}
+
+// groupColumnName is the name of the merged groups' column col
+// (groupColumn) in GroupsRelation.
+func (m *matcher) groupColumnName(col int) string {
+	if col < len(m.keys) {
+		return m.keys[col].name
+	}
+	return m.aggs[col-len(m.keys)].name
 }
 
 // ExactEquivalent returns sql with its APPROX_COUNT_DISTINCT(x) counted
