@@ -449,9 +449,6 @@ func spliceArms(arms []*built, text []string) *plan.Nested {
 		outer[len(outer)-1] += around[0]
 		outer = append(outer, around[1:]...)
 		outer[len(outer)-1] += text[i+1]
-		for _, r := range inner {
-			r.Columns = nil // shaped inside the statement around it, by PostgreSQL
-		}
 		pl.Arms = append(pl.Arms, inner...)
 		if !slices.Contains(rollups, a.Rollup) {
 			rollups = append(rollups, a.Rollup)

@@ -107,7 +107,6 @@ func planOverlap(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, st
 		if a.Guard != "" {
 			guard = a.Guard // the same for both arms: one table name
 		}
-		a.Columns = nil // the arm's groups are not its answer
 		arms[i], rows = a, rows+b.rows
 	}
 	name := s.Targets[0].Name

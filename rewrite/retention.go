@@ -218,7 +218,6 @@ func planRetention(s *syntax.Select, snap *catalog.Snapshot, sess env) (*built, 
 		if a.Guard != "" {
 			guard = a.Guard
 		}
-		a.Columns = nil // the arm's groups are not its answer
 		arms[i], rows = a, rows+b.rows
 	}
 	p := &plan.Retention{Head: plan.Head{Rollup: arms[0].Rollup, Source: arms[0].Source, Guard: guard},

@@ -158,6 +158,9 @@ func finish(pl plan.Plan, params int, reparse bool, snap *catalog.Snapshot, sess
 		setting = MergeAuto // the executor refuses the setting
 	}
 	for _, r := range pl.Fetches() {
+		if plan.Plan(r) != pl {
+			r.Columns = nil // an arm's groups are not the answer: the plan around it shapes them
+		}
 		r.Params, r.Session, r.Reparse = params, sess, reparse
 		if r.ShardLog != "" {
 			h.OwnSnapshot = true

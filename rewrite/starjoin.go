@@ -106,7 +106,6 @@ func starJoinPlan(s *syntax.Select, snap *catalog.Snapshot, sess env, whole bool
 	} else {
 		b.Notice += ", its sketches" + strings.Replace(united, " per group", "", 1)
 	}
-	b.Columns = nil // shaped inside the statement around it, by PostgreSQL
 	pl := &plan.Nested{Outer: []string{before, after}, Arms: []*plan.Rollup{b}, Head: plan.Head{Rollup: b.Rollup, Source: b.Source,
 		Guard: b.Guard, StdErr: b.StdErr, Notice: b.Notice}}
 	pl.OuterParams = paramsIn(before + " " + after)
