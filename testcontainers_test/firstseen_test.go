@@ -425,9 +425,7 @@ func TestFirstSeenDoubledMidnight(t *testing.T) {
 	// Bookkeeping that version 23 kept is built anew after the upgrade
 	// (it may lack keys): first_seen refuses until the next refresh.
 	m := openMigrator(t, db.DSN)
-	if err := m.Down(int(migrations.Latest()) - 23); err != nil {
-		t.Fatal(err)
-	}
+	migrateDownTo(t, m, 23)
 	if err := m.Up(); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
@@ -416,17 +415,8 @@ func insertsIndexes(t *testing.T, conn *pgx.Conn) string {
 func TestInsertedRowsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	latest := migrations.Latest()
-	if err := m.Down(int(latest) - 17); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 17)
+	_, conn, m := migratedDB(t)
+	migrateDownTo(t, m, 17)
 	mustExec(t, conn, `CREATE TABLE ev (created_at timestamptz NOT NULL, country text, device text, user_id bigint, amount numeric(12,2));
 		INSERT INTO ev SELECT timestamptz '2026-01-01' + (i % 28) * interval '1 day', 'DE', 'web', i, 1 FROM generate_series(1, 2800) i`)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
@@ -455,10 +445,7 @@ func TestInsertedRowsMigration(t *testing.T) {
 	if again := insertsIndexes(t, conn); again != indexes {
 		t.Fatalf("a refresh made the inserted rows' index anew: %q, then %q", indexes, again)
 	}
-	if err := m.Down(int(latest) - 18); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 18)
+	migrateDownTo(t, m, 18)
 	if indexes := insertsIndexes(t, conn); !strings.HasSuffix(indexes, "USING btree (pgsketch_bucket)") || strings.Contains(indexes, ";") {
 		t.Fatalf("down to version 18: the inserted rows' indexes are %q, want one on (pgsketch_bucket)", indexes)
 	}
@@ -797,13 +784,7 @@ func TestInsertedRowsDrainWhileLocked(t *testing.T) {
 func TestInsertedRowsBlankPadded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	latest := migrations.Latest()
+	_, conn, m := migratedDB(t)
 	const args = `dimensions => '{code,sku}', distinct_columns => '{user_id}', min_columns => '{code}'`
 	mustExec(t, conn, `CREATE DOMAIN public.sku AS text`)
 	build := func(table string) {
@@ -850,10 +831,7 @@ func TestInsertedRowsBlankPadded(t *testing.T) {
 	same("pad")
 
 	// A table of inserted rows made by version 26.
-	if err := m.Down(int(latest) - 26); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 26)
+	migrateDownTo(t, m, 26)
 	build("old")
 	mustExec(t, conn, `INSERT INTO old VALUES ('2026-01-05 10:00+00', 'x', 9003, 'a')`)
 	if err := m.Up(); err != nil {

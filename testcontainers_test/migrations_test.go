@@ -24,6 +24,32 @@ func openMigrator(t *testing.T, dsn string) *migrations.Migrator {
 	return m
 }
 
+// migratedDB is a new test database with the catalog at the latest
+// version, a connection to it and its migrator.
+func migratedDB(t *testing.T) (*testDB, *pgx.Conn, *migrations.Migrator) {
+	t.Helper()
+	db := newTestDB(t)
+	conn := db.Conn(t)
+	m := openMigrator(t, db.DSN)
+	if err := m.Up(); err != nil {
+		t.Fatal(err)
+	}
+	return db, conn, m
+}
+
+// migrateDownTo moves m's catalog down to version v.
+func migrateDownTo(t *testing.T, m *migrations.Migrator, v uint) {
+	t.Helper()
+	cur, _, err := m.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Down(int(cur) - int(v)); err != nil {
+		t.Fatal(err)
+	}
+	wantVersion(t, m, v)
+}
+
 func wantVersion(t *testing.T, m *migrations.Migrator, want uint) {
 	t.Helper()
 	v, dirty, err := m.Version()
@@ -121,12 +147,7 @@ func TestMigrationsUpDownUp(t *testing.T) {
 // it holds a table that migrations did not create (a rollup's data).
 func TestMigrationsDownKeepsUserData(t *testing.T) {
 	t.Parallel()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
+	_, conn, m := migratedDB(t)
 	mustExec(t, conn, `CREATE TABLE pgsketch.events_daily (bucket date PRIMARY KEY, users bytea)`)
 	if err := m.Down(-1); err == nil {
 		t.Fatal("down succeeded although schema pgsketch holds a user table")
@@ -139,12 +160,7 @@ func TestMigrationsDownKeepsUserData(t *testing.T) {
 
 func TestCatalogConstraints(t *testing.T) {
 	t.Parallel()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
+	_, conn, _ := migratedDB(t)
 	ctx := context.Background()
 	insertDef := func(name, grain, tz, dims string) error {
 		_, err := conn.Exec(ctx, `INSERT INTO pgsketch.rollup_defs
@@ -209,20 +225,12 @@ func TestCatalogConstraints(t *testing.T) {
 // sketches still read the same.
 func TestMigrationUncompressedSketches(t *testing.T) {
 	t.Parallel()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
+	_, conn, m := migratedDB(t)
 	latest := migrations.Latest()
 	if latest < 5 {
 		t.Fatalf("latest version %d, want at least 5", latest)
 	}
-	if err := m.Down(int(latest) - 3); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 3)
+	migrateDownTo(t, m, 3)
 	mustExec(t, conn, `CREATE TABLE ev (at timestamptz NOT NULL, country text, user_id bigint)`)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('old', 'ev', 'at', dimensions => '{country}',
 		distinct_columns => '{user_id}')`)
@@ -264,9 +272,7 @@ func TestMigrationUncompressedSketches(t *testing.T) {
 		}
 	}
 	// Down and up again: the down step leaves storage alone, up is idempotent.
-	if err := m.Down(int(latest) - 4); err != nil {
-		t.Fatal(err)
-	}
+	migrateDownTo(t, m, 4)
 	if err := m.Up(); err != nil {
 		t.Fatal(err)
 	}
@@ -284,17 +290,9 @@ func TestMigrationUncompressedSketches(t *testing.T) {
 func TestMigrationChangeCapture(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
+	_, conn, m := migratedDB(t)
 	latest := migrations.Latest()
-	if err := m.Down(int(latest) - 5); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 5)
+	migrateDownTo(t, m, 5)
 	mustExec(t, conn, `CREATE TABLE ev (at timestamptz NOT NULL, country text, user_id bigint);
 		INSERT INTO ev SELECT timestamptz '2026-01-01' + i * interval '1 hour', 'DE', i FROM generate_series(1, 100) i`)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('old', 'ev', 'at', dimensions => '{country}', distinct_columns => '{user_id}')`)
@@ -325,9 +323,7 @@ func TestMigrationChangeCapture(t *testing.T) {
 	if why := broken(); why != nil || triggers() != 4 {
 		t.Fatalf("after a refresh: capture_broken %q, %d triggers, want none and 4", *why, triggers())
 	}
-	if err := m.Down(int(latest) - 5); err != nil {
-		t.Fatal(err)
-	}
+	migrateDownTo(t, m, 5)
 	if n := triggers(); n != 0 {
 		t.Fatalf("down to version 5 left %d triggers", n)
 	}

@@ -696,13 +696,7 @@ func TestRollupSearchPathHijack(t *testing.T) {
 func TestRollupMinOfPaddedDomain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	latest := migrations.Latest()
+	_, conn, m := migratedDB(t)
 	mustExec(t, conn, `CREATE DOMAIN cc AS char(2);
 		CREATE TABLE dom (t timestamptz NOT NULL, c cc, u bigint);
 		INSERT INTO dom SELECT timestamptz '2026-01-01' + (i % 40) * interval '1 day', (ARRAY['DE', 'FR', 'A', NULL])[1 + i % 4], i
@@ -723,9 +717,7 @@ func TestRollupMinOfPaddedDomain(t *testing.T) {
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('dom_daily', 'dom', 't', min_columns => '{c}', max_columns => '{c}', distinct_columns => '{u}')`)
 	check("dom_daily")
 
-	if err := m.Down(int(latest) - 27); err != nil {
-		t.Fatal(err)
-	}
+	migrateDownTo(t, m, 27)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('old_daily', 'dom', 't', min_columns => '{c}', max_columns => '{c}', distinct_columns => '{u}');
 		SELECT pgsketch.add_rollup_level('old_daily', 'month')`)
 	if err := m.Up(); err != nil {

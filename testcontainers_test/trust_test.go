@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pgsketch/pgsketch/migrations"
 	"github.com/pgsketch/pgsketch/refresh"
 	"github.com/pgsketch/pgsketch/upstream/pgsession"
 )
@@ -530,16 +529,8 @@ func (e *trustEnv) agreeing(t *testing.T, step string) string {
 func TestTrustUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Down(int(migrations.Latest()) - 10); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 10)
+	db, conn, m := migratedDB(t)
+	migrateDownTo(t, m, 10)
 	mustExec(t, conn, trustTableSQL)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
@@ -569,10 +560,7 @@ func TestTrustUpgrade(t *testing.T) {
 
 	// Down to version 10 and up again: writes go on throughout, and each
 	// version's first refresh rebuilds the rollup.
-	if err := m.Down(int(migrations.Latest()) - 10); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 10)
+	migrateDownTo(t, m, 10)
 	mustExec(t, conn, `INSERT INTO ev VALUES ('2026-01-04 10:00+00', 'FR', 'ios', 2, 2)`)
 	e.answers(t, "after migrating down", false)
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
@@ -594,15 +582,8 @@ func TestTrustUpgrade(t *testing.T) {
 func TestTrustUpgradeBrokenCapture(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Down(int(migrations.Latest()) - 10); err != nil {
-		t.Fatal(err)
-	}
+	_, conn, m := migratedDB(t)
+	migrateDownTo(t, m, 10)
 	mustExec(t, conn, trustTableSQL)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
@@ -920,16 +901,8 @@ func TestCaptureWithoutCatalog(t *testing.T) {
 func TestCaptureOnShardsUpgrade(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newTestDB(t)
-	conn := db.Conn(t)
-	m := openMigrator(t, db.DSN)
-	if err := m.Up(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Down(int(migrations.Latest()) - 11); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 11)
+	db, conn, m := migratedDB(t)
+	migrateDownTo(t, m, 11)
 	mustExec(t, conn, trustTableSQL)
 	mustExec(t, conn, `CREATE TABLE drifted AS SELECT * FROM ev; CREATE TABLE spread AS SELECT * FROM ev`)
 	for _, r := range []string{"ev", "drifted", "spread"} {
@@ -989,10 +962,7 @@ func TestCaptureOnShardsUpgrade(t *testing.T) {
 			partkey text, colocationid integer NOT NULL DEFAULT 0);
 		RESET allow_system_table_mods;
 		INSERT INTO pg_catalog.pg_dist_partition VALUES ('spread')`)
-	if err := m.Down(int(migrations.Latest()) - 11); err != nil {
-		t.Fatal(err)
-	}
-	wantVersion(t, m, 11)
+	migrateDownTo(t, m, 11)
 	if guarded("ev_daily") || !guarded("spread_daily") {
 		t.Fatalf("after down to version 11: ev_daily's function returns without the catalog %v (want false), spread_daily's %v (want true)",
 			guarded("ev_daily"), guarded("spread_daily"))
