@@ -23,17 +23,26 @@ var errCatalog = errors.New("rollup catalog")
 // gets the snapshot without reading pgsketch.catalog(). Tables are looked
 // up by name in the catalogs, which any role may read: to_regclass would
 // fail for a schema the role may not use.
+//
+// It runs ahead of every answer, so its cost is the rollups', not the
+// database's: each rollup's rows are found by the catalogs' name indexes,
+// one probe each. (Joined instead, PostgreSQL read the whole of pg_class
+// into a hash on every query: a cost that grew with every table in the
+// database.)
 const fingerprintSQL = `SELECT pg_catalog.md5(COALESCE(pg_catalog.string_agg(
-   d.name || ':' || d.xmin::text || ':' || d.version::text || ':' || COALESCE(c.oid::text, '-') || ':' ||
-   COALESCE(c.xmin::text, '-') || ':' || COALESCE(c.relrowsecurity::text, '-') || ':' ||
-   COALESCE(pg_catalog.has_schema_privilege(n.oid, 'USAGE')::text, '-') || ':' ||
-   COALESCE(pg_catalog.has_schema_privilege(rn.oid, 'USAGE')::text, '-'), ',' ORDER BY d.name), '') ||
+   d.name || ':' || d.xmin::text || ':' || d.version::text || ':' ||
+   COALESCE((SELECT c.oid::text || ':' || c.xmin::text || ':' || c.relrowsecurity::text
+               FROM pg_catalog.pg_class AS c
+              WHERE c.relname = d.source_table
+                AND c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = d.source_schema)),
+            '-:-:-') || ':' ||
+   COALESCE((SELECT pg_catalog.has_schema_privilege(n.oid, 'USAGE')::text
+               FROM pg_catalog.pg_namespace AS n WHERE n.nspname = d.source_schema), '-') || ':' ||
+   COALESCE((SELECT pg_catalog.has_schema_privilege(n.oid, 'USAGE')::text
+               FROM pg_catalog.pg_namespace AS n WHERE n.nspname = d.rollup_schema), '-'), ',' ORDER BY d.name), '') ||
    COALESCE((SELECT ';hll:' || e.xmin::text || ':' || e.oid::text FROM pg_catalog.pg_extension AS e
      WHERE e.extname = 'hll'), ''))
- FROM pgsketch.rollup_defs AS d
- LEFT JOIN pg_catalog.pg_namespace AS n ON n.nspname = d.source_schema
- LEFT JOIN pg_catalog.pg_class AS c ON c.relnamespace = n.oid AND c.relname = d.source_table
- LEFT JOIN pg_catalog.pg_namespace AS rn ON rn.nspname = d.rollup_schema`
+ FROM pgsketch.rollup_defs AS d`
 
 // catalogCache holds catalog snapshots per database and fingerprint.
 type catalogCache struct {
