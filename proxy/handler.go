@@ -178,7 +178,7 @@ func (h *Handler) recordAnswered(sql string, p rewrite.Plan, ans *exec.Answer, s
 		return
 	}
 	rollup := p.Header().Rollup
-	h.Recorder.Query(status.Query{Time: start, SQL: sql, Rewritten: true, Rollup: rollup, Detail: p.String(),
+	h.Recorder.Query(status.Query{Time: start, SQL: sql, Rewritten: true, Rollup: rollup, Plan: p,
 		Latency: time.Since(start)})
 	for _, smp := range ans.Samples {
 		h.Recorder.Sample(status.Sample{Time: start, Rollup: rollup, Exact: smp.Exact, Approx: smp.Estimate, StdErr: smp.StdErr})

@@ -20,7 +20,12 @@ type Query struct {
 	Rollup    string
 	// Detail is the plan of a rewritten query or the reason for a
 	// passthrough.
-	Detail  string
+	Detail string
+	// Plan, when Detail is empty, is the plan of a rewritten query,
+	// printed into Detail only when the query is read (Snapshot): most
+	// recorded queries are never shown, and printing a plan costs more
+	// than answering from the cache.
+	Plan    fmt.Stringer
 	Latency time.Duration
 	// Err is the error the client got, if any.
 	Err string
@@ -161,8 +166,21 @@ type ReasonCount struct {
 	N      int64
 }
 
-// Snapshot copies the recorder's contents.
+// Snapshot copies the recorder's contents. Plans are printed after the
+// copy, outside the lock the proxy's sessions record under.
 func (r *Recorder) Snapshot() Snapshot {
+	s := r.copy()
+	for _, qs := range [][]Query{s.Rewritten, s.Passed} {
+		for i := range qs {
+			if qs[i].Detail == "" && qs[i].Plan != nil {
+				qs[i].Detail, qs[i].Plan = qs[i].Plan.String(), nil
+			}
+		}
+	}
+	return s
+}
+
+func (r *Recorder) copy() Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Snapshot{Rewritten: r.rewritten.list(), Passed: r.passed.list(), Fallbacks: r.fallbacks.list(),
@@ -179,7 +197,7 @@ func (r *Recorder) Snapshot() Snapshot {
 // exposition format (version 0.0.4): the queries answered from rollups and
 // passed through, and the fallbacks by reason.
 func (r *Recorder) WritePrometheus(w io.Writer) error {
-	s := r.Snapshot()
+	s := r.copy() // the counters: no plans to print
 	var b strings.Builder
 	b.WriteString("# HELP pgsketch_queries_total Statements the proxy looked at, by outcome: answered from a rollup, or passed through to PostgreSQL unchanged.\n")
 	b.WriteString("# TYPE pgsketch_queries_total counter\n")

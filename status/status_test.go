@@ -37,6 +37,30 @@ func TestRecorderKeepsTheLast(t *testing.T) {
 	nilRec.Query(Query{}) // a nil recorder records nothing, without a panic
 }
 
+// countingPlan is a plan that counts its printings.
+type countingPlan struct{ n *int }
+
+func (p countingPlan) String() string { *p.n++; return "plan text" }
+
+// TestPlanPrintedWhenRead checks that a recorded plan is printed only when
+// the queries are read, and the metrics never print one.
+func TestPlanPrintedWhenRead(t *testing.T) {
+	r := NewRecorder(3, 2)
+	var n int
+	r.Query(Query{SQL: "q", Rewritten: true, Plan: countingPlan{&n}})
+	var b strings.Builder
+	if err := r.WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("plan printed %d times before the queries were read", n)
+	}
+	q := r.Snapshot().Rewritten[0]
+	if q.Detail != "plan text" || q.Plan != nil || n != 1 {
+		t.Fatalf("detail %q, plan %v, printed %d times", q.Detail, q.Plan, n)
+	}
+}
+
 func TestPage(t *testing.T) {
 	wm := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
 	rec := NewRecorder(10, 10)
