@@ -434,8 +434,8 @@ func (l *eventLoop) add(fs *fastSession) {
 		l.release(fs, "epoll_ctl: "+err.Error())
 		return
 	}
-	fs.cbuf = make([]byte, loopBufSize)
-	fs.ubuf = make([]byte, loopBufSize)
+	fs.cbuf = getBuf()
+	fs.ubuf = getBuf()
 	if top := max(fs.cfd, fs.ufd); top >= len(l.bySocket) {
 		l.bySocket = append(l.bySocket, make([]*fastSession, top+1-len(l.bySocket))...)
 	}
@@ -466,6 +466,8 @@ func (l *eventLoop) release(fs *fastSession, why string) {
 	}
 	fs.h.up = fs.up
 	fs.h.owing = fs.fwd.owing
+	putBuf(fs.cbuf) // what the session still needs of them was copied above
+	putBuf(fs.ubuf)
 	fs.cbuf, fs.ubuf = nil, nil
 	fs.ss.log.Debug("relay leaves the event loop", "reason", why)
 	fs.handBack()

@@ -55,7 +55,7 @@ func (l *eventLoop) fromClient(fs *fastSession) {
 	if fs.cr == fs.cw {
 		fs.cr, fs.cw = 0, 0
 		if len(fs.cbuf) > loopBufSize {
-			fs.cbuf = make([]byte, loopBufSize) // drop a buffer grown for one big request
+			fs.cbuf = getBuf() // drop a buffer grown for one big request
 		}
 	} else if fs.cw == len(fs.cbuf) && fs.cr > 0 {
 		fs.cw = copy(fs.cbuf, fs.cbuf[fs.cr:fs.cw])
