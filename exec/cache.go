@@ -46,6 +46,8 @@ type Cache struct {
 	m    map[string]*list.Element
 	// hits and misses count lookups, for tests and logs.
 	hits, misses int64
+	// sqls are the cached fetch statements written (statement).
+	sqls map[fetchKey]string
 }
 
 type cacheEntry struct {
@@ -64,7 +66,7 @@ func NewCache(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &Cache{max: maxBytes, lru: list.New(), m: map[string]*list.Element{}}
+	return &Cache{max: maxBytes, lru: list.New(), m: map[string]*list.Element{}, sqls: map[fetchKey]string{}}
 }
 
 // Stats returns the number of cached answers used and of fetches that
@@ -353,7 +355,7 @@ const tokenPrefix = "pgsketch_token:"
 // A plan that reads inserted rows (plan.Fetch.Inserts) reads them as
 // insertedArms says, with the snapshot of an earlier read as the text
 // parameter $tokenParam+1.
-func cachedFetch(p *plan.Rollup, server bool, st upstream.Statement, ncols, tokenParam int) (string, bool) {
+func cachedFetch(c *Cache, p *plan.Rollup, server bool, st upstream.Statement, ncols, tokenParam int) (string, bool) {
 	f := p.Fetch
 	if len(f.Cols) == 0 || len(f.Range) == 0 || (server && f.ServerCols == nil) {
 		return "", false
@@ -371,6 +373,13 @@ func cachedFetch(p *plan.Rollup, server bool, st upstream.Statement, ncols, toke
 			return "", false
 		}
 	}
+	return c.statement(fetchKey{p, server}, func() string { return cachedFetchSQL(p, server, ncols, tokenParam) }), true
+}
+
+// cachedFetchSQL writes cachedFetch's statement; ncols and tokenParam are
+// functions of p.
+func cachedFetchSQL(p *plan.Rollup, server bool, ncols, tokenParam int) string {
+	f := p.Fetch
 	epoch := func(x string) string { return "extract(epoch FROM " + x + ")" }
 	token := "concat((SELECT d.version || '/' || d.xmin FROM pgsketch.rollup_defs AS d WHERE d.name = " +
 		catalog.QuoteLiteral(p.Rollup) + "), '|', "
@@ -384,12 +393,43 @@ func cachedFetch(p *plan.Rollup, server bool, st upstream.Statement, ncols, toke
 	cond := "(" + token + ") IS DISTINCT FROM " + tokenArg
 	tokenRow := plan.Select{Cols: append([]string{"'" + tokenPrefix + "' || " + token}, slices.Repeat([]string{"NULL"}, ncols-1)...)}
 	if f.Inserts == nil {
-		return f.SQL(server, cond, tokenRow), true
+		return f.SQL(server, cond, tokenRow)
 	}
 	seen, arms := insertedArms(*f.Inserts, token, tokenArg, "$"+strconv.Itoa(tokenParam+1), ncols)
 	f.Inserts = nil
 	f.With = append(slices.Clone(f.With), seen)
-	return f.SQL(server, cond, append(arms, tokenRow)...), true
+	return f.SQL(server, cond, append(arms, tokenRow)...)
+}
+
+// fetchKey names a cached fetch statement: a plan's, with the server's
+// merge or not.
+type fetchKey struct {
+	p      *plan.Rollup
+	server bool
+}
+
+// maxStatements bounds the cached fetch statements the cache keeps
+// written; past it they are all dropped (and the plans they name let go).
+const maxStatements = 1024
+
+// statement returns the cached fetch statement of k, written by build the
+// first time: a plan is immutable, and writing its statement (several KB)
+// cost more than the rest of a warm answer in the proxy.
+func (c *Cache) statement(k fetchKey, build func() string) string {
+	c.mu.Lock()
+	sql, ok := c.sqls[k]
+	c.mu.Unlock()
+	if ok {
+		return sql
+	}
+	sql = build()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sqls) >= maxStatements {
+		clear(c.sqls)
+	}
+	c.sqls[k] = sql
+	return sql
 }
 
 // seenRelation is the cached fetch's one-row relation saying how it reads

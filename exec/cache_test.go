@@ -73,7 +73,7 @@ func cachePlan() *plan.Rollup {
 
 func TestCachedFetchSQL(t *testing.T) {
 	p := cachePlan()
-	sql, ok := cachedFetch(p, false, upstream.Statement{SQL: p.FetchSQL}, 5, 2)
+	sql, ok := cachedFetch(NewCache(1<<20), p, false, upstream.Statement{SQL: p.FetchSQL}, 5, 2)
 	if !ok {
 		t.Fatal("not cacheable")
 	}
@@ -91,7 +91,7 @@ func TestCachedFetchSQL(t *testing.T) {
 		t.Errorf("token row: %s", sql)
 	}
 	p.Cache.Why = "it calls now"
-	if _, ok := cachedFetch(p, false, upstream.Statement{SQL: p.FetchSQL}, 5, 2); ok {
+	if _, ok := cachedFetch(NewCache(1<<20), p, false, upstream.Statement{SQL: p.FetchSQL}, 5, 2); ok {
 		t.Error("a rollup half the rewriter judged uncacheable is cached")
 	}
 }
@@ -115,16 +115,16 @@ func TestCachedFetchRelativeTimes(t *testing.T) {
 		p := mkPlan()
 		return upstream.Statement{SQL: p.FetchSQL, Params: [][]byte{[]byte(v1), []byte(v2)}}
 	}
-	if _, ok := cachedFetch(mkPlan(), false, bound("DE", "today"), 5, 3); !ok {
+	if _, ok := cachedFetch(NewCache(1<<20), mkPlan(), false, bound("DE", "today"), 5, 3); !ok {
 		t.Errorf("a bucket range relative to today is not cached:\n%s", mkPlan().FetchSQL)
 	}
 	for _, v := range []string{"today", " Now", "yesterday 12:00", "TOMORROW"} {
-		if _, ok := cachedFetch(mkPlan(), false, bound(v, "2026-02-01"), 5, 3); ok {
+		if _, ok := cachedFetch(NewCache(1<<20), mkPlan(), false, bound(v, "2026-02-01"), 5, 3); ok {
 			t.Errorf("a rollup half with $1 bound to %q is cached", v)
 		}
 	}
 	for _, v := range []string{"DE", "Snowdonia", "2026-02-01"} {
-		if _, ok := cachedFetch(mkPlan(), false, bound(v, "2026-02-01"), 5, 3); !ok {
+		if _, ok := cachedFetch(NewCache(1<<20), mkPlan(), false, bound(v, "2026-02-01"), 5, 3); !ok {
 			t.Errorf("a rollup half with $1 bound to %q is not cached", v)
 		}
 	}

@@ -76,7 +76,7 @@ func (x *run) fetch(ctx context.Context, p *plan.Rollup) (*fetched, error) {
 	fst := statement(fetchSQL, p.Params, p.FetchParams, x.params, fetchFormats)
 	bindLifted(&fst, p.Lifted)
 	if x.cache != nil {
-		if sql, ok := cachedFetch(p, f.strategy == plan.MergeServer, fst, ncols, p.Params+len(p.Lifted)+1); ok {
+		if sql, ok := cachedFetch(x.cache, p, f.strategy == plan.MergeServer, fst, ncols, p.Params+len(p.Lifted)+1); ok {
 			// The key names the proxy-merge statement whichever runs:
 			// both give the same merged groups.
 			f.cache, f.key = x.cache, cacheKey(x.scope, p, fst)
