@@ -26,10 +26,16 @@ type preparedStmts struct {
 	// '2026-01-10'::timestamptz is converted at parse time, in the
 	// session's TimeZone.
 	settings string
-	byKey    map[string]string
-	order    []string // keys, least recently used first
+	byKey    map[stmtKey]string
+	order    []stmtKey // least recently used first
 	next     int
 }
+
+// stmtKey identifies a prepared statement: its SQL, its parameters' types
+// and the settings it was parsed in. Its fields share the strings they
+// come from: a fetch statement is several KB, and a key is made for every
+// statement run.
+type stmtKey struct{ sql, oids, settings string }
 
 // maxPrepared bounds the proxy's prepared statements per session.
 const maxPrepared = 64
@@ -42,7 +48,7 @@ const preparedPrefix = internalName + "_"
 func (p *preparedStmts) name(st upstream.Statement) (name string, fresh bool, evicted string) {
 	key := p.key(st)
 	if p.byKey == nil {
-		p.byKey = map[string]string{}
+		p.byKey = map[stmtKey]string{}
 	}
 	if n, ok := p.byKey[key]; ok {
 		if i := slices.Index(p.order, key); i >= 0 {
@@ -72,8 +78,8 @@ func (p *preparedStmts) forget(st upstream.Statement) {
 	}
 }
 
-func (p *preparedStmts) key(st upstream.Statement) string {
-	return st.SQL + "\x00" + fmt.Sprint(st.ParamOIDs) + "\x00" + p.settings
+func (p *preparedStmts) key(st upstream.Statement) stmtKey {
+	return stmtKey{st.SQL, fmt.Sprint(st.ParamOIDs), p.settings}
 }
 
 // reset forgets every prepared statement (the client dropped them).
