@@ -46,8 +46,10 @@ type Cache struct {
 	m    map[string]*list.Element
 	// hits and misses count lookups, for tests and logs.
 	hits, misses int64
-	// sqls are the cached fetch statements written (statement).
-	sqls map[fetchKey]string
+	// sqls are the cached fetch statements written (statement), counted
+	// in sqlBytes.
+	sqls     map[fetchKey]string
+	sqlBytes int64
 }
 
 type cacheEntry struct {
@@ -408,9 +410,19 @@ type fetchKey struct {
 	server bool
 }
 
-// maxStatements bounds the cached fetch statements the cache keeps
-// written; past it they are all dropped (and the plans they name let go).
-const maxStatements = 1024
+// maxStatements and maxStatementBytes bound the cached fetch statements
+// the cache keeps written; past either they are all dropped (and the plans
+// they name let go). An entry is counted at four times its statement's
+// length: the plan it keeps alive holds its fetch, server-merge and
+// shaping statements too. A statement longer than maxStatementSQL is
+// written every time: its plan comes from a statement too long for the
+// proxy's plan cache, planned anew each time, so the entry would never be
+// used again.
+const (
+	maxStatements     = 1024
+	maxStatementBytes = 16 << 20
+	maxStatementSQL   = 64 << 10
+)
 
 // statement returns the cached fetch statement of k, written by build the
 // first time: a plan is immutable, and writing its statement (several KB)
@@ -423,12 +435,20 @@ func (c *Cache) statement(k fetchKey, build func() string) string {
 		return sql
 	}
 	sql = build()
+	if len(sql) > maxStatementSQL {
+		return sql
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.sqls) >= maxStatements {
+	if _, ok := c.sqls[k]; ok {
+		return sql
+	}
+	if len(c.sqls) >= maxStatements || c.sqlBytes+4*int64(len(sql)) > maxStatementBytes {
 		clear(c.sqls)
+		c.sqlBytes = 0
 	}
 	c.sqls[k] = sql
+	c.sqlBytes += 4 * int64(len(sql))
 	return sql
 }
 

@@ -96,6 +96,45 @@ func TestCachedFetchSQL(t *testing.T) {
 	}
 }
 
+// TestFetchStatementsKept checks the cache's written fetch statements: one
+// build per plan and merge, none kept for a statement too long to be used
+// again, and all dropped past the count and the bytes they may hold.
+func TestFetchStatementsKept(t *testing.T) {
+	c := NewCache(1 << 20)
+	builds := 0
+	build := func(n int) func() string {
+		return func() string { builds++; return strings.Repeat("x", n) }
+	}
+	a, b := cachePlan(), cachePlan()
+	c.statement(fetchKey{a, false}, build(10))
+	c.statement(fetchKey{a, false}, build(10))
+	c.statement(fetchKey{a, true}, build(10))
+	c.statement(fetchKey{b, false}, build(10))
+	if builds != 3 {
+		t.Fatalf("%d builds for three plans and merges, want 3", builds)
+	}
+	c.statement(fetchKey{cachePlan(), false}, build(maxStatementSQL+1))
+	if len(c.sqls) != 3 {
+		t.Fatalf("%d statements kept after one too long to keep, want 3", len(c.sqls))
+	}
+	for range maxStatements {
+		c.statement(fetchKey{cachePlan(), false}, build(10))
+	}
+	if n := len(c.sqls); n > maxStatements {
+		t.Fatalf("%d statements kept, want at most %d", n, maxStatements)
+	}
+	if _, ok := c.sqls[fetchKey{a, false}]; ok {
+		t.Error("the first statement survived more than maxStatements others")
+	}
+	c.sqls, c.sqlBytes = map[fetchKey]string{}, 0
+	for range maxStatementBytes / (4 * maxStatementSQL) * 2 {
+		c.statement(fetchKey{cachePlan(), false}, build(maxStatementSQL))
+		if c.sqlBytes > maxStatementBytes {
+			t.Fatalf("%d bytes counted, want at most %d", c.sqlBytes, maxStatementBytes)
+		}
+	}
+}
+
 // TestCachedFetchRelativeTimes: a rollup half whose keys or filters read a
 // parameter bound to 'now' is not cached; in the bucket range, whose
 // values the token holds, they may be.
