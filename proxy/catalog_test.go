@@ -44,15 +44,7 @@ func TestCatalogCache(t *testing.T) {
 func catalogDB(t *testing.T) (conn *pgx.Conn, role string) {
 	t.Helper()
 	ctx := context.Background()
-	dsn := os.Getenv("PGSKETCH_TEST_DSN")
-	if dsn == "" {
-		c, err := localpg.Start(ctx, localpg.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Remove() })
-		dsn = c.URL("postgres")
-	}
+	dsn := localpg.TestServer(t)
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

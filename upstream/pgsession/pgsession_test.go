@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,16 +20,7 @@ import (
 func session(t *testing.T) Conn {
 	t.Helper()
 	ctx := context.Background()
-	dsn := os.Getenv("PGSKETCH_TEST_DSN")
-	if dsn == "" {
-		c, err := localpg.Start(ctx, localpg.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Remove() })
-		dsn = c.URL("postgres")
-	}
-	s, closeConn, err := Dial(dsn)(ctx)
+	s, closeConn, err := Dial(localpg.TestServer(t))(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
