@@ -181,9 +181,7 @@ declare -A port=([direct]=$pg_port [pgbouncer]=$bouncer_port [proxy]=$proxy_port
 if [ -n "$baseline" ]; then
   base_rev=$(cd "$repo" && git rev-parse --short "$baseline^{commit}") || die "--baseline $baseline is not a git revision"
   say "building the baseline pgsketch-proxy at $base_rev"
-  mkdir "$work/base"
-  (cd "$repo" && git archive "$base_rev" | tar -x -C "$work/base") || die "git archive $base_rev failed"
-  (cd "$work/base" && go build -o "$work/pgsketch-proxy-base" ./cmd/pgsketch-proxy) || die "go build of $base_rev failed"
+  build_proxy_at "$repo" "$base_rev" "$work/base" "$work/pgsketch-proxy-base"
   base_port=$(free_port)
   start_proxy "$work/pgsketch-proxy-base" "$base_port" "$work/base.log" "baseline pgsketch-proxy ($base_rev)" base_pid
   targets+=(baseline)

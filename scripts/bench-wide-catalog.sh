@@ -35,14 +35,12 @@ cleanup() {
   stop_process "$old_pid"
   stop_process "$new_pid"
   stop_postgres "$dir"
-  git worktree remove --force "$dir/base" >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
 on_exit cleanup
 
 say "building the proxy at $base and from the work tree"
-git worktree add --detach "$dir/base" "$base" >/dev/null 2>&1 || die "git worktree add $base failed"
-(cd "$dir/base" && go build -o "$dir/old" ./cmd/pgsketch-proxy)
+build_proxy_at . "$base" "$dir/base" "$dir/old"
 go build -o "$dir/new" ./cmd/pgsketch-proxy
 go build -o "$dir/pausedquery" ./scripts/pausedquery
 

@@ -102,3 +102,11 @@ stop_postgres() {
     "${as_pg[@]}" "$pg_bin/pg_ctl" stop -D "$1/pg" -m immediate >/dev/null 2>&1 || true
   fi
 }
+
+# build_proxy_at REPO REV DIR BIN: builds pgsketch-proxy from the git
+# revision REV of the repository REPO (its tree unpacked into DIR) as BIN.
+build_proxy_at() {
+  mkdir -p "$3"
+  git -C "$1" archive "$2" | tar -x -C "$3" || die "git archive $2 failed"
+  (cd "$3" && go build -o "$4" ./cmd/pgsketch-proxy) || die "go build of $2 failed"
+}
