@@ -415,9 +415,10 @@ type fetchKey struct {
 // they name let go). An entry is counted at four times its statement's
 // length: the plan it keeps alive holds its fetch, server-merge and
 // shaping statements too. A statement longer than maxStatementSQL is
-// written every time: its plan comes from a statement too long for the
-// proxy's plan cache, planned anew each time, so the entry would never be
-// used again.
+// written every time and not kept: a plan that large most likely comes
+// from a client's statement too long for the proxy's plan cache (planned
+// anew each time, so its entry would never be used again), and keeping
+// it would only push the others out.
 const (
 	maxStatements     = 1024
 	maxStatementBytes = 16 << 20

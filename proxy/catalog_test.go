@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -59,7 +58,7 @@ func catalogDB(t *testing.T) (conn *pgx.Conn, role string) {
 		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 		admin.Exec(ctx, "DROP ROLE IF EXISTS "+name)
 	})
-	dsn = withDatabase(dsn, name)
+	dsn = localpg.WithDatabase(dsn, name)
 	if conn, err = pgx.Connect(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
@@ -76,15 +75,6 @@ func catalogDB(t *testing.T) (conn *pgx.Conn, role string) {
 		t.Fatal(err)
 	}
 	return conn, name
-}
-
-// withDatabase is connString naming database db.
-func withDatabase(connString, db string) string {
-	if u, err := url.Parse(connString); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.Path = "/" + db
-		return u.String()
-	}
-	return connString + " dbname=" + db
 }
 
 // TestFingerprint checks that the catalog fingerprint, which runs ahead of

@@ -148,15 +148,6 @@ func dockerAnswers() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// withDatabase returns connString pointing at database db.
-func withDatabase(connString, db string) string {
-	if u, err := url.Parse(connString); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.Path = "/" + db
-		return u.String()
-	}
-	return connString + " dbname=" + db
-}
-
 func adminExec(ctx context.Context, sql string) error {
 	conn, err := pgx.Connect(ctx, server.adminURL)
 	if err != nil {
@@ -177,7 +168,7 @@ func makeTemplate() error {
 	if err := adminExec(ctx, "CREATE DATABASE "+tmpl); err != nil {
 		return fmt.Errorf("create template database: %w", err)
 	}
-	conn, err := pgx.Connect(ctx, withDatabase(server.adminURL, server.template))
+	conn, err := pgx.Connect(ctx, localpg.WithDatabase(server.adminURL, server.template))
 	if err != nil {
 		return fmt.Errorf("connect to template database: %w", err)
 	}
@@ -216,7 +207,7 @@ func newTestDB(t *testing.T) *testDB {
 			t.Errorf("drop test database %s: %v", name, err)
 		}
 	})
-	return &testDB{Name: name, DSN: withDatabase(server.adminURL, name)}
+	return &testDB{Name: name, DSN: localpg.WithDatabase(server.adminURL, name)}
 }
 
 // Conn opens a connection to the database, closed when the test ends.

@@ -2,6 +2,7 @@ package localpg
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"testing"
 )
@@ -21,4 +22,14 @@ func TestServer(t testing.TB) string {
 	}
 	t.Cleanup(func() { c.Remove() })
 	return c.URL("postgres")
+}
+
+// WithDatabase returns connString (a URL or keyword/value string) naming
+// database db.
+func WithDatabase(connString, db string) string {
+	if u, err := url.Parse(connString); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + db
+		return u.String()
+	}
+	return connString + " dbname=" + db
 }
