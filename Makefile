@@ -9,7 +9,7 @@ GO_FILES             = $(shell find . -name '*.go' -not -path './.git/*')
 
 .PHONY: run test deps deps-run build lint unit accuracy bench clean
 
-## run: start the demo (today: a throwaway PostgreSQL with hll and the catalog)
+## run: the demo: a throwaway PostgreSQL with hll, the catalog, a generated events table and its rollup, behind the proxy
 run: deps-run build
 	./$(BIN) demo
 

@@ -8,7 +8,9 @@
 // shaping statement over the merged groups, so that PostgreSQL itself
 // restores the select list, HAVING, ORDER BY and LIMIT with the column
 // names and types the original query would have. fetch.go holds the first
-// three steps, exec.go the merge and the shaping statement.
+// three steps, merge.go the merge, exec.go the shaping statement, and
+// project.go the rows it writes itself, without a shaping statement, when
+// the plan only selects the groups' keys and aggregates.
 //
 // On a source Citus distributes, the base rows come from a second
 // statement (plan.BaseRead, baseread.go) that QueryPair runs in the

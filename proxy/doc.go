@@ -3,7 +3,7 @@
 // pgsketch executes itself, and leaves everything else to the relay.
 //
 // Today that is SELECT pgsketch.refresh_rollup(...), sent with the simple
-// query protocol: the refresh needs xxhash64, which PostgreSQL lacks, so the
+// query protocol, and SHOW of a pgsketch setting: the refresh needs xxhash64, which PostgreSQL lacks, so the
 // proxy runs package refresh over the session (sessionConn) as the client's
 // role.
 //
@@ -29,8 +29,10 @@
 // PostgreSQL's answer or error and its transaction is never left in a
 // state the original statement would not have left it in.
 //
-// The session variables pgsketch.approx and pgsketch.merge are PostgreSQL
-// placeholder settings the handler reads with the session's other settings;
-// a value pgsketch.merge cannot run is refused by PostgreSQL itself (a RAISE),
-// so that the session's state is what an error makes it.
+// The session variables pgsketch.approx, pgsketch.merge,
+// pgsketch.max_overlap_error and pgsketch.topk are PostgreSQL placeholder
+// settings the handler reads with the session's other settings; a value of
+// the last three that a plan cannot run with is refused by PostgreSQL itself
+// (a RAISE, SQLSTATE 22023), so that the session's state is what an error
+// makes it.
 package proxy

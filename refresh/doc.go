@@ -18,8 +18,8 @@
 //
 // The data flow within a refresh:
 //
-//	COPY (read_sql) TO STDOUT ─► copyReader (lines, fields) ─► groups (sketch.HLL, partials)
-//	                                                          ─► COPY rollup FROM STDIN
+//	COPY (read_sql) TO STDOUT (FORMAT binary) ─► copyReader (binary tuples, fields)
+//	    ─► groups (sketch.HLL, partials) ─► COPY rollup FROM STDIN
 //
 // A rollup's levels (levels.go) are rebuilt in the same transaction, after
 // its rows: pgsketch.level_begin hands back a query over the rollup table
@@ -32,4 +32,8 @@
 // sessions under a short lock_timeout so that it gives way to the
 // application, and saying once, in its log and its status, why it cannot
 // refresh where it cannot.
+//
+// Verify and VerifyFirstSeen (verify.go, verifyfirst.go), behind `rollup
+// verify`, recount buckets and first-seen keys exactly and compare them with
+// the rollup's.
 package refresh

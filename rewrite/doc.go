@@ -18,8 +18,8 @@
 // for the rollup with the fewest rows (build.go, fetch.go). rewrite.go holds
 // the entry, Rewrite, and planTable, which runs these steps for one SELECT
 // of one table; planners.go lists the planners in the order they are tried
-// (overlap, retention grid, top-k, single table; then the star join and the
-// nested subqueries), none of which calls another.
+// (overlap, retention grid, first seen, top-k, single table; then the star
+// join and the nested subqueries), none of which calls another.
 //
 // nested.go handles distinct counts inside larger statements: a FROM
 // subquery that only filters and projects the table is merged into the

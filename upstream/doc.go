@@ -2,8 +2,9 @@
 // its own statements on, once for every package that does.
 //
 // Session is that session: the executor (package exec) runs a plan's
-// statements through its Query, and the refresher (package refresh) its
-// transaction through all four methods. Statement and Result are what Query
+// statements through its Query and QueryPair (a fetch and the base read
+// that follows it in one transaction, on Citus), and the refresher (package
+// refresh) its transaction through Query, Exec, CopyTo and CopyFrom. Statement and Result are what Query
 // takes and returns; Rows is the refresher's shorthand for a query with
 // text parameters and text rows, built on Query.
 //
