@@ -2,10 +2,10 @@
 // relay: it answers, on the client's own upstream session, the statements
 // pgsketch executes itself, and leaves everything else to the relay.
 //
-// Today that is SELECT pgsketch.refresh_rollup(...), sent with the simple
-// query protocol, and SHOW of a pgsketch setting: the refresh needs xxhash64, which PostgreSQL lacks, so the
-// proxy runs package refresh over the session (sessionConn) as the client's
-// role.
+// Today that is SHOW of a pgsketch setting, and SELECT
+// pgsketch.refresh_rollup(...), sent with the simple query protocol: the
+// refresh needs xxhash64, which PostgreSQL lacks, so the proxy runs package
+// refresh over the session (sessionConn) as the client's role.
 //
 // And queries the rewriter answers from a rollup. Every protocol entry
 // goes through one pipeline (pipeline.go): readView reads the session's

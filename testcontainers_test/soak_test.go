@@ -134,8 +134,8 @@ func readStats(t *testing.T, p *proxyProc, addr string) proxyStats {
 	// it was last used, so one collection after the sessions end still
 	// counts their buffers, 32 KiB each, as live.
 	var h string
+	var err error
 	for range 2 {
-		var err error
 		if h, err = pprofGet(addr, "/debug/pprof/heap?gc=1&debug=1"); err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,6 @@ func readStats(t *testing.T, p *proxyProc, addr string) proxyStats {
 		t.Fatal("no HeapAlloc in the heap profile")
 	}
 	s.heapAlloc, _ = strconv.ParseUint(hm[1], 10, 64)
-	var err error
 	if s.rss, err = rss(p.cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}

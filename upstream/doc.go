@@ -4,9 +4,10 @@
 // Session is that session: the executor (package exec) runs a plan's
 // statements through its Query and QueryPair (a fetch and the base read
 // that follows it in one transaction, on Citus), and the refresher (package
-// refresh) its transaction through Query, Exec, CopyTo and CopyFrom. Statement and Result are what Query
-// takes and returns; Rows is the refresher's shorthand for a query with
-// text parameters and text rows, built on Query.
+// refresh) its transaction through Query, Exec, CopyTo and CopyFrom.
+// Statement and Result are what Query takes and returns; Rows is the
+// refresher's shorthand for a query with text parameters and text rows,
+// built on Query.
 //
 // Two types implement Session: the proxy's sessionConn, over the
 // connection the relay borrows from a client (its role, its transaction),
