@@ -217,6 +217,12 @@ type Rollup struct {
 	// the capture check of a statement that counts the changed buckets it
 	// reads itself.
 	LoggedCheck bool
+	// CaptureInPlace says the catalog has the view
+	// pgsketch.capture_in_place, which a statement reads to pass the
+	// capture check in plain SQL (calling pgsketch.capture_check_inserts
+	// only where the view does not say yes), and that Citus is not
+	// installed, where the view never says yes.
+	CaptureInPlace bool
 	// FirstSeen is the rollup's first-seen bookkeeping, or nil where it
 	// keeps none.
 	FirstSeen *FirstSeen

@@ -61,6 +61,9 @@ type jsonRollup struct {
 	// LoggedCheck is absent from catalogs older than
 	// capture_check_logged.
 	LoggedCheck bool `json:"logged_check"`
+	// CaptureInPlace is absent from catalogs older than the view
+	// capture_in_place, and false where Citus is installed.
+	CaptureInPlace bool `json:"capture_in_place"`
 	// FirstSeen is absent from catalogs older than first-seen
 	// bookkeeping, and null for a rollup without it.
 	FirstSeen *struct {
@@ -99,6 +102,7 @@ func Parse(b []byte) (*Snapshot, error) {
 		}
 		r.Distributed = j.ShardLog != nil && *j.ShardLog != ""
 		r.LoggedCheck = j.LoggedCheck
+		r.CaptureInPlace = j.CaptureInPlace
 		if j.FirstSeen != nil && j.FirstSeen.Key != "" {
 			r.FirstSeen = &FirstSeen{Key: j.FirstSeen.Key, Built: j.FirstSeen.Built}
 		}

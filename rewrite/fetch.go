@@ -473,6 +473,9 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		args += ", (SELECT count(*) FROM " + plan.LogRelation + "), " + strconv.FormatBool(m.r.Inserts != nil)
 	}
 	info := "'" + InfoPrefix + "' || " + check + args + ")"
+	if m.r.Inserts != nil && !m.r.Distributed && m.r.CaptureInPlace {
+		info = "'" + InfoPrefix + "' || " + m.inPlaceCheck(check+args+")", lo, m.logInstant("hi"))
+	}
 	if m.zoneRules && m.r.TimeType == catalog.Timestamptz {
 		// Zone rules are checked from 1970 on: older buckets (New York kept
 		// its local mean time, 4:56:02 behind UTC, until 1883) may hold rows
@@ -506,6 +509,30 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 // (SQLSTATE 22007: "pgsketch: " and msg cast to timestamptz, inside a CASE
 // that reads ok so that PostgreSQL cannot fold it at plan time), which the
 // proxy answers exactly with the message as its NOTICE.
+// inPlaceCheck is the capture check of a statement that reads inserted
+// rows, read from the view pgsketch.capture_in_place first: where it says
+// the capture is in place, the number of changed buckets in [lo, hi),
+// counted as pgsketch.capture_check_inserts counts them, when it is within
+// pgsketch.max_dirty_buckets; otherwise call, the function's call, which
+// returns the number or fails with the reason. On the answers where
+// nothing is wrong, no PL/pgSQL runs: a new backend compiles none, and an
+// idle one runs one plain plan.
+func (m *matcher) inPlaceCheck(call, lo, hi string) string {
+	name := catalog.QuoteLiteral(m.r.Name)
+	conds := []string{"x.rollup = " + name}
+	for _, b := range []struct{ v, op string }{{lo, ">="}, {hi, "<"}} {
+		if b.v == "NULL" {
+			continue
+		}
+		// As the function's arguments are taken: cast to timestamptz.
+		v := "CAST(" + b.v + " AS timestamptz)"
+		conds = append(conds, "("+v+" IS NULL OR x.bucket "+b.op+" "+v+")")
+	}
+	return "(SELECT CASE WHEN (SELECT v.in_place FROM pgsketch.capture_in_place v WHERE v.rollup = " + name + ")" +
+		" AND q.n <= pgsketch.max_dirty_buckets() THEN q.n ELSE " + call + " END" +
+		" FROM (SELECT count(DISTINCT x.bucket) AS n FROM pgsketch.rollup_dirty x WHERE " + strings.Join(conds, " AND ") + ") q)"
+}
+
 func checked(info, ok, msg string) string {
 	return "CASE WHEN " + ok + " THEN " + info + " ELSE CAST(CAST(CASE WHEN (" + ok + ") IS NOT TRUE THEN " +
 		catalog.QuoteLiteral("pgsketch: "+msg) + " END AS timestamptz) AS text) END"

@@ -270,7 +270,7 @@ func testCatalog() *catalog.Snapshot {
 				{Grain: catalog.Month, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_month"}},
 				{Grain: catalog.Week, Table: catalog.Table{Schema: "pgsketch_rollups", Name: "events_daily_week"}},
 			},
-			Inserts:   &catalog.Table{Schema: "pgsketch", Name: "inserts_events_daily"},
+			Inserts: &catalog.Table{Schema: "pgsketch", Name: "inserts_events_daily"}, CaptureInPlace: true,
 			FirstSeen: &catalog.FirstSeen{Key: "user_id", Built: true},
 		},
 		{

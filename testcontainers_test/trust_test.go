@@ -109,15 +109,24 @@ func (e *trustEnv) check(t *testing.T, step string, fromRollup *bool) (int, erro
 	return n, nil
 }
 
-// broken is what pgsketch.rollups says of ev_daily's change capture.
+// broken is what pgsketch.rollups says of ev_daily's change capture. It
+// fails the test where the view pgsketch.capture_in_place, which answering
+// statements read before they call the check's functions, says the
+// capture is in place while the functions say it is not.
 func (e *trustEnv) broken(t *testing.T) string {
 	t.Helper()
 	var why *string
-	if err := e.conn.QueryRow(context.Background(), `SELECT capture_broken FROM pgsketch.rollups WHERE name = 'ev_daily'`).Scan(&why); err != nil {
+	var inPlace bool
+	if err := e.conn.QueryRow(context.Background(), `SELECT r.capture_broken, v.in_place
+		  FROM pgsketch.rollups r JOIN pgsketch.capture_in_place v ON v.rollup = r.name
+		 WHERE r.name = 'ev_daily'`).Scan(&why, &inPlace); err != nil {
 		t.Fatal(err)
 	}
 	if why == nil {
 		return ""
+	}
+	if inPlace {
+		t.Fatalf("pgsketch.capture_in_place says the capture is in place; capture_broken: %s", *why)
 	}
 	return *why
 }
@@ -501,7 +510,22 @@ func newTrustEnvBehind(t *testing.T, p *proxyProc) *trustEnv {
 	mustExec(t, conn, trustTableSQL)
 	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_daily', 'ev', 'created_at', `+captureArgs+`)`)
 	refreshRollup(t, conn, "ev_daily", refresh.Options{})
-	return &trustEnv{db: db, conn: conn, nc: connectSimple(t, p.URL(db.DSN)), p: p}
+	e := &trustEnv{db: db, conn: conn, nc: connectSimple(t, p.URL(db.DSN)), p: p}
+	e.wantInPlace(t, true)
+	return e
+}
+
+// wantInPlace fails the test unless pgsketch.capture_in_place says want
+// of ev_daily for the test's role.
+func (e *trustEnv) wantInPlace(t *testing.T, want bool) {
+	t.Helper()
+	var got bool
+	if err := e.conn.QueryRow(context.Background(), `SELECT in_place FROM pgsketch.capture_in_place WHERE rollup = 'ev_daily'`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("pgsketch.capture_in_place says in_place = %v, want %v (capture_broken: %q)", got, want, e.broken(t))
+	}
 }
 
 // agreeing is agree, saying who answered: "rollup, right" (all from the
@@ -1053,5 +1077,71 @@ func TestCaptureTakesNoSubtransactionIDs(t *testing.T) {
 	if err := e.conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pgsketch.inserts_ev_daily),
 		(SELECT count(*) FROM pgsketch.rollup_dirty WHERE rollup = 'ev_daily')`).Scan(&copied, &logged); err != nil || copied != 200 || logged == 0 {
 		t.Fatalf("%d inserted rows copied, %d log rows (%v); want 200 and the update's", copied, logged, err)
+	}
+}
+
+// TestAnswerCallsNoCheckFunction: where the rollup's capture is in place,
+// an answer passes its capture check by reading the view
+// pgsketch.capture_in_place, and PostgreSQL runs no PL/pgSQL check
+// function for it (a new backend has none to compile). The function's
+// calls are counted by track_functions, flushed when the proxy's session
+// ends; the one call made by hand in that session shows the count works.
+func TestAnswerCallsNoCheckFunction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newTrustEnv(t)
+	mustExec(t, e.conn, `ALTER DATABASE `+pgx.Identifier{e.db.Name}.Sanitize()+` SET track_functions = 'pl'`)
+	calls := func() int64 {
+		t.Helper()
+		var n int64
+		if err := e.conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions
+			 WHERE schemaname = 'pgsketch' AND funcname = 'capture_check_inserts'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const app = "pgsketch-in-place"
+	sessions := func() int {
+		t.Helper()
+		var n int
+		if err := e.conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := calls()
+	u := e.p.URL(e.db.DSN)
+	if strings.Contains(u, "?") {
+		u += "&application_name=" + app
+	} else {
+		u += "?application_name=" + app
+	}
+	nc := connectSimple(t, u)
+	if sessions() != 1 {
+		t.Fatalf("%d sessions named %s, want the proxy's one", sessions(), app)
+	}
+	for i := range 3 {
+		for _, q := range trustQueries {
+			got, err := nc.query(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.notices) != 1 || !strings.Contains(got.notices[0], "approximated from rollup ev_daily") {
+				t.Fatalf("answer %d: notices %q, want the rollup's", i, got.notices)
+			}
+		}
+	}
+	mustExec(t, nc.Conn, `SELECT pgsketch.capture_check_inserts('ev_daily', NULL, NULL)`)
+	nc.Close(ctx)
+	deadline := time.Now().Add(20 * time.Second)
+	for sessions() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy's session did not end")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := calls() - before; got != 1 {
+		t.Fatalf("pgsketch.capture_check_inserts called %d times in the proxy's session, want 1 (the call by hand; none for the %d answers)",
+			got, 3*len(trustQueries))
 	}
 }

@@ -13,6 +13,9 @@
 //	go run ./scripts/pausedquery -q "... created_at >= $1 ..." -param 2026-02-09 URL
 //	go run ./scripts/pausedquery -q "SELECT count(DISTINCT ...) ..." -q "SELECT hll_union_agg(...) ..." PROXY DB
 //
+// With -prepare as well, the query is prepared once per connection and
+// executed by name, as the proxy executes its fetch.
+//
 // -pre and -post run statements around each query on its connection,
 // timed with it (a transaction block, say), and -binary asks for the
 // results of a query with -param in binary, as the proxy does:
@@ -44,6 +47,7 @@ func main() {
 	pre := flag.String("pre", "", "statements run before each query on its connection, timed with it")
 	post := flag.String("post", "", "statements run after each query on its connection, timed with it")
 	binary := flag.Bool("binary", false, "with -param: results in binary")
+	prepare := flag.Bool("prepare", false, "with -param: prepare the query once per connection and execute it by name, as the proxy does (PostgreSQL's plan cache then chooses a generic plan after five)")
 	var params []string
 	flag.Func("param", "a parameter of the query ($1, then $2, ...); repeat the flag for each", func(v string) error {
 		params = append(params, v)
@@ -85,6 +89,12 @@ func main() {
 		}
 		defer c.Close(ctx)
 		conns[i] = c
+		if *prepare && len(args) > 0 {
+			if _, err := c.Prepare(ctx, "pausedquery", query(i), nil); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: prepare: %v\n", u, err)
+				os.Exit(1)
+			}
+		}
 	}
 	times := make([][]time.Duration, len(conns))
 	for i := range *n {
@@ -101,7 +111,11 @@ func main() {
 				if *binary {
 					formats = []int16{1}
 				}
-				err = conns[k].ExecParams(ctx, query(k), args, nil, nil, formats).Read().Err
+				if *prepare {
+					err = conns[k].ExecPrepared(ctx, "pausedquery", args, nil, formats).Read().Err
+				} else {
+					err = conns[k].ExecParams(ctx, query(k), args, nil, nil, formats).Read().Err
+				}
 			} else if err == nil {
 				_, err = conns[k].Exec(ctx, query(k)).ReadAll()
 			}
