@@ -103,6 +103,24 @@ func TestFingerprint(t *testing.T) {
 		if err := conn.QueryRow(ctx, fingerprintSQL).Scan(&fp); err != nil {
 			t.Fatal(err)
 		}
+		// A speculation reads it as the last column of viewSQL.
+		rows, err := conn.Query(ctx, viewSQL, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var vals []any
+		for rows.Next() {
+			if vals, err = rows.Values(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(vals) != settingsColumns+1 || vals[settingsColumns] != fp {
+			t.Fatalf("viewSQL read %v; want %d columns, the last the fingerprint %s", vals, settingsColumns+1, fp)
+		}
 		return fp
 	}
 	seen := map[string]string{}

@@ -106,21 +106,12 @@ func (c *sessionConn) confirm(ctx context.Context) error {
 	return c.speculate(ctx, nil, nil)[0]
 }
 
-// viewStatements are the statements that read the view, and collectors
-// of their rows.
-func viewStatements() ([]upstream.Statement, []func(pgproto3.BackendMessage) error, *[2][][]byte) {
-	var rows [2][][]byte
-	each := make([]func(pgproto3.BackendMessage) error, 2)
-	for i := range each {
-		each[i] = func(msg pgproto3.BackendMessage) error {
-			if dr, ok := msg.(*pgproto3.DataRow); ok && rows[i] == nil {
-				rows[i] = cloneRow(dr.Values)
-			}
-			return nil
-		}
-	}
-	return []upstream.Statement{{SQL: settingsSQL}, {SQL: fingerprintSQL}}, each, &rows
-}
+// viewSQL reads the view in one statement, for a speculation: the
+// settings row with the catalog fingerprint after it. Unlike settingsSQL it
+// can fail (a role that lost the right to read the catalog); the
+// speculation's view then counts as changed, and readView reads it anew
+// with the two statements apart.
+const viewSQL = settingsSQL + ",\n (" + fingerprintSQL + ")"
 
 // speculate runs sts as runMany does, after the statements that read the
 // view, in the same round trip; when that reading differs from the
@@ -129,16 +120,19 @@ func viewStatements() ([]upstream.Statement, []func(pgproto3.BackendMessage) err
 func (c *sessionConn) speculate(ctx context.Context, sts []upstream.Statement, each []func(pgproto3.BackendMessage) error) []error {
 	sp := c.spec
 	sp.pending = false
-	pre, preEach, rows := viewStatements()
-	all := append(pre, sts...)
-	fs := append(preEach, make([]func(pgproto3.BackendMessage) error, len(sts))...)
-	copy(fs[len(pre):], each)
-	errs := c.runMany(ctx, all, fs)
-	fp := ""
-	if len(rows[1]) == 1 && rows[1][0] != nil {
-		fp = string(rows[1][0])
+	var row [][]byte
+	all := append([]upstream.Statement{{SQL: viewSQL}}, sts...)
+	fs := make([]func(pgproto3.BackendMessage) error, len(all))
+	fs[0] = func(msg pgproto3.BackendMessage) error {
+		if dr, ok := msg.(*pgproto3.DataRow); ok && row == nil {
+			row = cloneRow(dr.Values)
+		}
+		return nil
 	}
-	if errs[0] != nil || errs[1] != nil || len(rows[0]) != settingsColumns || viewKey(rows[0], fp) != sp.read {
+	copy(fs[1:], each)
+	errs := c.runMany(ctx, all, fs)
+	if errs[0] != nil || len(row) != settingsColumns+1 || row[settingsColumns] == nil ||
+		viewKey(row[:settingsColumns], string(row[settingsColumns])) != sp.read {
 		sp.changed = true
 		// Statements prepared in this round trip were parsed in settings
 		// other than those they are kept under.
@@ -154,5 +148,5 @@ func (c *sessionConn) speculate(ctx context.Context, sts []upstream.Statement, e
 	if len(sts) == 0 {
 		return []error{nil}
 	}
-	return errs[len(pre):]
+	return errs[1:]
 }

@@ -45,8 +45,8 @@ func upstreamReply(rows ...[][]byte) []pgproto3.BackendMessage {
 
 // TestSpeculationOneRoundTrip: a statement planned in the session's last
 // view goes upstream in one round trip with the reading of the view: the
-// upstream gets the settings, the fingerprint and the statement before it
-// replies to any. With the same view read, the statement's rows are
+// upstream gets the settings and the fingerprint, in one statement, and
+// the statement before it replies to any. With the same view read, the statement's rows are
 // returned; with another (a setting changed), errViewChanged.
 func TestSpeculationOneRoundTrip(t *testing.T) {
 	const fetch = "SELECT 42"
@@ -59,12 +59,10 @@ func TestSpeculationOneRoundTrip(t *testing.T) {
 			row := append([][]byte(nil), settingsRow...)
 			row[1] = []byte(tc.tz)
 			var script []wiretest.Step
-			script = append(script, upstreamRead("pgsketch_q_1", settingsSQL)...)
-			script = append(script, upstreamRead("pgsketch_q_2", fingerprintSQL)...)
-			script = append(script, upstreamRead("pgsketch_q_3", fetch)...)
+			script = append(script, upstreamRead("pgsketch_q_1", viewSQL)...)
+			script = append(script, upstreamRead("pgsketch_q_2", fetch)...)
 			var replies []pgproto3.BackendMessage
-			replies = append(replies, upstreamReply(row)...)
-			replies = append(replies, upstreamReply([][]byte{[]byte("fp")})...)
+			replies = append(replies, upstreamReply(append(row, []byte("fp")))...)
 			replies = append(replies, upstreamReply([][]byte{[]byte("42")})...)
 			script = append(script, wiretest.Reply(replies...))
 			w := wiretest.New(t, script...)
@@ -93,9 +91,8 @@ func TestSpeculationOneRoundTrip(t *testing.T) {
 // confirms the view with a round trip of its own before it is acted upon.
 func TestSpeculationConfirmAlone(t *testing.T) {
 	var script []wiretest.Step
-	script = append(script, upstreamRead("pgsketch_q_1", settingsSQL)...)
-	script = append(script, upstreamRead("pgsketch_q_2", fingerprintSQL)...)
-	script = append(script, wiretest.Reply(append(upstreamReply(settingsRow), upstreamReply([][]byte{[]byte("fp2")})...)...))
+	script = append(script, upstreamRead("pgsketch_q_1", viewSQL)...)
+	script = append(script, wiretest.Reply(upstreamReply(append(append([][]byte(nil), settingsRow...), []byte("fp2")))...))
 	w := wiretest.New(t, script...)
 	c := &sessionConn{s: w.Session, txStatus: 'I', spec: &speculation{read: viewKey(settingsRow, "fp"), pending: true}}
 	if err := c.confirm(context.Background()); !errors.Is(err, errViewChanged) {
@@ -116,5 +113,26 @@ func TestSpeculationConfirmCancelled(t *testing.T) {
 	cancel()
 	if err := c.confirm(ctx); !errors.Is(err, errViewChanged) {
 		t.Fatalf("confirm with a cancelled context: %v, want errViewChanged", err)
+	}
+}
+
+// TestSpeculationViewUnreadable: where the one statement that reads the
+// view fails (the role lost the right to read the catalog), the view
+// counts as changed, so that it is read anew, apart.
+func TestSpeculationViewUnreadable(t *testing.T) {
+	var script []wiretest.Step
+	script = append(script, upstreamRead("pgsketch_q_1", viewSQL)...)
+	script = append(script, wiretest.Reply(&pgproto3.ParseComplete{}, &pgproto3.BindComplete{},
+		&pgproto3.DataRow{Values: [][]byte{[]byte("off")}}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
+		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{}, &pgproto3.RowDescription{},
+		&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42501", Message: "permission denied for table rollup_defs"},
+		&pgproto3.ReadyForQuery{TxStatus: 'I'}))
+	w := wiretest.New(t, script...)
+	c := &sessionConn{s: w.Session, txStatus: 'I', spec: &speculation{read: viewKey(settingsRow, "fp"), pending: true}}
+	if err := c.confirm(context.Background()); !errors.Is(err, errViewChanged) {
+		t.Fatalf("confirm with the view unreadable: %v, want errViewChanged", err)
+	}
+	if !c.spec.changed {
+		t.Errorf("speculation %+v after the round trip, want changed", *c.spec)
 	}
 }
