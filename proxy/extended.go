@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -54,6 +55,8 @@ const (
 
 // extSession is a session's extended-protocol state.
 type extSession struct {
+	// id is the session's number among the proxy's sessions, never reused.
+	id      uint64
 	stmts   map[string]*ownedStmt
 	portals map[string]*ownedPortal
 	// ready is the session's ReadyForQuery count when the last request
@@ -103,10 +106,13 @@ type ownedPortal struct {
 }
 
 // sessionState returns the session's state, made on first use.
+// sessionIDs numbers the sessions (extSession.id).
+var sessionIDs atomic.Uint64
+
 func sessionState(s *wire.Session) *extSession {
 	es, _ := s.State().(*extSession)
 	if es == nil {
-		es = &extSession{stmts: map[string]*ownedStmt{}, portals: map[string]*ownedPortal{}, txStatus: 'I',
+		es = &extSession{id: sessionIDs.Add(1), stmts: map[string]*ownedStmt{}, portals: map[string]*ownedPortal{}, txStatus: 'I',
 			describedStmts: preparedStmts{prefix: describedPrefix, max: maxDescribed}}
 		s.SetState(es)
 	}

@@ -355,6 +355,7 @@ func TestSimpleQueryAfterUnsyncedRequest(t *testing.T) {
 	row[9] = []byte("f")   // the catalog is not readable
 	row[13] = []byte("on") // standard_conforming_strings
 	row[14] = []byte("Default")
+	row[15] = []byte("f") // no temporary schema
 	c := wiretest.New(t,
 		// The last request synced: idle.
 		wiretest.Expect(&pgproto3.Sync{}),

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -345,11 +346,18 @@ func (h *Handler) runInSnapshot(ctx context.Context, c *sessionConn, st sessionS
 // cacheScope identifies, for the cache of rollup rows, what beyond the plan
 // and its parameters decides the rows a fetch's rollup half returns: the
 // database, the role (row-level security, should a rollup table have it)
-// and the session's settings.
+// and the session's settings; and the session itself where it has
+// temporary objects.
 func cacheScope(c *sessionConn, st sessionSettings) string {
 	p := c.s.Params()
-	return strings.Join([]string{p["database"], p["user"], st.rw.User, st.rw.SearchPath, st.rw.TimeZone, st.rw.Abbreviations,
-		st.exec.DateStyle, st.exec.IntervalStyle, st.exec.ExtraFloatDigits, st.exec.ByteaOutput, st.exec.ClientEncoding}, "\x00")
+	scope := []string{p["database"], p["user"], st.rw.User, st.rw.SearchPath, st.rw.TimeZone, st.rw.Abbreviations,
+		st.exec.DateStyle, st.exec.IntervalStyle, st.exec.ExtraFloatDigits, st.exec.ByteaOutput, st.exec.ClientEncoding}
+	if st.tempSchema {
+		// A temporary type may stand for a type the fetch names: this
+		// session's rows are its own.
+		scope = append(scope, "session "+strconv.FormatUint(sessionState(c.s).id, 10))
+	}
+	return strings.Join(scope, "\x00")
 }
 
 // hashable says why the base rows' text cannot be hashed as the refresher

@@ -54,10 +54,10 @@ const settingsSQL = `SELECT current_setting('search_path'), current_setting('Tim
    AND has_table_privilege(to_regclass('pgsketch.rollup_defs'), 'SELECT'), false),
  current_setting('` + MergeSetting + `', true), current_setting('` + MaxOverlapErrorSetting + `', true),
  current_setting('` + TopKSetting + `', true), current_setting('standard_conforming_strings'),
- current_setting('timezone_abbreviations')`
+ current_setting('timezone_abbreviations'), pg_catalog.pg_my_temp_schema() OPERATOR(pg_catalog.<>) 0`
 
 // settingsColumns is the number of columns settingsSQL returns.
-const settingsColumns = 15
+const settingsColumns = 16
 
 // savepoint protects the client's transaction block from errors of the
 // statements the proxy runs: on one, the proxy rolls back to it and lets
@@ -71,6 +71,12 @@ type sessionSettings struct {
 	// standardStrings: standard_conforming_strings is on, so the session's
 	// SQL text reads as the parser reads it.
 	standardStrings bool
+	// tempSchema: the session has a schema of temporary objects. PostgreSQL
+	// looks a type name up there before pg_catalog, so the proxy's
+	// statements, which name types such as bigint and timestamptz
+	// unqualified, may mean other types in this session than in others:
+	// what it reads is not shared with them (cacheScope).
+	tempSchema bool
 	// fingerprint identifies the catalog's state ("" if not read).
 	fingerprint string
 	// read is the settings row and the fingerprint as read, to compare
@@ -123,6 +129,7 @@ func (h *Handler) settings(ctx context.Context, c *sessionConn) (sessionSettings
 		// The parser reads string literals as PostgreSQL does with the
 		// setting on ('a\' is a backslash, not an escaped quote).
 		standardStrings: string(r[13]) == "on",
+		tempSchema:      string(r[15]) != "f",
 	}
 	st.rw.Abbreviations = string(r[14])
 	st.parse = strings.Join([]string{string(r[0]), string(r[1]), string(r[4]), string(r[5]), string(r[13]), string(r[14])}, "\x00")

@@ -13,7 +13,7 @@ import (
 
 // settingsRow is a reply to settingsSQL.
 var settingsRow = [][]byte{[]byte("public"), []byte("UTC"), []byte("app"), nil, []byte("ISO, MDY"), []byte("postgres"),
-	[]byte("1"), []byte("hex"), []byte("UTF8"), []byte("t"), nil, nil, nil, []byte("on"), []byte("Default")}
+	[]byte("1"), []byte("hex"), []byte("UTF8"), []byte("t"), nil, nil, nil, []byte("on"), []byte("Default"), []byte("f")}
 
 // upstreamRead is the upstream's part of one statement the proxy runs
 // outside a transaction block, prepared now as stmt: the JIT setting, the

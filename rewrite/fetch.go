@@ -519,18 +519,22 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 // idle one runs one plain plan.
 func (m *matcher) inPlaceCheck(call, lo, hi string) string {
 	name := catalog.QuoteLiteral(m.r.Name)
-	conds := []string{"x.rollup = " + name}
+	conds := []string{"x.rollup OPERATOR(pg_catalog.=) " + name}
 	for _, b := range []struct{ v, op string }{{lo, ">="}, {hi, "<"}} {
 		if b.v == "NULL" {
 			continue
 		}
 		// As the function's arguments are taken: cast to timestamptz.
-		v := "CAST(" + b.v + " AS timestamptz)"
-		conds = append(conds, "("+v+" IS NULL OR x.bucket "+b.op+" "+v+")")
+		v := "CAST(" + b.v + " AS pg_catalog.timestamptz)"
+		conds = append(conds, "("+v+" IS NULL OR x.bucket OPERATOR(pg_catalog."+b.op+") "+v+")")
 	}
-	return "(SELECT CASE WHEN (SELECT v.in_place FROM pgsketch.capture_in_place v WHERE v.rollup = " + name + ")" +
-		" AND q.n <= pgsketch.max_dirty_buckets() THEN q.n ELSE " + call + " END" +
-		" FROM (SELECT count(DISTINCT x.bucket) AS n FROM pgsketch.rollup_dirty x WHERE " + strings.Join(conds, " AND ") + ") q)"
+	// Every name here is qualified: the function ran under a search_path
+	// of its own, this runs under the session's, where a temporary type
+	// named timestamptz, or a count taking timestamptz, would be found
+	// first.
+	return "(SELECT CASE WHEN (SELECT v.in_place FROM pgsketch.capture_in_place v WHERE v.rollup OPERATOR(pg_catalog.=) " + name + ")" +
+		" AND q.n OPERATOR(pg_catalog.<=) pgsketch.max_dirty_buckets() THEN q.n ELSE " + call + " END" +
+		" FROM (SELECT pg_catalog.count(DISTINCT x.bucket) AS n FROM pgsketch.rollup_dirty x WHERE " + strings.Join(conds, " AND ") + ") q)"
 }
 
 func checked(info, ok, msg string) string {

@@ -499,3 +499,33 @@ func TestViewChangedBetweenStatements(t *testing.T) {
 	mustExec(t, conn, `SELECT pgsketch.drop_rollup('tv_daily')`)
 	exactOnly("rollup dropped by another session", c, trustQuery)
 }
+
+// TestCacheTemporarySchema: PostgreSQL looks type names up in a session's
+// schema of temporary objects before pg_catalog, and the fetch names types
+// (timestamptz, text, date) unqualified, so in a session with temporary
+// objects it may mean other types than in the rest: a temporary text with
+// an implicit cast could make the fetch take a changed token for the
+// cached one, and what it read would then be kept under the new token for
+// every session of the role. Such a session shares no cached rows, either
+// way; the others go on sharing theirs.
+func TestCacheTemporarySchema(t *testing.T) {
+	t.Parallel()
+	db, _ := trustDB(t)
+	p := startProxy(t, server.adminURL, "--approx", "on", "--cache-bytes", "268435456")
+	direct := connectSimple(t, db.DSN)
+	exact := directExact(t, direct, trustQuery)
+	a, b, c := connectSimple(t, p.URL(db.DSN)), connectSimple(t, p.URL(db.DSN)), connectSimple(t, p.URL(db.DSN))
+	if trustCheck(t, "a first session", a, exact, trustQuery) {
+		t.Fatal("the first answer took its rollup rows from the cache")
+	}
+	mustExec(t, b.Conn, `CREATE TEMPORARY TABLE scratch (x int)`)
+	if trustCheck(t, "a session with a temporary table", b, exact, trustQuery) {
+		t.Fatal("a session with temporary objects took the rollup rows another session read from the cache")
+	}
+	if !trustCheck(t, "the same session again", b, exact, trustQuery) {
+		t.Fatal("a session with temporary objects did not keep its own rollup rows")
+	}
+	if !trustCheck(t, "a third session", c, exact, trustQuery) {
+		t.Fatal("a session without temporary objects did not take the first session's rollup rows from the cache")
+	}
+}

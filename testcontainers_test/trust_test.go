@@ -1145,3 +1145,45 @@ func TestAnswerCallsNoCheckFunction(t *testing.T) {
 			got, 3*len(trustQueries))
 	}
 }
+
+// TestInPlaceCheckNamesQualified: the fetch counts the range's changed
+// buckets itself, under the session's search_path, where a temporary type
+// is found before pg_catalog's. Every name it writes is qualified, so a
+// type named timestamptz with casts that move the range's end does not
+// hide the buckets: a range with more changed buckets than an answer may
+// read from the base table is still answered exactly.
+func TestInPlaceCheckNamesQualified(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, conn := catalogDB(t)
+	mustExec(t, conn, trustTableSQL)
+	// A row in each of 100 hours.
+	mustExec(t, conn, `INSERT INTO ev SELECT timestamptz '2026-01-02' + i * interval '1 hour', 'DE', 'web', i, 1 FROM generate_series(1, 100) i`)
+	mustExec(t, conn, `SELECT pgsketch.create_rollup('ev_hourly', 'ev', 'created_at', grain => 'hour', dimensions => '{country}',
+		distinct_columns => '{user_id}')`)
+	refreshRollup(t, conn, "ev_hourly", refresh.Options{})
+	mustExec(t, conn, `UPDATE ev SET amount = amount + 1`) // every bucket changed
+	p := startProxy(t, server.adminURL, "--approx", "on")
+	nc := connectSimple(t, p.URL(db.DSN))
+	exact := func(step string) {
+		t.Helper()
+		nc.notices = nil
+		got, err := nc.query(ctx, `SELECT count(DISTINCT user_id) AS users FROM ev`)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if len(got.notices) != 1 || !strings.Contains(got.notices[0], "rollup ev_hourly not used") ||
+			!strings.Contains(got.notices[0], "(more than 64)") {
+			t.Fatalf("%s: notices %q, want ev_hourly not used for too many changed buckets", step, got.notices)
+		}
+	}
+	exact("a plain session")
+	mustExec(t, nc.Conn, `CREATE TYPE pg_temp.timestamptz AS (v pg_catalog.timestamptz);
+		CREATE FUNCTION pg_temp.to_t(pg_catalog.timestamptz) RETURNS pg_temp.timestamptz
+			LANGUAGE sql AS 'SELECT ROW($1)::pg_temp.timestamptz';
+		CREATE FUNCTION pg_temp.from_t(pg_temp.timestamptz) RETURNS pg_catalog.timestamptz
+			LANGUAGE sql AS $$SELECT '-infinity'::pg_catalog.timestamptz$$;
+		CREATE CAST (pg_catalog.timestamptz AS pg_temp.timestamptz) WITH FUNCTION pg_temp.to_t(pg_catalog.timestamptz);
+		CREATE CAST (pg_temp.timestamptz AS pg_catalog.timestamptz) WITH FUNCTION pg_temp.from_t(pg_temp.timestamptz) AS IMPLICIT`)
+	exact("a session with a temporary type named timestamptz")
+}
