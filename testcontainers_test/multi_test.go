@@ -174,11 +174,16 @@ func TestProxyPreparedStatements(t *testing.T) {
 		if mode == "extended" {
 			c = connectMode(t, p.URL(db.DSN), pgx.QueryExecModeExec)
 		}
+		// The first answer reads the session's view on its own, the
+		// second with its fetch (one statement more); from then on
+		// nothing is prepared anew.
 		answered(c, mode+", first")
-		n := prepared(c)
+		first := prepared(c)
 		answered(c, mode+", second")
-		if n == 0 || prepared(c) != n {
-			t.Errorf("%s: %d statements prepared after the first query, %d after the second", mode, n, prepared(c))
+		n := prepared(c)
+		answered(c, mode+", third")
+		if first == 0 || prepared(c) != n {
+			t.Errorf("%s: %d statements prepared after the first query, %d after the second, %d after the third", mode, first, n, prepared(c))
 		}
 		for _, drop := range []string{"DEALLOCATE ALL", "DISCARD ALL"} {
 			mustExec(t, c.Conn, drop)
