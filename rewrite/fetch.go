@@ -472,10 +472,11 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 		check = "pgsketch.capture_check_logged("
 		args += ", (SELECT count(*) FROM " + plan.LogRelation + "), " + strconv.FormatBool(m.r.Inserts != nil)
 	}
-	info := "'" + InfoPrefix + "' || " + check + args + ")"
+	call := check + args + ")"
 	if m.r.Inserts != nil && !m.r.Distributed && m.r.CaptureInPlace {
-		info = "'" + InfoPrefix + "' || " + m.inPlaceCheck(check+args+")", lo, m.logInstant("hi"))
+		call = m.inPlaceCheck(call, lo, m.logInstant("hi"))
 	}
+	info := "'" + InfoPrefix + "' || " + call
 	if m.zoneRules && m.r.TimeType == catalog.Timestamptz {
 		// Zone rules are checked from 1970 on: older buckets (New York kept
 		// its local mean time, 4:56:02 behind UTC, until 1883) may hold rows
@@ -504,11 +505,6 @@ func (m *matcher) fetchStatement(p *plan.Rollup, c fetchCols) {
 	p.FetchSQL = f.SQL(false, "")
 }
 
-// checked is the info row's expression info, evaluated only where
-// condition ok holds; elsewhere the statement fails as a run-time check
-// (SQLSTATE 22007: "pgsketch: " and msg cast to timestamptz, inside a CASE
-// that reads ok so that PostgreSQL cannot fold it at plan time), which the
-// proxy answers exactly with the message as its NOTICE.
 // inPlaceCheck is the capture check of a statement that reads inserted
 // rows, read from the view pgsketch.capture_in_place first: where it says
 // the capture is in place, the number of changed buckets in [lo, hi),
@@ -537,6 +533,11 @@ func (m *matcher) inPlaceCheck(call, lo, hi string) string {
 		" FROM (SELECT pg_catalog.count(DISTINCT x.bucket) AS n FROM pgsketch.rollup_dirty x WHERE " + strings.Join(conds, " AND ") + ") q)"
 }
 
+// checked is the info row's expression info, evaluated only where
+// condition ok holds; elsewhere the statement fails as a run-time check
+// (SQLSTATE 22007: "pgsketch: " and msg cast to timestamptz, inside a CASE
+// that reads ok so that PostgreSQL cannot fold it at plan time), which the
+// proxy answers exactly with the message as its NOTICE.
 func checked(info, ok, msg string) string {
 	return "CASE WHEN " + ok + " THEN " + info + " ELSE CAST(CAST(CASE WHEN (" + ok + ") IS NOT TRUE THEN " +
 		catalog.QuoteLiteral("pgsketch: "+msg) + " END AS timestamptz) AS text) END"
